@@ -1,0 +1,67 @@
+"""Datasets as arrays, and the deterministic sharder that makes sync training worker-count free.
+
+Global batch t is the same B examples whatever the worker count: the training set is shuffled
+once per epoch by a permutation seeded from (seed, epoch), batches are consecutive windows of
+the endless stream of those permutations, and worker i takes contiguous slice i of each batch.
+Everything is a pure function of (seed, step), so a resumed run sees the same data.
+"""
+
+import dataclasses
+import functools
+
+import numpy as np
+
+from parallel_tf.errors import ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+    train_x: np.ndarray
+    train_y: np.ndarray
+    eval_x: np.ndarray
+    eval_y: np.ndarray
+    num_classes: int
+    name: str
+
+    @property
+    def feature_shape(self):
+        return self.train_x.shape[1:]
+
+
+def check_shardable(global_batch_size, num_shards):
+    if global_batch_size % num_shards:
+        raise ConfigError(
+            f"--global_batch_size={global_batch_size} is not divisible by the worker count {num_shards}; "
+            "every worker must get an equal slice"
+        )
+
+
+class GlobalBatchSharder:
+    """Maps (step, worker) to the indices of that worker's slice of global batch `step`."""
+
+    def __init__(self, num_examples, global_batch_size, num_shards, seed):
+        check_shardable(global_batch_size, num_shards)
+        if num_examples < 1:
+            raise ConfigError("the training set is empty")
+        self.num_examples = num_examples
+        self.global_batch_size = global_batch_size
+        self.shard_size = global_batch_size // num_shards
+        self.seed = seed
+
+    @functools.lru_cache(maxsize=4)
+    def _epoch_order(self, epoch):
+        # RandomState is numpy's frozen legacy generator: the same permutation on every version.
+        return np.random.RandomState([self.seed, epoch]).permutation(self.num_examples)
+
+    def global_batch(self, step):
+        """Indices of the B examples of global batch `step` (0-based), in order."""
+        start = step * self.global_batch_size
+        first_epoch, offset = divmod(start, self.num_examples)
+        last_epoch = (start + self.global_batch_size - 1) // self.num_examples
+        stream = np.concatenate([self._epoch_order(e) for e in range(first_epoch, last_epoch + 1)])
+        return stream[offset : offset + self.global_batch_size]
+
+    def shard(self, step, shard_index):
+        """Indices of worker `shard_index`'s contiguous slice of global batch `step`."""
+        begin = shard_index * self.shard_size
+        return self.global_batch(step)[begin : begin + self.shard_size]

@@ -1,0 +1,72 @@
+"""Where ops live: worker GPU pinning and parameter placement across ps tasks.
+
+Worker i computes on GPU (i mod G) when its process sees G > 0 GPUs, else on its CPU.
+Parameters always live on a ps task's CPU, spread by size (greedy, largest load first out).
+"""
+
+import numpy as np
+
+from parallel_tf.compat import tf
+
+
+def worker_device(task_index, num_gpus):
+    """The device string that pins worker `task_index`'s compute."""
+    if num_gpus > 0:
+        return f"/job:worker/task:{task_index}/device:GPU:{task_index % num_gpus}"
+    return f"/job:worker/task:{task_index}/device:CPU:0"
+
+
+def cuda_visible_devices(num_workers, num_gpus):
+    """What the launcher puts in each worker's CUDA_VISIBLE_DEVICES: one GPU each, round robin.
+
+    Returns None when there are no GPUs, so the environment is left alone.
+    """
+    if num_gpus <= 0:
+        return None
+    return [str(i % num_gpus) for i in range(num_workers)]
+
+
+def visible_gpu_count():
+    return len(tf.config.experimental.list_physical_devices("GPU"))
+
+
+class ByteSizeLoadBalancer:
+    """A ps_strategy for replica_device_setter: each variable goes to the least loaded ps task.
+
+    TF 2.x removed contrib's GreedyLoadBalancingStrategy; this is the same idea, small.
+    Placement depends only on the order and shapes of variables, so every worker agrees.
+    """
+
+    def __init__(self, num_tasks):
+        self._loads = [0] * num_tasks
+
+    def __call__(self, op):
+        task = int(np.argmin(self._loads))
+        self._loads[task] += _variable_bytes(op)
+        return task
+
+
+def _variable_bytes(op):
+    shape = tf.TensorShape(op.get_attr("shape"))
+    elements = shape.num_elements() if shape.is_fully_defined() else 1
+    return elements * tf.as_dtype(op.get_attr("dtype")).size
+
+
+def device_setter(cluster, task_index, num_gpus):
+    """replica_device_setter for worker `task_index`: variables on ps CPUs, compute pinned."""
+    return tf.train.replica_device_setter(
+        ps_tasks=cluster.num_ps,
+        ps_device="/job:ps/device:CPU:0",
+        worker_device=worker_device(task_index, num_gpus),
+        cluster=tf.train.ClusterSpec(cluster.as_dict()),
+        ps_strategy=ByteSizeLoadBalancer(cluster.num_ps),
+    )
+
+
+def ps_cpu(ps_task):
+    return f"/job:ps/task:{ps_task}/device:CPU:0"
+
+
+def session_config(device_filters=None):
+    """Session options every task uses: soft placement for ops without GPU kernels."""
+    return tf.ConfigProto(allow_soft_placement=True, device_filters=device_filters or [])

@@ -1,0 +1,127 @@
+"""The task flags, defined once, and their translation into validated `Settings`.
+
+Parsing errors, out-of-range values and contradictions all become a `ConfigError`, which the
+entry points print as one line before exiting 2 (absl alone would exit 1 with a usage dump).
+"""
+
+import dataclasses
+import sys
+
+from absl import flags
+
+from parallel_tf import cluster as cluster_lib
+from parallel_tf.data import check_shardable
+from parallel_tf.errors import ConfigError
+from parallel_tf.graph import OPTIMIZERS
+
+FLAGS = flags.FLAGS
+MODES = ("sync",)
+NO_CLUSTER = "single"
+
+# Flags that apply to some runs only: setting one where it does not apply is an error, because
+# a flag silently ignored is a wrong experiment the user believes they ran.
+FLAG_SCOPES = {
+    "job_name": MODES,
+    "task_index": MODES,
+    "mode": MODES,
+}
+
+
+def define_task_flags():
+    flags.DEFINE_enum("job_name", None, ["ps", "worker"], "This process's job in the cluster.")
+    flags.DEFINE_integer("task_index", 0, "This process's index within its job; worker 0 is the chief.", lower_bound=0)
+    flags.DEFINE_string(
+        "cluster_spec", None, 'JSON file: {"cluster": {"ps": ["host:port"], "worker": ["host:port", ...]}}.'
+    )
+    flags.DEFINE_list("ps_hosts", [], "Comma-separated host:port of the parameter servers (instead of a spec).")
+    flags.DEFINE_list("worker_hosts", [], "Comma-separated host:port of the workers (instead of a spec).")
+    flags.DEFINE_enum("mode", "sync", MODES, "Distributed training mode.")
+    flags.DEFINE_integer(
+        "global_batch_size", 120, "Examples per step over all workers; must divide by the worker count.", lower_bound=1
+    )
+    flags.DEFINE_integer("train_steps", 600, "Global steps to train.", lower_bound=1)
+    flags.DEFINE_float("learning_rate", 0.1, "Learning rate of the optimizer.", lower_bound=0.0)
+    flags.DEFINE_enum("optimizer", "sgd", sorted(OPTIMIZERS), "Optimizer applied on the parameter servers.")
+    flags.DEFINE_integer("seed", 0, "Seed for data split, shuffling and initial parameters.", lower_bound=0)
+    flags.DEFINE_string("logdir", None, "Where the chief writes its outputs; default runs/<recipe>-<mode>-<time>.")
+    flags.DEFINE_string("data_dir", None, "Directory with the dataset's own files; default: a bundled dataset.")
+    flags.DEFINE_integer("log_every", 50, "Log loss and throughput every this many steps.", lower_bound=1)
+    flags.DEFINE_float(
+        "startup_timeout", 60.0, "Seconds a worker waits for the chief to initialise the model.", lower_bound=0.0
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Everything a task needs to know, checked; never mutated after parsing."""
+
+    mode: str  # "single" when there is no cluster
+    job_name: str  # "worker" in a single-process run
+    task_index: int
+    cluster: object  # cluster.ClusterConfig or None
+    global_batch_size: int
+    train_steps: int
+    learning_rate: float
+    optimizer: str
+    seed: int
+    logdir: str
+    data_dir: str
+    log_every: int
+    startup_timeout: float
+    num_gpus: int = 0
+
+    @property
+    def is_chief(self):
+        return self.job_name == "worker" and self.task_index == 0
+
+    @property
+    def num_workers(self):
+        return self.cluster.num_workers if self.cluster else 1
+
+
+def parse_or_exit(argv):
+    """An absl flags_parser: like absl's own, but one line and exit 2 on any flag error."""
+    try:
+        return FLAGS(argv)
+    except flags.Error as e:
+        exit_config_error(str(e))
+
+
+def exit_config_error(message):
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def settings_from_flags():
+    """Reads the parsed flags into Settings; raises ConfigError for contradictions."""
+    if FLAGS.learning_rate <= 0:
+        raise ConfigError(f"--learning_rate={FLAGS.learning_rate}: must be greater than 0")
+    cluster, env_job, env_index = cluster_lib.resolve(FLAGS.cluster_spec, FLAGS.ps_hosts, FLAGS.worker_hosts)
+    mode = FLAGS.mode if cluster else NO_CLUSTER
+    for name, scope in FLAG_SCOPES.items():
+        if FLAGS[name].present and mode not in scope:
+            where = "a single-process run (no cluster was given)" if mode == NO_CLUSTER else f"--mode={mode}"
+            raise ConfigError(f"--{name} does not apply to {where}; it applies to: {', '.join(scope)}")
+    job_name, task_index = "worker", 0
+    if cluster:
+        job_name = FLAGS.job_name or env_job
+        task_index = FLAGS.task_index if FLAGS["task_index"].present or env_index is None else env_index
+        if job_name is None:
+            raise ConfigError("--job_name is required in a cluster: ps or worker")
+        cluster.check_task(job_name, task_index)
+        check_shardable(FLAGS.global_batch_size, cluster.num_workers)
+    return Settings(
+        mode=mode,
+        job_name=job_name,
+        task_index=task_index,
+        cluster=cluster,
+        global_batch_size=FLAGS.global_batch_size,
+        train_steps=FLAGS.train_steps,
+        learning_rate=FLAGS.learning_rate,
+        optimizer=FLAGS.optimizer,
+        seed=FLAGS.seed,
+        logdir=FLAGS.logdir,
+        data_dir=FLAGS.data_dir,
+        log_every=FLAGS.log_every,
+        startup_timeout=FLAGS.startup_timeout,
+    )

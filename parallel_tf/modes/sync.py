@@ -1,0 +1,48 @@
+"""Deterministic synchronous SGD: SyncReplicasOptimizer, a barrier each step, sharded batches.
+
+Initialisation is explicit, not `make_session_run_hook` (whose path races, TF issue #7970):
+the chief runs `chief_init_op`, the others `local_step_init_op` once the chief's variables are
+ready. The chief runs the sync op of the optimizer's chief queue runner (take the N gradients,
+apply their average, bump the global step, hand out tokens) inside its own step rather than in
+the queue runner's thread: that thread is left blocked in `take_grad` after the last step, and
+closing the session then waits on it forever once the ps has gone. Inline, nothing is pending
+when training ends, and each step costs one RPC fewer. No initial tokens are put in the queue:
+with the default N tokens each worker's first step returns before the update is applied, its
+second gradient is then stale and dropped, and the data position drifts from the global step.
+With none, a worker's train op returns only after the step's averaged update is applied, and
+the barrier keeps a fast worker from taking a slow one's token for the next step.
+"""
+
+from parallel_tf.barrier import signal_done, step_barrier
+from parallel_tf.compat import tf
+from parallel_tf.devices import device_setter
+from parallel_tf.graph import build_model, make_optimizer
+from parallel_tf.modes import TrainGraph
+
+
+def build(model_fn, dataset, settings, cluster, task_index):
+    num_workers = cluster.num_workers
+    with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
+        model = build_model(model_fn, dataset)
+        global_step = tf.train.get_or_create_global_step()
+        optimizer = tf.train.SyncReplicasOptimizer(
+            make_optimizer(settings.optimizer, settings.learning_rate),
+            replicas_to_aggregate=num_workers,
+            total_num_replicas=num_workers,
+        )
+        train_op = optimizer.minimize(model.loss, global_step=global_step)
+    is_chief = task_index == 0
+    (sync_op,) = optimizer.get_chief_queue_runner().enqueue_ops
+    step_ops = [train_op, sync_op] if is_chief else [train_op]
+    workers, losses = step_barrier(num_workers, task_index, model.loss, after=step_ops)
+    return TrainGraph(
+        model=model,
+        global_step=global_step,
+        step={"workers": workers, "losses": losses},
+        init_op=tf.global_variables_initializer(),
+        ready_op=tf.report_uninitialized_variables(),
+        local_init_op=optimizer.chief_init_op if is_chief else optimizer.local_step_init_op,
+        ready_for_local_init_op=optimizer.ready_for_local_init_op,
+        finish_op=signal_done(cluster.num_ps, task_index),
+        device_filters=("/job:ps", f"/job:worker/task:{task_index}"),
+    )

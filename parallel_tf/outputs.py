@@ -1,0 +1,83 @@
+"""What the chief writes in --logdir, and the parameter fingerprint reproducibility is judged by.
+
+    metrics.jsonl    one line per logged step: step, loss, examples_per_sec, wall_time
+    events.*         TensorBoard scalars (loss, examples_per_sec, eval_accuracy)
+    model.ckpt-*     the final checkpoint
+    params.npz       final trainable parameters by name, for comparing runs
+    summary.json     the run's settings and results, params_sha256 among them
+"""
+
+import datetime
+import hashlib
+import json
+import os
+import time
+
+import numpy as np
+
+from parallel_tf.compat import tf
+from parallel_tf.errors import ConfigError
+
+FINISHED_MARKERS = ("summary.json", "metrics.jsonl")
+
+
+def params_sha256(named_params):
+    """SHA-256 of every parameter's bytes, in name order: equal iff the parameters are bitwise equal."""
+    digest = hashlib.sha256()
+    for name in sorted(named_params):
+        digest.update(np.ascontiguousarray(named_params[name]).tobytes())
+    return digest.hexdigest()
+
+
+def default_logdir(recipe, mode):
+    return os.path.join("runs", f"{recipe}-{mode}-{datetime.datetime.now():%Y%m%d-%H%M%S}")
+
+
+def prepare_logdir(logdir):
+    """Creates `logdir`, refusing one that already holds a run's outputs so none are overwritten."""
+    for marker in FINISHED_MARKERS:
+        if os.path.exists(os.path.join(logdir, marker)):
+            raise ConfigError(f"--logdir={logdir} already holds a run ({marker}); choose another --logdir")
+    try:
+        os.makedirs(logdir, exist_ok=True)
+        probe = os.path.join(logdir, ".write_test")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as e:
+        raise ConfigError(f"--logdir={logdir}: cannot write there: {e.strerror}") from None
+
+
+class RunWriter:
+    """The chief's outputs: metrics lines as they happen, then the final summary."""
+
+    def __init__(self, logdir, graph):
+        self.logdir = logdir
+        self._metrics = open(os.path.join(logdir, "metrics.jsonl"), "a", encoding="utf-8")
+        self._events = tf.summary.FileWriter(logdir, graph)
+
+    def log_step(self, step, loss, examples_per_sec):
+        record = {"step": step, "loss": loss, "examples_per_sec": examples_per_sec, "wall_time": time.time()}
+        self._metrics.write(json.dumps(record) + "\n")
+        self._metrics.flush()
+        self._scalars(step, loss=loss, examples_per_sec=examples_per_sec)
+
+    def _scalars(self, step, **values):
+        summary = tf.Summary(value=[tf.Summary.Value(tag=tag, simple_value=v) for tag, v in values.items()])
+        self._events.add_summary(summary, step)
+        self._events.flush()
+
+    def finish(self, summary, named_params):
+        """Writes params.npz and summary.json (last, so its presence means the run completed)."""
+        np.savez(os.path.join(self.logdir, "params.npz"), **named_params)
+        self._scalars(summary["train_steps"], eval_accuracy=summary["eval_accuracy"])
+        path = os.path.join(self.logdir, "summary.json")
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.replace(path + ".tmp", path)
+        self.close()
+
+    def close(self):
+        self._metrics.close()
+        self._events.close()

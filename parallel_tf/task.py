@@ -1,0 +1,219 @@
+"""Runs one process of a recipe: a parameter server, a worker, or a single-process run.
+
+A ps serves until every worker has signalled that it is done, then exits 0 by itself.
+A worker builds its mode's graph, joins (the chief initialises), trains in lockstep, and the
+chief writes the outputs. With no cluster flags at all, the recipe trains in one plain process:
+the reference a 1-worker cluster must match bitwise.
+"""
+
+import dataclasses
+import sys
+import time
+
+from absl import app, logging
+
+from parallel_tf import devices, outputs
+from parallel_tf.barrier import wait_until_workers_done
+from parallel_tf.compat import TF_VERSION, tf
+from parallel_tf.data import GlobalBatchSharder
+from parallel_tf.errors import ConfigError, TaskFailure
+from parallel_tf.flags import define_task_flags, exit_config_error, parse_or_exit, settings_from_flags
+from parallel_tf.graph import seed_everything
+from parallel_tf.modes import builder
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """What a recipe says: its name, its model and its data. The library does the rest."""
+
+    name: str
+    model_fn: object  # (features, num_classes) -> logits
+    load_data: object  # (settings) -> data.Dataset
+
+
+def run(recipe):
+    """The entry point of every recipe: `task.run(Recipe(...))` under its `__main__`."""
+    define_task_flags()
+    app.run(lambda argv: main(recipe, argv), flags_parser=parse_or_exit)
+
+
+def main(recipe, argv):
+    if len(argv) > 1:
+        exit_config_error(f"unexpected argument {argv[1]!r}; flags look like --name=value")
+    _configure_logging()
+    try:
+        settings = settings_from_flags()
+        if settings.job_name == "ps":
+            serve(settings)
+        else:
+            train(recipe, settings)
+    except ConfigError as e:
+        exit_config_error(str(e))
+    except (TaskFailure, tf.errors.OpError) as e:
+        logging.error("%s failed: %s", _task_name(settings), _first_line(e))
+        sys.exit(1)
+
+
+def serve(settings):
+    """A parameter server: hosts variables until every worker has finished, then returns."""
+    cluster = settings.cluster
+    server = _start_server(settings)
+    logging.info("ps:%d serving at %s", settings.task_index, cluster.jobs["ps"][settings.task_index])
+
+    def on_done(worker, count):
+        logging.info("worker:%d finished (%d/%d)", worker, count, cluster.num_workers)
+
+    wait_until_workers_done(server.target, settings.task_index, cluster.num_workers, on_done)
+    logging.info("all workers finished; ps:%d exiting", settings.task_index)
+
+
+def train(recipe, settings):
+    dataset = recipe.load_data(settings)
+    sharder = GlobalBatchSharder(
+        len(dataset.train_x), settings.global_batch_size, settings.num_workers, settings.seed
+    )
+    if settings.is_chief:
+        logdir = settings.logdir or outputs.default_logdir(recipe.name, settings.mode)
+        settings = dataclasses.replace(settings, logdir=logdir)
+        outputs.prepare_logdir(logdir)
+    target = _start_server(settings).target if settings.cluster else ""
+    settings = dataclasses.replace(settings, num_gpus=devices.visible_gpu_count())
+
+    graph = tf.Graph()
+    with graph.as_default():
+        seed_everything(settings.seed)
+        built = builder(settings.mode)(recipe.model_fn, dataset, settings, settings.cluster, settings.task_index)
+        saver = tf.train.Saver(sharded=True) if settings.is_chief else None
+    graph.finalize()
+
+    started = time.time()
+    with _join(built, graph, settings, target) as sess:
+        step = int(sess.run(built.global_step))
+        if step:
+            logging.info("resuming at global step %d", step)
+        writer = outputs.RunWriter(settings.logdir, graph) if settings.is_chief else None
+        train_seconds = _train_loop(sess, built, dataset, sharder, settings, step, writer)
+        if settings.is_chief:
+            summary = _summarize(sess, built, dataset, settings, recipe, train_seconds, time.time() - started)
+            saver.save(sess, f"{settings.logdir}/model.ckpt", global_step=built.global_step)
+            named = _named_params(sess)
+            summary["params_sha256"] = outputs.params_sha256(named)
+            writer.finish(summary, named)
+            logging.info(
+                "done: eval_accuracy %.4f, final loss %.6f, params_sha256 %s; outputs in %s",
+                summary["eval_accuracy"],
+                summary["final_loss"],
+                summary["params_sha256"],
+                settings.logdir,
+            )
+        if built.finish_op is not None:
+            sess.run(built.finish_op)
+
+
+def _train_loop(sess, built, dataset, sharder, settings, first_step, writer):
+    """Runs steps first_step..train_steps-1; the chief logs; returns the seconds spent."""
+    model = built.model
+    started = interval_start = time.time()
+    interval_steps = 0
+    for step in range(first_step, settings.train_steps):
+        rows = sharder.shard(step, settings.task_index)
+        result = sess.run(built.step, {model.features: dataset.train_x[rows], model.labels: dataset.train_y[rows]})
+        interval_steps += 1
+        done = step + 1
+        if writer and (done % settings.log_every == 0 or done == settings.train_steps):
+            now = time.time()
+            rate = interval_steps * settings.global_batch_size / max(now - interval_start, 1e-9)
+            loss = _global_batch_loss(result)
+            writer.log_step(done, loss, rate)
+            logging.info("step %d/%d  loss %.6f  %.0f examples/sec", done, settings.train_steps, loss, rate)
+            interval_start, interval_steps = now, 0
+    return time.time() - started
+
+
+def _global_batch_loss(step_result):
+    """Mean of the workers' shard losses, summed in worker order so the number is repeatable."""
+    order = step_result["workers"].argsort()
+    return float(step_result["losses"][order].astype("float64").mean())
+
+
+def _summarize(sess, built, dataset, settings, recipe, train_seconds, wall_seconds):
+    model = built.model
+    eval_accuracy = sess.run(model.accuracy, {model.features: dataset.eval_x, model.labels: dataset.eval_y})
+    rows = GlobalBatchSharder(len(dataset.train_x), settings.global_batch_size, 1, settings.seed).shard(
+        settings.train_steps - 1, 0
+    )
+    final_loss = sess.run(model.loss, {model.features: dataset.train_x[rows], model.labels: dataset.train_y[rows]})
+    steps = settings.train_steps
+    return {
+        "recipe": recipe.name,
+        "dataset": dataset.name,
+        "mode": settings.mode,
+        "num_workers": settings.num_workers,
+        "num_ps": settings.cluster.num_ps if settings.cluster else 0,
+        "num_gpus": settings.num_gpus,
+        "global_batch_size": settings.global_batch_size,
+        "train_steps": steps,
+        "learning_rate": settings.learning_rate,
+        "optimizer": settings.optimizer,
+        "seed": settings.seed,
+        "final_loss": float(final_loss),
+        "eval_accuracy": float(eval_accuracy),
+        "examples_per_sec": steps * settings.global_batch_size / train_seconds,
+        "ms_per_step": 1000.0 * train_seconds / steps,
+        "wall_seconds": wall_seconds,
+        "tf_version": TF_VERSION,
+    }
+
+
+def _named_params(sess):
+    variables = tf.trainable_variables()
+    return dict(zip((v.name for v in variables), sess.run(variables)))
+
+
+def _join(built, graph, settings, target):
+    """A session on the cluster: the chief initialises, the others wait until it has."""
+    manager = tf.train.SessionManager(
+        local_init_op=built.local_init_op,
+        ready_op=built.ready_op,
+        ready_for_local_init_op=built.ready_for_local_init_op,
+        graph=graph,
+        recovery_wait_secs=0.5,
+    )
+    config = devices.session_config(list(built.device_filters))
+    if settings.is_chief:
+        return manager.prepare_session(target, init_op=built.init_op, config=config)
+    try:
+        return manager.wait_for_session(target, config=config, max_wait_secs=settings.startup_timeout)
+    except tf.errors.DeadlineExceededError:
+        raise TaskFailure(
+            f"the chief (worker:0) did not initialise the model within --startup_timeout={settings.startup_timeout:g}s"
+        ) from None
+
+
+def _start_server(settings):
+    cluster = settings.cluster
+    return tf.train.Server(
+        tf.train.ClusterSpec(cluster.as_dict()),
+        job_name=settings.job_name,
+        task_index=settings.task_index,
+        config=devices.session_config(),
+    )
+
+
+def _task_name(settings):
+    return f"{settings.job_name}:{settings.task_index}"
+
+
+def _first_line(error):
+    message = getattr(error, "message", None) or str(error)
+    return message.strip().splitlines()[0] if message.strip() else type(error).__name__
+
+
+def _configure_logging():
+    logging.get_absl_handler().setFormatter(_ShortFormatter())
+
+
+class _ShortFormatter(logging.PythonFormatter):
+    """`HH:MM:SS message`: the launcher already prefixes each line with the task."""
+
+    def format(self, record):
+        return f"{time.strftime('%H:%M:%S', time.localtime(record.created))} {record.getMessage()}"
