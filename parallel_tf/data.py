@@ -47,9 +47,9 @@ class GlobalBatchSharder:
         self.global_batch_size = global_batch_size
         self.shard_size = global_batch_size // num_shards
         self.seed = seed
+        self._epoch_order = functools.lru_cache(maxsize=4)(self._permutation)
 
-    @functools.lru_cache(maxsize=4)
-    def _epoch_order(self, epoch):
+    def _permutation(self, epoch):
         # RandomState is numpy's frozen legacy generator: the same permutation on every version.
         return np.random.RandomState([self.seed, epoch]).permutation(self.num_examples)
 

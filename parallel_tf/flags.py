@@ -1,11 +1,10 @@
 """The task flags, defined once, and their translation into validated `Settings`.
 
-Parsing errors, out-of-range values and contradictions all become a `ConfigError`, which the
-entry points print as one line before exiting 2 (absl alone would exit 1 with a usage dump).
+Out-of-range values and contradictions become a `ConfigError`; entry points print it as one
+line and exit 2 (see cli.py).
 """
 
 import dataclasses
-import sys
 
 from absl import flags
 
@@ -13,9 +12,9 @@ from parallel_tf import cluster as cluster_lib
 from parallel_tf.data import check_shardable
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import OPTIMIZERS
+from parallel_tf.modes import MODES
 
 FLAGS = flags.FLAGS
-MODES = ("sync",)
 NO_CLUSTER = "single"
 
 # Flags that apply to some runs only: setting one where it does not apply is an error, because
@@ -79,19 +78,6 @@ class Settings:
         return self.cluster.num_workers if self.cluster else 1
 
 
-def parse_or_exit(argv):
-    """An absl flags_parser: like absl's own, but one line and exit 2 on any flag error."""
-    try:
-        return FLAGS(argv)
-    except flags.Error as e:
-        exit_config_error(str(e))
-
-
-def exit_config_error(message):
-    print(f"error: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
 def settings_from_flags():
     """Reads the parsed flags into Settings; raises ConfigError for contradictions."""
     if FLAGS.learning_rate <= 0:
@@ -100,8 +86,12 @@ def settings_from_flags():
     mode = FLAGS.mode if cluster else NO_CLUSTER
     for name, scope in FLAG_SCOPES.items():
         if FLAGS[name].present and mode not in scope:
-            where = "a single-process run (no cluster was given)" if mode == NO_CLUSTER else f"--mode={mode}"
-            raise ConfigError(f"--{name} does not apply to {where}; it applies to: {', '.join(scope)}")
+            if mode == NO_CLUSTER:
+                raise ConfigError(
+                    f"--{name} applies only to cluster tasks, and no cluster was given "
+                    "(--cluster_spec, --ps_hosts/--worker_hosts or TF_CONFIG)"
+                )
+            raise ConfigError(f"--{name} does not apply to --mode={mode}; it is for --mode={'|'.join(scope)}")
     job_name, task_index = "worker", 0
     if cluster:
         job_name = FLAGS.job_name or env_job

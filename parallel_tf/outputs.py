@@ -1,13 +1,12 @@
 """What the chief writes in --logdir, and the parameter fingerprint reproducibility is judged by.
 
-    metrics.jsonl    one line per logged step: step, loss, examples_per_sec, wall_time
-    events.*         TensorBoard scalars (loss, examples_per_sec, eval_accuracy)
-    model.ckpt-*     the final checkpoint
-    params.npz       final trainable parameters by name, for comparing runs
-    summary.json     the run's settings and results, params_sha256 among them
+metrics.jsonl    one line per logged step: step, loss, examples_per_sec, wall_time
+events.*         TensorBoard scalars (loss, examples_per_sec, eval_accuracy)
+model.ckpt-*     the final checkpoint
+params.npz       final trainable parameters by name, for comparing runs
+summary.json     the run's settings and results, params_sha256 among them
 """
 
-import datetime
 import hashlib
 import json
 import os
@@ -16,9 +15,6 @@ import time
 import numpy as np
 
 from parallel_tf.compat import tf
-from parallel_tf.errors import ConfigError
-
-FINISHED_MARKERS = ("summary.json", "metrics.jsonl")
 
 
 def params_sha256(named_params):
@@ -29,37 +25,18 @@ def params_sha256(named_params):
     return digest.hexdigest()
 
 
-def default_logdir(recipe, mode):
-    return os.path.join("runs", f"{recipe}-{mode}-{datetime.datetime.now():%Y%m%d-%H%M%S}")
-
-
-def prepare_logdir(logdir):
-    """Creates `logdir`, refusing one that already holds a run's outputs so none are overwritten."""
-    for marker in FINISHED_MARKERS:
-        if os.path.exists(os.path.join(logdir, marker)):
-            raise ConfigError(f"--logdir={logdir} already holds a run ({marker}); choose another --logdir")
-    try:
-        os.makedirs(logdir, exist_ok=True)
-        probe = os.path.join(logdir, ".write_test")
-        with open(probe, "w"):
-            pass
-        os.remove(probe)
-    except OSError as e:
-        raise ConfigError(f"--logdir={logdir}: cannot write there: {e.strerror}") from None
-
-
 class RunWriter:
     """The chief's outputs: metrics lines as they happen, then the final summary."""
 
     def __init__(self, logdir, graph):
         self.logdir = logdir
-        self._metrics = open(os.path.join(logdir, "metrics.jsonl"), "a", encoding="utf-8")
+        self._metrics_path = os.path.join(logdir, "metrics.jsonl")
         self._events = tf.summary.FileWriter(logdir, graph)
 
     def log_step(self, step, loss, examples_per_sec):
         record = {"step": step, "loss": loss, "examples_per_sec": examples_per_sec, "wall_time": time.time()}
-        self._metrics.write(json.dumps(record) + "\n")
-        self._metrics.flush()
+        with open(self._metrics_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
         self._scalars(step, loss=loss, examples_per_sec=examples_per_sec)
 
     def _scalars(self, step, **values):
@@ -76,8 +53,4 @@ class RunWriter:
             json.dump(summary, f, indent=2, sort_keys=True)
             f.write("\n")
         os.replace(path + ".tmp", path)
-        self.close()
-
-    def close(self):
-        self._metrics.close()
         self._events.close()

@@ -12,14 +12,16 @@ import time
 
 from absl import app, logging
 
-from parallel_tf import devices, outputs
+from parallel_tf import devices, logdir, outputs
 from parallel_tf.barrier import wait_until_workers_done
+from parallel_tf.cli import exit_config_error, parse_flags_or_exit
 from parallel_tf.compat import TF_VERSION, tf
 from parallel_tf.data import GlobalBatchSharder
 from parallel_tf.errors import ConfigError, TaskFailure
-from parallel_tf.flags import define_task_flags, exit_config_error, parse_or_exit, settings_from_flags
+from parallel_tf.flags import define_task_flags, settings_from_flags
 from parallel_tf.graph import seed_everything
 from parallel_tf.modes import builder
+
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
@@ -33,7 +35,7 @@ class Recipe:
 def run(recipe):
     """The entry point of every recipe: `task.run(Recipe(...))` under its `__main__`."""
     define_task_flags()
-    app.run(lambda argv: main(recipe, argv), flags_parser=parse_or_exit)
+    app.run(lambda argv: main(recipe, argv), flags_parser=parse_flags_or_exit)
 
 
 def main(recipe, argv):
@@ -68,13 +70,11 @@ def serve(settings):
 
 def train(recipe, settings):
     dataset = recipe.load_data(settings)
-    sharder = GlobalBatchSharder(
-        len(dataset.train_x), settings.global_batch_size, settings.num_workers, settings.seed
-    )
+    sharder = GlobalBatchSharder(len(dataset.train_x), settings.global_batch_size, settings.num_workers, settings.seed)
     if settings.is_chief:
-        logdir = settings.logdir or outputs.default_logdir(recipe.name, settings.mode)
-        settings = dataclasses.replace(settings, logdir=logdir)
-        outputs.prepare_logdir(logdir)
+        run_dir = settings.logdir or logdir.default_logdir(recipe.name, settings.mode)
+        settings = dataclasses.replace(settings, logdir=run_dir)
+        logdir.prepare_logdir(run_dir)
     target = _start_server(settings).target if settings.cluster else ""
     settings = dataclasses.replace(settings, num_gpus=devices.visible_gpu_count())
 

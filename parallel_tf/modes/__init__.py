@@ -1,11 +1,12 @@
 """One builder per mode, same signature, same return type, so `task.py` has one training loop.
 
-    build(model_fn, dataset, settings, cluster, task_index) -> TrainGraph
+build(model_fn, dataset, settings, cluster, task_index) -> TrainGraph
 """
 
 import dataclasses
 
-from parallel_tf.compat import tf
+# Importable without TensorFlow: the launcher needs the names, not the builders.
+MODES = ("sync",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -13,13 +14,13 @@ class TrainGraph:
     """What a worker needs to train, whatever the mode."""
 
     model: object  # graph.ModelGraph
-    global_step: tf.Variable
+    global_step: object  # tf.Variable
     step: dict  # fetched once per step: {"workers": int32[N], "losses": float32[N]}, train op inside
-    init_op: tf.Operation  # run by the chief on a fresh start
-    ready_op: tf.Tensor  # empty once everything this worker uses is initialised
-    local_init_op: tf.Operation = None
-    ready_for_local_init_op: tf.Tensor = None
-    finish_op: tf.Operation = None  # run by each worker when done, so parameter servers can exit
+    init_op: object  # run by the chief on a fresh start
+    ready_op: object  # a tensor, empty once everything this worker uses is initialised
+    local_init_op: object = None
+    ready_for_local_init_op: object = None
+    finish_op: object = None  # run by each worker when done, so parameter servers can exit
     device_filters: tuple = ()  # the tasks this worker talks to
 
 

@@ -1,0 +1,234 @@
+"""Runs a whole cluster on this machine, one process per task, and watches over it.
+
+    python -m parallel_tf.launch [--recipe=mnist] [--mode=sync] [--num_workers=2] [--num_ps=1]
+                                 [--logdir=DIR] [--cluster_spec=FILE] [task flags...]
+
+Picks free 127.0.0.1 ports (unless --cluster_spec is given), writes the spec it used into the
+logdir, starts every ps and worker, prefixes each output line with its task, and waits. If any
+task fails, or on Ctrl-C / SIGTERM, it stops every other task by PID and exits non-zero naming
+the task. Flags it does not know (e.g. --train_steps=100) go to every task unchanged.
+
+Deliberately free of TensorFlow: it only manages processes.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from absl import app, flags
+
+from parallel_tf import cluster as cluster_lib
+from parallel_tf.cli import exit_config_error, parse_flags_or_exit
+from parallel_tf.errors import ConfigError
+from parallel_tf.logdir import default_logdir, prepare_logdir
+from parallel_tf.modes import MODES
+
+RECIPES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "recipes")
+STOP_GRACE_SECS = 3.0
+POLL_SECS = 0.1
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("recipe", "mnist", "Recipe name (a file in recipes/) or path to a recipe file.")
+flags.DEFINE_enum("mode", "sync", MODES, "Distributed training mode.")
+flags.DEFINE_integer("num_workers", 2, "Worker processes to start.", lower_bound=1)
+flags.DEFINE_integer("num_ps", 1, "Parameter server processes to start.", lower_bound=1)
+flags.DEFINE_string("logdir", None, "Output directory; default runs/<recipe>-<mode>-<time>.")
+flags.DEFINE_string("cluster_spec", None, "Use this spec file instead of generating one on free ports.")
+
+
+def main(argv):
+    task_flags = [arg for arg in argv[1:] if arg != "--"]
+    try:
+        recipe_path = resolve_recipe(FLAGS.recipe)
+        cluster = cluster_lib.from_spec_file(FLAGS.cluster_spec) if FLAGS.cluster_spec else local_cluster()
+        run_dir = FLAGS.logdir or default_logdir(recipe_name(recipe_path), FLAGS.mode)
+        prepare_logdir(run_dir)
+    except ConfigError as e:
+        exit_config_error(str(e))
+    spec_path = os.path.join(run_dir, "cluster_spec.json")
+    with open(spec_path, "w", encoding="utf-8") as f:
+        f.write(cluster.to_json())
+    common = [f"--cluster_spec={spec_path}", f"--mode={FLAGS.mode}", f"--logdir={run_dir}", *task_flags]
+    tasks = [
+        (f"{job}:{index}", [sys.executable, "-u", recipe_path, f"--job_name={job}", f"--task_index={index}", *common])
+        for job in ("ps", "worker")
+        for index in range(len(cluster.jobs[job]))
+    ]
+    say(f"{len(tasks)} tasks ({cluster.num_ps} ps, {cluster.num_workers} workers), mode {FLAGS.mode}; logdir {run_dir}")
+    sys.exit(Cluster(tasks, gpu_environments(cluster)).run(run_dir))
+
+
+def resolve_recipe(recipe):
+    path = recipe if recipe.endswith(".py") else os.path.join(RECIPES_DIR, f"{recipe}.py")
+    if not os.path.isfile(path):
+        available = sorted(name[:-3] for name in os.listdir(RECIPES_DIR) if name.endswith(".py"))
+        raise ConfigError(f"--recipe={recipe}: no such recipe (available: {', '.join(available)})")
+    return os.path.abspath(path)
+
+
+def recipe_name(path):
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+def local_cluster():
+    """A cluster on free 127.0.0.1 ports, picked by binding port 0."""
+    count = FLAGS.num_ps + FLAGS.num_workers
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        addresses = [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+    return cluster_lib.parse(
+        {"cluster": {"ps": addresses[: FLAGS.num_ps], "worker": addresses[FLAGS.num_ps :]}}, "generated spec"
+    )
+
+
+def visible_gpus():
+    """GPU ids the launcher may hand out: CUDA_VISIBLE_DEVICES if set, else what nvidia-smi lists."""
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        return [g for g in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if g.strip()]
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i, line in enumerate(listing.stdout.splitlines()) if line.startswith("GPU ")]
+
+
+def gpu_environments(cluster, gpus=None):
+    """Per-task CUDA_VISIBLE_DEVICES: worker i gets GPU i mod G, a ps none. {} without GPUs."""
+    gpus = visible_gpus() if gpus is None else gpus
+    if not gpus:
+        return {}
+    environments = {f"ps:{i}": "" for i in range(cluster.num_ps)}
+    environments.update({f"worker:{i}": gpus[i % len(gpus)] for i in range(cluster.num_workers)})
+    return environments
+
+
+class Cluster:
+    """The running processes: started together, relayed line by line, stopped together."""
+
+    def __init__(self, tasks, cuda_devices):
+        self.tasks = tasks
+        self.cuda_devices = cuda_devices
+        self.procs = {}
+        self.relays = []
+        self.print_lock = threading.Lock()
+
+    def run(self, run_dir):
+        started = time.time()
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+        try:
+            for name, command in self.tasks:
+                self._start(name, command)
+            failed = self._wait()
+        finally:
+            self.stop()
+        if failed:
+            name, code = failed
+            say(f"{name} {describe_exit(code)}; stopped the other tasks")
+            return 2 if code == 2 else 1
+        say(f"all {len(self.procs)} tasks exited 0 in {time.time() - started:.1f}s")
+        report_summary(run_dir)
+        return 0
+
+    def _start(self, name, command):
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        if name in self.cuda_devices:
+            env["CUDA_VISIBLE_DEVICES"] = self.cuda_devices[name]
+        proc = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,  # Ctrl-C reaches the launcher only; it stops the tasks itself
+            preexec_fn=_die_with_parent,
+        )
+        self.procs[name] = proc
+        say(f"started {name} (pid {proc.pid})")
+        relay = threading.Thread(target=self._relay, args=(name, proc.stdout), daemon=True)
+        relay.start()
+        self.relays.append(relay)
+
+    def _relay(self, name, stream):
+        for raw in stream:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            with self.print_lock:
+                print(f"[{name}] {line}", flush=True)
+
+    def _wait(self):
+        """Returns (name, exit code) of the first task to fail, or None when all exit 0."""
+        while True:
+            codes = {name: proc.poll() for name, proc in self.procs.items()}
+            for name, code in codes.items():
+                if code not in (None, 0):
+                    return name, code
+            if all(code == 0 for code in codes.values()):
+                return None
+            time.sleep(POLL_SECS)
+
+    def stop(self):
+        """SIGTERM every live task by PID, SIGKILL what is left after a grace period, reap all."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        deadline = time.time() + STOP_GRACE_SECS
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for relay in self.relays:
+            relay.join(timeout=1.0)
+
+    def _on_signal(self, signum, _frame):
+        say(f"{signal.Signals(signum).name}: stopping all tasks")
+        self.stop()
+        sys.exit(128 + signum)
+
+
+def describe_exit(code):
+    if code < 0:
+        return f"was killed by signal {signal.Signals(-code).name}"
+    return f"exited with status {code}" + (" (bad configuration)" if code == 2 else "")
+
+
+def report_summary(run_dir):
+    path = os.path.join(run_dir, "summary.json")
+    if not os.path.exists(path):
+        say(f"no summary.json in {run_dir}")
+        return
+    with open(path, encoding="utf-8") as f:
+        summary = json.load(f)
+    say(
+        f"eval_accuracy {summary['eval_accuracy']:.4f}  final_loss {summary['final_loss']:.6f}  "
+        f"{summary['ms_per_step']:.2f} ms/step  params_sha256 {summary['params_sha256']}"
+    )
+    say(f"outputs: {run_dir}")
+
+
+def say(message):
+    print(f"[launch] {message}", flush=True)
+
+
+def _die_with_parent():
+    """In the child: get SIGTERM if the launcher dies, even by SIGKILL, so no task is orphaned."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+if __name__ == "__main__":
+    app.run(main, flags_parser=lambda argv: parse_flags_or_exit(argv, known_only=True))

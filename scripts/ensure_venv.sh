@@ -1,0 +1,22 @@
+# Sourced by run_local_cluster.sh and run_tests.sh: makes sure $REPO/.venv holds this package
+# and its dependencies, installing on first use (or when setup.py changes). TensorFlow comes as
+# the [gpu] extra when nvidia-smi works, else [cpu]. Usage: ensure_venv [extra ...]
+ensure_venv() {
+  local python="${PYTHON:-python3}" tf_extra=cpu extras setup_hash stamp
+  if nvidia-smi -L >/dev/null 2>&1; then tf_extra=gpu; fi
+  extras=$(IFS=,; echo "$tf_extra${*:+,$*}")
+  setup_hash=$(sha256sum <"$REPO/setup.py" | cut -c1-16)
+  stamp="$REPO/.venv/.installed-$setup_hash-${extras//,/-}"
+  [ -f "$stamp" ] && return 0
+  if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 9))' 2>/dev/null; then
+    echo "error: $python (Python 3.9 or newer) is needed; set PYTHON=/path/to/python3" >&2
+    return 2
+  fi
+  echo "[setup] installing parallel_tf[$extras] into $REPO/.venv (first run only; TensorFlow is a large download)"
+  [ -x "$REPO/.venv/bin/python" ] || "$python" -m venv "$REPO/.venv" || return 1
+  "$REPO/.venv/bin/python" -m pip install --quiet --upgrade pip || return 1
+  "$REPO/.venv/bin/python" -m pip install --quiet -e "$REPO[$extras]" || return 1
+  find "$REPO/.venv" -maxdepth 1 -name '.installed-*' ! -name ".installed-$setup_hash-*" -delete
+  touch "$stamp"
+  echo "[setup] done"
+}

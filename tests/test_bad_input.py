@@ -1,0 +1,150 @@
+"""Every user mistake, run as the user would: exit 2, one line naming the problem, no traceback.
+
+Each case is a real process (TensorFlow import included), so they run a few at a time; none
+of them starts a server that stays up."""
+
+import concurrent.futures
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import REPO, launcher_command, recipe_command
+from idx_files import write_mnist
+
+TIMEOUT = 120
+CLUSTER = ["--job_name=worker", "--task_index=0"]
+
+
+def spec(tmp, name, cluster):
+    path = tmp / f"{name}.json"
+    path.write_text(cluster if isinstance(cluster, str) else json.dumps({"cluster": cluster}))
+    return f"--cluster_spec={path}"
+
+
+def cases(tmp):
+    good = spec(tmp, "good", {"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"]})
+    corrupt = tmp / "corrupt_mnist"
+    corrupt.mkdir()
+    write_mnist(corrupt)
+    labels = corrupt / "train-labels-idx1-ubyte"
+    labels.write_bytes(labels.read_bytes()[:-3])
+    incomplete = tmp / "incomplete_mnist"
+    incomplete.mkdir()
+    used = tmp / "used_logdir"
+    used.mkdir()
+    (used / "summary.json").write_text("{}")
+    return {
+        "malformed JSON": (
+            recipe_command(spec(tmp, "malformed", '{"cluster": {"ps": [}'), *CLUSTER),
+            "malformed.json: malformed JSON at line 1",
+        ),
+        "spec without ps": (
+            recipe_command(spec(tmp, "nops", {"worker": ["127.0.0.1:2"]}), *CLUSTER),
+            "cluster.ps: missing or empty",
+        ),
+        "spec without worker": (
+            recipe_command(spec(tmp, "noworker", {"ps": ["127.0.0.1:2"]}), *CLUSTER),
+            "cluster.worker: missing or empty",
+        ),
+        "host not host:port": (
+            recipe_command(spec(tmp, "nohost", {"ps": ["127.0.0.1"], "worker": ["127.0.0.1:2"]}), *CLUSTER),
+            "cluster.ps[0]: '127.0.0.1' is not host:port",
+        ),
+        "port out of range": (
+            recipe_command(spec(tmp, "port", {"ps": ["127.0.0.1:65536"], "worker": ["127.0.0.1:2"]}), *CLUSTER),
+            "port must be a number from 1 to 65535",
+        ),
+        "same address twice": (
+            recipe_command(spec(tmp, "twice", {"ps": ["127.0.0.1:2"], "worker": ["127.0.0.1:2"]}), *CLUSTER),
+            "cluster.worker[0]: address 127.0.0.1:2 is already used by cluster.ps[0]",
+        ),
+        "task index out of range": (
+            recipe_command(good, "--job_name=worker", "--task_index=2"),
+            "--task_index=2 is out of range: job 'worker' has 2 task(s)",
+        ),
+        "unknown job name": (
+            recipe_command(good, "--job_name=chief"),
+            "--job_name=chief: value should be one of <ps|worker>",
+        ),
+        "missing job name": (recipe_command(good), "--job_name is required in a cluster"),
+        "batch not divisible by workers": (
+            recipe_command(good, *CLUSTER, "--global_batch_size=101"),
+            "--global_batch_size=101 is not divisible by the worker count 2",
+        ),
+        "missing data dir": (
+            recipe_command(f"--data_dir={tmp / 'absent'}"),
+            "absent: no such directory",
+        ),
+        "data dir without the files": (
+            recipe_command(f"--data_dir={incomplete}"),
+            "missing MNIST file train-images-idx3-ubyte",
+        ),
+        "truncated data file": (
+            recipe_command(f"--data_dir={corrupt}"),
+            "train-labels-idx1-ubyte: size 65 bytes does not match its header [60] (68 bytes)",
+        ),
+        "flag for another mode": (
+            recipe_command("--task_index=1"),
+            "--task_index applies only to cluster tasks, and no cluster was given",
+        ),
+        "two cluster sources": (
+            recipe_command(good, "--ps_hosts=127.0.0.1:5", "--worker_hosts=127.0.0.1:6", *CLUSTER),
+            "give the cluster one way, not both --cluster_spec and --ps_hosts/--worker_hosts",
+        ),
+        "non-numeric flag": (recipe_command("--train_steps=ten"), "--train_steps=ten: invalid literal for int()"),
+        "zero steps": (recipe_command("--train_steps=0"), "--train_steps=0: 0 is not a positive integer"),
+        "negative learning rate": (recipe_command("--learning_rate=-1"), "--learning_rate=-1"),
+        "unknown flag": (recipe_command("--stepz=5"), "Unknown command line flag 'stepz'"),
+        "logdir holding a run": (recipe_command(f"--logdir={used}"), "already holds a run (summary.json)"),
+        "launcher: unknown recipe": (
+            launcher_command("--recipe=nope"),
+            "--recipe=nope: no such recipe (available: mnist)",
+        ),
+        "launcher: zero workers": (launcher_command("--num_workers=0"), "--num_workers=0: 0 is not a positive integer"),
+        "launcher: bad spec": (
+            launcher_command(spec(tmp, "launch_bad", {"ps": ["x"], "worker": ["127.0.0.1:2"]})),
+            "cluster.ps[0]: 'x' is not host:port",
+        ),
+    }
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bad_input")
+    table = cases(tmp)
+
+    def run(command):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO)
+        return done.returncode, done.stdout, done.stderr
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        futures = {name: (pool.submit(run, command), expected) for name, (command, expected) in table.items()}
+        return {name: (*future.result(), expected) for name, (future, expected) in futures.items()}
+
+
+def case_names():
+    with tempfile.TemporaryDirectory() as tmp:
+        return sorted(cases(Path(tmp)))
+
+
+@pytest.mark.parametrize("case", case_names())
+def test_bad_input_exits_2_with_one_line(outcomes, case):
+    code, stdout, stderr, expected = outcomes[case]
+    lines = [line for line in (stdout + stderr).splitlines() if line.strip()]
+    assert code == 2, f"exit {code}; output:\n{stdout}{stderr}"
+    assert lines == [lines[0]] and lines[0].startswith("error: "), f"want one error line, got:\n{stdout}{stderr}"
+    assert expected in lines[0]
+
+
+def test_recipe_trains_on_mnist_idx_files(tmp_path):
+    """The real idx reader feeding real training: a single-process run on tiny MNIST files."""
+    write_mnist(tmp_path, num_train=120, num_eval=40, gz=True)
+    logdir = tmp_path / "run"
+    command = recipe_command(f"--data_dir={tmp_path}", f"--logdir={logdir}", "--train_steps=30", "--log_every=10")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert summary["dataset"] == "mnist" and summary["train_steps"] == 30
+    assert summary["eval_accuracy"] > 0.5  # ten classes: chance is 0.1

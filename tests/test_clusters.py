@@ -1,0 +1,137 @@
+"""Real multi-process clusters on 127.0.0.1: sync training, its reproducibility promises, and
+the launcher's handling of failures. One cluster at a time; each run is shared by the tests
+that read it, so the suite starts as few TensorFlow processes as it can."""
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ProcessTracker, alive, launcher_command, read_summary, recipe_command, write_spec
+
+STEPS = ["--train_steps=100", "--log_every=20"]
+RUN_TIMEOUT = 240
+SUMMARY_KEYS = {
+    "mode",
+    "num_workers",
+    "num_ps",
+    "global_batch_size",
+    "train_steps",
+    "final_loss",
+    "eval_accuracy",
+    "examples_per_sec",
+    "wall_seconds",
+    "seed",
+    "tf_version",
+    "params_sha256",
+}
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def tracker():
+    tracker = ProcessTracker()
+    yield tracker
+    tracker.kill_all()
+
+
+def launch(tracker, logdir, *args):
+    run = tracker.start(launcher_command(f"--logdir={logdir}", *STEPS, *args))
+    code = run.wait(RUN_TIMEOUT)
+    assert code == 0, run.output
+    return run
+
+
+@pytest.fixture(scope="module")
+def two_workers(tracker, tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("launch") / "two_workers"
+    return launch(tracker, logdir), logdir
+
+
+def max_param_difference(logdir_a, logdir_b):
+    a, b = np.load(Path(logdir_a) / "params.npz"), np.load(Path(logdir_b) / "params.npz")
+    assert sorted(a.files) == sorted(b.files)
+    return max(float(np.abs(a[name] - b[name]).max()) for name in a.files)
+
+
+def test_launcher_runs_every_task_and_leaves_none_running(two_workers):
+    run, _ = two_workers
+    assert set(run.task_pids) == {"ps:0", "worker:0", "worker:1"}
+    assert not [name for name, pid in run.task_pids.items() if alive(pid)]
+    assert any(line.startswith("[worker:0]") and "step 100/100" in line for line in run.lines)
+    assert any(line.startswith("[ps:0]") and "all workers finished" in line for line in run.lines)
+    assert "all 3 tasks exited 0" in run.output
+
+
+def test_chief_writes_the_documented_outputs(two_workers):
+    _, logdir = two_workers
+    summary = read_summary(logdir)
+    assert set(summary) >= SUMMARY_KEYS
+    assert (summary["mode"], summary["num_workers"], summary["num_ps"], summary["train_steps"]) == ("sync", 2, 1, 100)
+    assert len(summary["params_sha256"]) == 64
+    assert summary["eval_accuracy"] > 0.8
+    metrics = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [20, 40, 60, 80, 100]
+    assert metrics[-1]["loss"] < metrics[0]["loss"]
+    assert list(logdir.glob("events.out.tfevents.*"))
+    assert list(logdir.glob("model.ckpt-100*"))
+    spec = json.loads((logdir / "cluster_spec.json").read_text())
+    assert all(address.startswith("127.0.0.1:") for hosts in spec["cluster"].values() for address in hosts)
+
+
+def test_manual_per_process_launch_matches_the_launcher_bitwise(two_workers, tracker, tmp_path):
+    """The three-terminal launch from the README, as three processes: same params_sha256."""
+    _, launcher_logdir = two_workers
+    spec = write_spec(tmp_path / "spec.json", num_ps=1, num_workers=2)
+    logdir = tmp_path / "manual"
+    common = [f"--cluster_spec={spec}", *STEPS]
+    tasks = [
+        tracker.start(recipe_command("--job_name=ps", "--task_index=0", *common)),
+        tracker.start(recipe_command("--job_name=worker", "--task_index=1", *common)),
+        tracker.start(recipe_command("--job_name=worker", "--task_index=0", f"--logdir={logdir}", *common)),
+    ]
+    for task in tasks:
+        assert task.wait(RUN_TIMEOUT) == 0, task.output
+    assert "all workers finished" in tasks[0].output  # the ps exited by itself
+    assert read_summary(logdir)["params_sha256"] == read_summary(launcher_logdir)["params_sha256"]
+
+
+def test_one_worker_cluster_equals_single_process_bitwise(tracker, tmp_path):
+    launch(tracker, tmp_path / "cluster", "--num_workers=1")
+    single = tracker.start(recipe_command(f"--logdir={tmp_path / 'single'}", *STEPS))
+    assert single.wait(RUN_TIMEOUT) == 0, single.output
+    assert read_summary(tmp_path / "single")["mode"] == "single"
+    assert read_summary(tmp_path / "cluster")["params_sha256"] == read_summary(tmp_path / "single")["params_sha256"]
+
+
+def test_four_workers_train_the_two_worker_model_up_to_rounding(two_workers, tracker, tmp_path):
+    _, two = two_workers
+    four = tmp_path / "four"
+    launch(tracker, four, "--num_workers=4")
+    loss2, loss4 = read_summary(two)["final_loss"], read_summary(four)["final_loss"]
+    assert abs(loss4 - loss2) / loss2 < 1e-5
+    assert max_param_difference(two, four) < 1e-5
+
+
+def test_killed_worker_stops_the_cluster_and_is_named(procs, tmp_path):
+    run = procs.start(launcher_command(f"--logdir={tmp_path}", "--train_steps=1000000", "--log_every=10"))
+    run.wait_for_line(r"\[worker:0\] .*step 10/", timeout=RUN_TIMEOUT)
+    killed_at = time.time()
+    os.kill(run.task_pids["worker:1"], signal.SIGKILL)
+    assert run.wait(30) == 1
+    assert time.time() - killed_at < 10
+    assert "worker:1 was killed by signal SIGKILL; stopped the other tasks" in run.output
+    assert not [name for name, pid in run.task_pids.items() if alive(pid)]
+
+
+def test_ctrl_c_stops_every_task(procs, tmp_path):
+    run = procs.start(launcher_command(f"--logdir={tmp_path}", "--train_steps=1000000", "--log_every=10"))
+    run.wait_for_line(r"\[worker:0\] .*step 10/", timeout=RUN_TIMEOUT)
+    os.kill(run.proc.pid, signal.SIGINT)
+    assert run.wait(30) == 128 + signal.SIGINT
+    assert len(run.task_pids) == 3
+    assert not [name for name, pid in run.task_pids.items() if alive(pid)]

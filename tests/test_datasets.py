@@ -1,0 +1,63 @@
+import numpy as np
+import pytest
+from idx_files import idx_bytes, write_mnist
+
+from parallel_tf import datasets
+from parallel_tf.errors import ConfigError
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_reads_mnist_idx_files(tmp_path, gz):
+    write_mnist(tmp_path, num_train=30, num_eval=10, gz=gz)
+    data = datasets.mnist_idx(str(tmp_path))
+    assert data.train_x.shape == (30, 784) and data.eval_x.shape == (10, 784)
+    assert data.train_x.dtype == np.float32 and data.train_x.min() >= 0.0 and data.train_x.max() == 1.0
+    assert data.train_y.shape == (30,) and set(data.train_y) <= set(range(10))
+
+
+def test_missing_directory_and_missing_file_are_named(tmp_path):
+    with pytest.raises(ConfigError, match="no such directory"):
+        datasets.mnist_idx(str(tmp_path / "absent"))
+    write_mnist(tmp_path)
+    (tmp_path / "t10k-labels-idx1-ubyte").unlink()
+    with pytest.raises(ConfigError, match="missing MNIST file t10k-labels-idx1-ubyte"):
+        datasets.mnist_idx(str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda raw: raw[:-5], "does not match its header"),
+        (lambda raw: raw + b"\0", "does not match its header"),
+        (lambda raw: b"\0\0\x08\x0d" + raw[4:], "not an idx file of unsigned bytes"),
+        (lambda raw: raw[:2], "truncated"),
+    ],
+)
+def test_corrupt_files_are_named(tmp_path, damage, message):
+    write_mnist(tmp_path)
+    path = tmp_path / "train-images-idx3-ubyte"
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(ConfigError, match=f"train-images-idx3-ubyte: .*{message}"):
+        datasets.mnist_idx(str(tmp_path))
+
+
+def test_corrupt_gzip_is_named(tmp_path):
+    write_mnist(tmp_path, gz=True)
+    path = tmp_path / "t10k-images-idx3-ubyte.gz"
+    path.write_bytes(path.read_bytes()[:30])
+    with pytest.raises(ConfigError, match="t10k-images-idx3-ubyte.gz: cannot read"):
+        datasets.mnist_idx(str(tmp_path))
+
+
+def test_image_and_label_counts_must_agree(tmp_path):
+    write_mnist(tmp_path, num_train=30)
+    (tmp_path / "train-labels-idx1-ubyte").write_bytes(idx_bytes(np.zeros(29)))
+    with pytest.raises(ConfigError, match="has 30 images but train-labels-idx1-ubyte has 29 labels"):
+        datasets.mnist_idx(str(tmp_path))
+
+
+def test_digits_split_is_fixed_by_the_seed():
+    a, b, c = datasets.digits(0), datasets.digits(0), datasets.digits(1)
+    assert len(a.train_x) + len(a.eval_x) == 1797 and len(a.eval_x) == 359
+    np.testing.assert_array_equal(a.eval_y, b.eval_y)
+    assert not np.array_equal(a.eval_x, c.eval_x)
