@@ -38,7 +38,7 @@ def define_task_flags():
     flags.DEFINE_integer(
         "global_batch_size", 120, "Examples per step over all workers; must divide by the worker count.", lower_bound=1
     )
-    flags.DEFINE_integer("train_steps", 600, "Global steps to train.", lower_bound=1)
+    flags.DEFINE_integer("train_steps", 1000, "Global steps to train.", lower_bound=1)
     flags.DEFINE_float("learning_rate", 0.1, "Learning rate of the optimizer.", lower_bound=0.0)
     flags.DEFINE_enum("optimizer", "sgd", sorted(OPTIMIZERS), "Optimizer applied on the parameter servers.")
     flags.DEFINE_integer("seed", 0, "Seed for data split, shuffling and initial parameters.", lower_bound=0)

@@ -33,12 +33,15 @@ STOP_GRACE_SECS = 3.0
 POLL_SECS = 0.1
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("recipe", "mnist", "Recipe name (a file in recipes/) or path to a recipe file.")
-flags.DEFINE_enum("mode", "sync", MODES, "Distributed training mode.")
-flags.DEFINE_integer("num_workers", 2, "Worker processes to start.", lower_bound=1)
-flags.DEFINE_integer("num_ps", 1, "Parameter server processes to start.", lower_bound=1)
-flags.DEFINE_string("logdir", None, "Output directory; default runs/<recipe>-<mode>-<time>.")
-flags.DEFINE_string("cluster_spec", None, "Use this spec file instead of generating one on free ports.")
+
+
+def define_launcher_flags():
+    flags.DEFINE_string("recipe", "mnist", "Recipe name (a file in recipes/) or path to a recipe file.")
+    flags.DEFINE_enum("mode", "sync", MODES, "Distributed training mode.")
+    flags.DEFINE_integer("num_workers", 2, "Worker processes to start.", lower_bound=1)
+    flags.DEFINE_integer("num_ps", 1, "Parameter server processes to start.", lower_bound=1)
+    flags.DEFINE_string("logdir", None, "Output directory; default runs/<recipe>-<mode>-<time>.")
+    flags.DEFINE_string("cluster_spec", None, "Use this spec file instead of generating one on free ports.")
 
 
 def main(argv):
@@ -231,4 +234,5 @@ def _die_with_parent():
 
 
 if __name__ == "__main__":
+    define_launcher_flags()
     app.run(main, flags_parser=lambda argv: parse_flags_or_exit(argv, known_only=True))

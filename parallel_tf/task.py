@@ -166,7 +166,7 @@ def _summarize(sess, built, dataset, settings, recipe, train_seconds, wall_secon
 
 def _named_params(sess):
     variables = tf.trainable_variables()
-    return dict(zip((v.name for v in variables), sess.run(variables)))
+    return dict(zip((v.name for v in variables), sess.run(variables), strict=True))
 
 
 def _join(built, graph, settings, target):

@@ -8,14 +8,19 @@ ensure_venv() {
   setup_hash=$(sha256sum <"$REPO/setup.py" | cut -c1-16)
   stamp="$REPO/.venv/.installed-$setup_hash-${extras//,/-}"
   [ -f "$stamp" ] && return 0
-  if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 9))' 2>/dev/null; then
-    echo "error: $python (Python 3.9 or newer) is needed; set PYTHON=/path/to/python3" >&2
+  if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+    echo "error: $python (Python 3.10 or newer, as TensorFlow 2.21 needs) is needed; set PYTHON=/path/to/python3" >&2
     return 2
   fi
   echo "[setup] installing parallel_tf[$extras] into $REPO/.venv (first run only; TensorFlow is a large download)"
   [ -x "$REPO/.venv/bin/python" ] || "$python" -m venv "$REPO/.venv" || return 1
-  "$REPO/.venv/bin/python" -m pip install --quiet --upgrade pip || return 1
-  "$REPO/.venv/bin/python" -m pip install --quiet -e "$REPO[$extras]" || return 1
+  local log="$REPO/.venv/install.log"
+  if ! { "$REPO/.venv/bin/python" -m pip install --upgrade pip &&
+         "$REPO/.venv/bin/python" -m pip install -e "$REPO[$extras]"; } >"$log" 2>&1; then
+    tail -n 20 "$log" >&2
+    echo "error: installing parallel_tf[$extras] failed; full log: $log" >&2
+    return 1
+  fi
   find "$REPO/.venv" -maxdepth 1 -name '.installed-*' ! -name ".installed-$setup_hash-*" -delete
   touch "$stamp"
   echo "[setup] done"
