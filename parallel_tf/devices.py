@@ -68,5 +68,8 @@ def ps_cpu(ps_task):
 
 
 def session_config(device_filters=None):
-    """Session options every task uses: soft placement for ops without GPU kernels."""
-    return tf.ConfigProto(allow_soft_placement=True, device_filters=device_filters or [])
+    """Session options every task uses: soft placement for ops without GPU kernels, and GPU memory
+    taken as needed, so workers sharing a GPU (more workers than GPUs) do not starve each other."""
+    config = tf.ConfigProto(allow_soft_placement=True, device_filters=device_filters or [])
+    config.gpu_options.allow_growth = True
+    return config

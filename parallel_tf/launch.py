@@ -79,19 +79,22 @@ def recipe_name(path):
 
 
 def local_cluster():
-    """A cluster on free 127.0.0.1 ports, picked by binding port 0."""
-    count = FLAGS.num_ps + FLAGS.num_workers
+    addresses = free_loopback_addresses(FLAGS.num_ps + FLAGS.num_workers)
+    return cluster_lib.parse(
+        {"cluster": {"ps": addresses[: FLAGS.num_ps], "worker": addresses[FLAGS.num_ps :]}}, "generated spec"
+    )
+
+
+def free_loopback_addresses(count):
+    """`count` distinct free 127.0.0.1 ports, found by binding port 0 (all held until all are found)."""
     sockets = [socket.socket() for _ in range(count)]
     try:
         for s in sockets:
             s.bind(("127.0.0.1", 0))
-        addresses = [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]
+        return [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]
     finally:
         for s in sockets:
             s.close()
-    return cluster_lib.parse(
-        {"cluster": {"ps": addresses[: FLAGS.num_ps], "worker": addresses[FLAGS.num_ps :]}}, "generated spec"
-    )
 
 
 def visible_gpus():

@@ -75,7 +75,7 @@ def train(recipe, settings):
         run_dir = settings.logdir or logdir.default_logdir(recipe.name, settings.mode)
         settings = dataclasses.replace(settings, logdir=run_dir)
         logdir.prepare_logdir(run_dir)
-    target = _start_server(settings).target if settings.cluster else ""
+    server = _start_server(settings) if settings.cluster else None  # kept referenced: it serves until exit
     settings = dataclasses.replace(settings, num_gpus=devices.visible_gpu_count())
 
     graph = tf.Graph()
@@ -86,14 +86,12 @@ def train(recipe, settings):
     graph.finalize()
 
     started = time.time()
-    with _join(built, graph, settings, target) as sess:
-        step = int(sess.run(built.global_step))
-        if step:
-            logging.info("resuming at global step %d", step)
+    with _join(built, graph, settings, server.target if server else "") as sess:
+        first_step = int(sess.run(built.global_step))  # the data position is a function of the global step
         writer = outputs.RunWriter(settings.logdir, graph) if settings.is_chief else None
-        train_seconds = _train_loop(sess, built, dataset, sharder, settings, step, writer)
+        train_seconds = _train_loop(sess, built, dataset, sharder, settings, first_step, writer)
         if settings.is_chief:
-            summary = _summarize(sess, built, dataset, settings, recipe, train_seconds, time.time() - started)
+            summary = _summarize(sess, built, dataset, sharder, settings, recipe, train_seconds, time.time() - started)
             saver.save(sess, f"{settings.logdir}/model.ckpt", global_step=built.global_step)
             named = _named_params(sess)
             summary["params_sha256"] = outputs.params_sha256(named)
@@ -135,12 +133,12 @@ def _global_batch_loss(step_result):
     return float(step_result["losses"][order].astype("float64").mean())
 
 
-def _summarize(sess, built, dataset, settings, recipe, train_seconds, wall_seconds):
+def _summarize(sess, built, dataset, sharder, settings, recipe, train_seconds, wall_seconds):
+    """The run's results. final_loss is the final parameters' loss on the last global batch, in one
+    pass by the chief, so it compares models across worker counts without summation order."""
     model = built.model
     eval_accuracy = sess.run(model.accuracy, {model.features: dataset.eval_x, model.labels: dataset.eval_y})
-    rows = GlobalBatchSharder(len(dataset.train_x), settings.global_batch_size, 1, settings.seed).shard(
-        settings.train_steps - 1, 0
-    )
+    rows = sharder.global_batch(settings.train_steps - 1)
     final_loss = sess.run(model.loss, {model.features: dataset.train_x[rows], model.labels: dataset.train_y[rows]})
     steps = settings.train_steps
     return {

@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -15,24 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from parallel_tf.launch import free_loopback_addresses
+
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = str(REPO / "recipes" / "mnist.py")
 PID_LINE = re.compile(r"started (\S+) \(pid (\d+)\)")
 
 
-def free_addresses(count):
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def write_spec(path, num_ps, num_workers):
-    addresses = free_addresses(num_ps + num_workers)
+    addresses = free_loopback_addresses(num_ps + num_workers)
     spec = {"cluster": {"ps": addresses[:num_ps], "worker": addresses[num_ps:]}}
     Path(path).write_text(json.dumps(spec))
     return str(path)
