@@ -61,7 +61,29 @@ class GlobalBatchSharder:
         stream = np.concatenate([self._epoch_order(e) for e in range(first_epoch, last_epoch + 1)])
         return stream[offset : offset + self.global_batch_size]
 
+    def positions(self, shard_index):
+        """Where worker `shard_index`'s slice sits in every global batch."""
+        return np.arange(shard_index * self.shard_size, (shard_index + 1) * self.shard_size)
+
     def shard(self, step, shard_index):
         """Indices of worker `shard_index`'s contiguous slice of global batch `step`."""
-        begin = shard_index * self.shard_size
-        return self.global_batch(step)[begin : begin + self.shard_size]
+        return self.global_batch(step)[self.positions(shard_index)]
+
+
+def random_crop_and_flip(images, step, positions, global_batch_size, seed, pad=4):
+    """Pads NHWC images by `pad`, crops back at a random offset, and flips half left-right.
+
+    The random draws are made for the whole global batch from (seed, step) and each example takes
+    the draw at its position in the batch, so the augmented global batch is the same whatever the
+    worker count, and a resumed run draws the same again.
+    """
+    rng = np.random.RandomState([seed, step])
+    offsets = rng.randint(0, 2 * pad + 1, size=(global_batch_size, 2))[positions]
+    flips = (rng.rand(global_batch_size) < 0.5)[positions]
+    padded = np.pad(images, ((0, 0), (pad, pad), (pad, pad), (0, 0)), mode="reflect")
+    height, width = images.shape[1:3]
+    out = np.empty_like(images)
+    for i, ((dy, dx), flip) in enumerate(zip(offsets, flips, strict=True)):
+        crop = padded[i, dy : dy + height, dx : dx + width]
+        out[i] = crop[:, ::-1] if flip else crop
+    return out

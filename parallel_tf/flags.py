@@ -26,7 +26,11 @@ FLAG_SCOPES = {
 }
 
 
-def define_task_flags():
+def define_task_flags(dataset_names):
+    """Defines every task flag; `dataset_names` are the recipe's datasets, the first the default."""
+    flags.DEFINE_enum("dataset", dataset_names[0], list(dataset_names), "Dataset to train on.")
+    flags.DEFINE_bool("download", False, "Fetch the dataset's published files into --data_dir first.")
+    flags.DEFINE_string("download_url", None, "Base URL to fetch from instead of the dataset's official one.")
     flags.DEFINE_enum("job_name", None, ["ps", "worker"], "This process's job in the cluster.")
     flags.DEFINE_integer("task_index", 0, "This process's index within its job; worker 0 is the chief.", lower_bound=0)
     flags.DEFINE_string(
@@ -43,7 +47,7 @@ def define_task_flags():
     flags.DEFINE_enum("optimizer", "sgd", sorted(OPTIMIZERS), "Optimizer applied on the parameter servers.")
     flags.DEFINE_integer("seed", 0, "Seed for data split, shuffling and initial parameters.", lower_bound=0)
     flags.DEFINE_string("logdir", None, "Where the chief writes its outputs; default runs/<recipe>-<mode>-<time>.")
-    flags.DEFINE_string("data_dir", None, "Directory with the dataset's own files; default: a bundled dataset.")
+    flags.DEFINE_string("data_dir", None, "Directory with the dataset's own files (for datasets read from files).")
     flags.DEFINE_integer("log_every", 50, "Log loss and throughput every this many steps.", lower_bound=1)
     flags.DEFINE_float(
         "startup_timeout", 60.0, "Seconds a worker waits for the chief to initialise the model.", lower_bound=0.0
@@ -64,7 +68,10 @@ class Settings:
     optimizer: str
     seed: int
     logdir: str
+    dataset: str
     data_dir: str
+    download: bool
+    download_url: str
     log_every: int
     startup_timeout: float
     num_gpus: int = 0
@@ -111,7 +118,10 @@ def settings_from_flags():
         optimizer=FLAGS.optimizer,
         seed=FLAGS.seed,
         logdir=FLAGS.logdir,
+        dataset=FLAGS.dataset,
         data_dir=FLAGS.data_dir,
+        download=FLAGS.download,
+        download_url=FLAGS.download_url,
         log_every=FLAGS.log_every,
         startup_timeout=FLAGS.startup_timeout,
     )

@@ -1,5 +1,7 @@
 """Layers from `get_variable` and `tf.nn` ops only, so recipes run on TF 1.15 and 2.x alike."""
 
+import numpy as np
+
 from parallel_tf.compat import tf
 
 
@@ -10,3 +12,24 @@ def dense(inputs, units, name, activation=None):
         biases = tf.get_variable("biases", [units], initializer=tf.zeros_initializer())
         outputs = tf.nn.bias_add(tf.matmul(inputs, weights), biases)
     return activation(outputs) if activation else outputs
+
+
+def conv2d(inputs, filters, kernel_size, name, activation=tf.nn.relu):
+    """A 'SAME' 2-D convolution over NHWC inputs, stride 1."""
+    with tf.variable_scope(name):
+        kernel = tf.get_variable(
+            "kernel",
+            [kernel_size, kernel_size, inputs.shape[-1], filters],
+            initializer=tf.glorot_uniform_initializer(),
+        )
+        biases = tf.get_variable("biases", [filters], initializer=tf.zeros_initializer())
+        outputs = tf.nn.bias_add(tf.nn.conv2d(inputs, kernel, strides=[1, 1, 1, 1], padding="SAME"), biases)
+    return activation(outputs) if activation else outputs
+
+
+def max_pool(inputs, size=2):
+    return tf.nn.max_pool(inputs, ksize=[1, size, size, 1], strides=[1, size, size, 1], padding="SAME")
+
+
+def flatten(inputs):
+    return tf.reshape(inputs, [-1, int(np.prod(inputs.shape[1:]))])

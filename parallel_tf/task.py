@@ -29,12 +29,13 @@ class Recipe:
 
     name: str
     model_fn: object  # (features, num_classes) -> logits
-    load_data: object  # (settings) -> data.Dataset
+    datasets: dict  # --dataset name -> (settings) -> data.Dataset; the first is the default
+    augment: object = None  # optional (images, step, positions, settings) -> images, see data.py
 
 
 def run(recipe):
     """The entry point of every recipe: `task.run(Recipe(...))` under its `__main__`."""
-    define_task_flags()
+    define_task_flags(list(recipe.datasets))
     app.run(lambda argv: main(recipe, argv), flags_parser=parse_flags_or_exit)
 
 
@@ -69,7 +70,7 @@ def serve(settings):
 
 
 def train(recipe, settings):
-    dataset = recipe.load_data(settings)
+    dataset = recipe.datasets[settings.dataset](settings)
     sharder = GlobalBatchSharder(len(dataset.train_x), settings.global_batch_size, settings.num_workers, settings.seed)
     if settings.is_chief:
         run_dir = settings.logdir or logdir.default_logdir(recipe.name, settings.mode)
@@ -89,7 +90,7 @@ def train(recipe, settings):
     with _join(built, graph, settings, server.target if server else "") as sess:
         first_step = int(sess.run(built.global_step))  # the data position is a function of the global step
         writer = outputs.RunWriter(settings.logdir, graph) if settings.is_chief else None
-        train_seconds = _train_loop(sess, built, dataset, sharder, settings, first_step, writer)
+        train_seconds = _train_loop(sess, built, recipe, dataset, sharder, settings, first_step, writer)
         if settings.is_chief:
             summary = _summarize(sess, built, dataset, sharder, settings, recipe, train_seconds, time.time() - started)
             saver.save(sess, f"{settings.logdir}/model.ckpt", global_step=built.global_step)
@@ -107,14 +108,18 @@ def train(recipe, settings):
             sess.run(built.finish_op)
 
 
-def _train_loop(sess, built, dataset, sharder, settings, first_step, writer):
+def _train_loop(sess, built, recipe, dataset, sharder, settings, first_step, writer):
     """Runs steps first_step..train_steps-1; the chief logs; returns the seconds spent."""
     model = built.model
+    positions = sharder.positions(settings.task_index)
     started = interval_start = time.time()
     interval_steps = 0
     for step in range(first_step, settings.train_steps):
         rows = sharder.shard(step, settings.task_index)
-        result = sess.run(built.step, {model.features: dataset.train_x[rows], model.labels: dataset.train_y[rows]})
+        images = dataset.train_x[rows]
+        if recipe.augment:
+            images = recipe.augment(images, step, positions, settings)
+        result = sess.run(built.step, {model.features: images, model.labels: dataset.train_y[rows]})
         interval_steps += 1
         done = step + 1
         if writer and (done % settings.log_every == 0 or done == settings.train_steps):

@@ -1,6 +1,7 @@
-"""MNIST-style digit classification with a small MLP, in any mode of parallel_tf.
+"""MNIST-style digit classification, a small MLP or CNN, in any mode of parallel_tf.
 
-Default data: scikit-learn's bundled 8x8 digits (offline). With --data_dir: the MNIST idx files.
+Default data: scikit-learn's bundled 8x8 digits (offline). --dataset=mnist --data_dir=DIR reads
+the MNIST idx files (add --download to fetch them). --model=cnn for the convolutional net.
 
     # one plain process (the reference)
     python recipes/mnist.py
@@ -12,19 +13,35 @@ Default data: scikit-learn's bundled 8x8 digits (offline). With --data_dir: the 
     ./run_local_cluster.sh --num_workers=2
 """
 
+import math
+
+from absl import flags
+
 from parallel_tf import datasets, task
 from parallel_tf.compat import tf
-from parallel_tf.layers import dense
+from parallel_tf.layers import conv2d, dense, flatten, max_pool
+
+flags.DEFINE_enum("model", "mlp", ["mlp", "cnn"], "Fully connected net or convolutional net.")
 
 
-def model(images, num_classes):
+def mlp(images, num_classes):
     hidden = dense(images, 128, "hidden", activation=tf.nn.relu)
     return dense(hidden, num_classes, "logits")
 
 
-def load_data(settings):
-    return datasets.mnist_idx(settings.data_dir) if settings.data_dir else datasets.digits(settings.seed)
+def cnn(images, num_classes):
+    side = math.isqrt(int(images.shape[-1]))  # 8 for digits, 28 for MNIST
+    x = tf.reshape(images, [-1, side, side, 1])
+    x = max_pool(conv2d(x, 16, 3, "conv1"))
+    x = max_pool(conv2d(x, 32, 3, "conv2"))
+    x = dense(flatten(x), 64, "hidden", activation=tf.nn.relu)
+    return dense(x, num_classes, "logits")
+
+
+def model(images, num_classes):
+    return {"mlp": mlp, "cnn": cnn}[flags.FLAGS.model](images, num_classes)
 
 
 if __name__ == "__main__":
-    task.run(task.Recipe(name="mnist", model_fn=model, load_data=load_data))
+    DATASETS = {"digits": datasets.digits, "mnist": datasets.mnist}
+    task.run(task.Recipe(name="mnist", model_fn=model, datasets=DATASETS))

@@ -18,6 +18,7 @@ from parallel_tf.launch import free_loopback_addresses
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = str(REPO / "recipes" / "mnist.py")
+CIFAR_RECIPE = str(REPO / "recipes" / "cifar10.py")
 PID_LINE = re.compile(r"started (\S+) \(pid (\d+)\)")
 
 
@@ -121,3 +122,7 @@ def launcher_command(*args):
 
 def recipe_command(*args):
     return [sys.executable, RECIPE, *args]
+
+
+def cifar_command(*args):
+    return [sys.executable, CIFAR_RECIPE, *args]

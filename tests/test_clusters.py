@@ -135,3 +135,12 @@ def test_ctrl_c_stops_every_task(procs, tmp_path):
     assert run.wait(30) == 128 + signal.SIGINT
     assert len(run.task_pids) == 3
     assert not [name for name, pid in run.task_pids.items() if alive(pid)]
+
+
+def test_cifar10_cnn_with_augmentation_repeats_bitwise_on_a_sync_cluster(tracker, tmp_path):
+    flags = ["--recipe=cifar10", "--dataset=synthetic", "--augment", "--train_steps=20"]
+    first, second = tmp_path / "first", tmp_path / "second"
+    launch(tracker, first, *flags)
+    launch(tracker, second, *flags)
+    assert read_summary(first)["recipe"] == "cifar10"
+    assert read_summary(first)["params_sha256"] == read_summary(second)["params_sha256"]

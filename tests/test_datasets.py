@@ -1,3 +1,5 @@
+import types
+
 import numpy as np
 import pytest
 from idx_files import idx_bytes, write_mnist
@@ -57,7 +59,10 @@ def test_image_and_label_counts_must_agree(tmp_path):
 
 
 def test_digits_split_is_fixed_by_the_seed():
-    a, b, c = datasets.digits(0), datasets.digits(0), datasets.digits(1)
+    def digits(seed):
+        return datasets.digits(types.SimpleNamespace(seed=seed, data_dir=None, download=False))
+
+    a, b, c = digits(0), digits(0), digits(1)
     assert len(a.train_x) + len(a.eval_x) == 1797 and len(a.eval_x) == 359
     np.testing.assert_array_equal(a.eval_y, b.eval_y)
     assert not np.array_equal(a.eval_x, c.eval_x)

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from parallel_tf.data import GlobalBatchSharder
+from parallel_tf.data import GlobalBatchSharder, random_crop_and_flip
 from parallel_tf.errors import ConfigError
 
 
@@ -43,3 +43,24 @@ def test_order_depends_on_seed_and_nothing_else():
 def test_batch_must_divide_by_worker_count():
     with pytest.raises(ConfigError, match="--global_batch_size=100 is not divisible by the worker count 3"):
         GlobalBatchSharder(1000, 100, 3, seed=0)
+
+
+def test_augmentation_of_the_global_batch_is_the_same_for_any_worker_count():
+    images = np.random.RandomState(0).rand(12, 8, 8, 3).astype(np.float32)
+    whole = random_crop_and_flip(images, step=5, positions=np.arange(12), global_batch_size=12, seed=1)
+    for workers in (2, 3, 4):
+        sharder = GlobalBatchSharder(100, 12, workers, seed=1)
+        parts = [
+            random_crop_and_flip(images[sharder.positions(i)], 5, sharder.positions(i), 12, seed=1)
+            for i in range(workers)
+        ]
+        np.testing.assert_array_equal(np.concatenate(parts), whole)
+    assert not np.array_equal(whole, images), "augmentation changes the images"
+    other_step = random_crop_and_flip(images, step=6, positions=np.arange(12), global_batch_size=12, seed=1)
+    assert not np.array_equal(whole, other_step), "each step draws anew"
+
+
+def test_crop_and_flip_keep_pixels_of_the_image():
+    image = np.arange(4 * 4, dtype=np.float32).reshape(1, 4, 4, 1)
+    out = random_crop_and_flip(image, step=0, positions=np.arange(1), global_batch_size=1, seed=0, pad=0)
+    assert np.array_equal(out, image) or np.array_equal(out, image[:, :, ::-1])  # pad 0: only a flip
