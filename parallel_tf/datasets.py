@@ -43,12 +43,10 @@ def digits(settings):
     from sklearn.datasets import load_digits
 
     _no_files("digits", settings)
-    seed = settings.seed
-
     bunch = load_digits()
     x = (bunch.data / 16.0).astype(np.float32)
     y = bunch.target.astype(np.int64)
-    order = np.random.RandomState(seed).permutation(len(x))
+    order = np.random.RandomState(settings.seed).permutation(len(x))
     num_eval = int(len(x) * DIGITS_EVAL_FRACTION)
     eval_idx, train_idx = order[:num_eval], order[num_eval:]
     return Dataset(x[train_idx], y[train_idx], x[eval_idx], y[eval_idx], num_classes=10, name="digits")
@@ -60,7 +58,10 @@ def mnist(settings):
 
 
 def mnist_idx(data_dir):
-    arrays = {key: _read_idx(_find(data_dir, name)) for key, name in MNIST_FILES.items()}
+    arrays = {
+        key: _read_idx(_find(data_dir, name), _IDX_IMAGES_MAGIC if key.endswith("_x") else _IDX_LABELS_MAGIC)
+        for key, name in MNIST_FILES.items()
+    }
     for split in ("train", "eval"):
         images, labels = arrays[f"{split}_x"], arrays[f"{split}_y"]
         if len(images) != len(labels):
@@ -68,6 +69,8 @@ def mnist_idx(data_dir):
                 f"{data_dir}: {MNIST_FILES[split + '_x']} has {len(images)} images but "
                 f"{MNIST_FILES[split + '_y']} has {len(labels)} labels"
             )
+        if labels.max(initial=0) > 9:
+            raise ConfigError(f"{data_dir}: {MNIST_FILES[split + '_y']} has label {labels.max()}; MNIST's are 0 to 9")
     return Dataset(
         _flat_pixels(arrays["train_x"]),
         arrays["train_y"].astype(np.int64),
@@ -92,7 +95,7 @@ def _find(data_dir, name):
     raise ConfigError(f"--data_dir={data_dir}: missing MNIST file {name} (or {name}.gz)")
 
 
-def _read_idx(path):
+def _read_idx(path, expected_magic):
     """Reads one idx file, checking its magic number and that its size matches its header."""
     try:
         opener = gzip.open if path.endswith(".gz") else open
@@ -103,8 +106,11 @@ def _read_idx(path):
     if len(raw) < 4:
         raise ConfigError(f"{path}: truncated: {len(raw)} bytes, too short for an idx header")
     magic = int.from_bytes(raw[:4], "big")
-    if magic not in (_IDX_IMAGES_MAGIC, _IDX_LABELS_MAGIC):
-        raise ConfigError(f"{path}: not an idx file of unsigned bytes (magic number 0x{magic:08x})")
+    if magic != expected_magic:
+        raise ConfigError(
+            f"{path}: magic number 0x{magic:08x}, expected 0x{expected_magic:08x} "
+            f"(an idx file of unsigned bytes with {expected_magic & 0xFF} dimensions)"
+        )
     ndim = magic & 0xFF
     header = 4 + 4 * ndim
     if len(raw) < header:

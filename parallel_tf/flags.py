@@ -87,6 +87,8 @@ class Settings:
 
 def settings_from_flags():
     """Reads the parsed flags into Settings; raises ConfigError for contradictions."""
+    if FLAGS.download_url and not FLAGS.download:
+        raise ConfigError("--download_url only applies with --download")
     if FLAGS.learning_rate <= 0:
         raise ConfigError(f"--learning_rate={FLAGS.learning_rate}: must be greater than 0")
     cluster, env_job, env_index = cluster_lib.resolve(FLAGS.cluster_spec, FLAGS.ps_hosts, FLAGS.worker_hosts)

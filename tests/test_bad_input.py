@@ -103,6 +103,10 @@ def cases(tmp):
             recipe_command("--dataset=mnist"),
             "--dataset=mnist is read from files: give --data_dir",
         ),
+        "mirror without --download": (
+            recipe_command("--dataset=mnist", f"--data_dir={incomplete}", "--download_url=http://127.0.0.1:1/"),
+            "--download_url only applies with --download",
+        ),
         "unknown dataset": (recipe_command("--dataset=imagenet"), "--dataset=imagenet: value should be one of"),
         "flag for another mode": (
             recipe_command("--task_index=1"),

@@ -31,7 +31,8 @@ def test_missing_directory_and_missing_file_are_named(tmp_path):
     [
         (lambda raw: raw[:-5], "does not match its header"),
         (lambda raw: raw + b"\0", "does not match its header"),
-        (lambda raw: b"\0\0\x08\x0d" + raw[4:], "not an idx file of unsigned bytes"),
+        (lambda raw: b"\0\0\x08\x0d" + raw[4:], "magic number 0x0000080d, expected 0x00000803"),
+        (lambda raw: b"\0\0\x08\x01" + raw[4:], "magic number 0x00000801, expected 0x00000803"),
         (lambda raw: raw[:2], "truncated"),
     ],
 )
@@ -66,3 +67,10 @@ def test_digits_split_is_fixed_by_the_seed():
     assert len(a.train_x) + len(a.eval_x) == 1797 and len(a.eval_x) == 359
     np.testing.assert_array_equal(a.eval_y, b.eval_y)
     assert not np.array_equal(a.eval_x, c.eval_x)
+
+
+def test_labels_out_of_range_are_named(tmp_path):
+    write_mnist(tmp_path, num_train=30)
+    (tmp_path / "train-labels-idx1-ubyte").write_bytes(idx_bytes(np.full(30, 10)))
+    with pytest.raises(ConfigError, match="train-labels-idx1-ubyte has label 10; MNIST's are 0 to 9"):
+        datasets.mnist_idx(str(tmp_path))
