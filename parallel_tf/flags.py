@@ -50,7 +50,10 @@ def define_task_flags(dataset_names):
     flags.DEFINE_string("data_dir", None, "Directory with the dataset's own files (for datasets read from files).")
     flags.DEFINE_integer("log_every", 50, "Log loss and throughput every this many steps.", lower_bound=1)
     flags.DEFINE_float(
-        "startup_timeout", 60.0, "Seconds a worker waits for the chief to initialise the model.", lower_bound=0.0
+        "startup_timeout",
+        60.0,
+        "Seconds a worker waits for the parameter servers to come up, and for the chief to initialise the model.",
+        lower_bound=0.0,
     )
 
 

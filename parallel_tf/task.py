@@ -21,6 +21,7 @@ from parallel_tf.errors import ConfigError, TaskFailure
 from parallel_tf.flags import define_task_flags, settings_from_flags
 from parallel_tf.graph import seed_everything
 from parallel_tf.modes import builder
+from parallel_tf.peers import wait_until_reachable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +78,9 @@ def train(recipe, settings):
         settings = dataclasses.replace(settings, logdir=run_dir)
         logdir.prepare_logdir(run_dir)
     server = _start_server(settings) if settings.cluster else None  # kept referenced: it serves until exit
+    if server:
+        ps_hosts = settings.cluster.jobs["ps"]
+        wait_until_reachable({f"ps:{i}": address for i, address in enumerate(ps_hosts)}, settings.startup_timeout)
     settings = dataclasses.replace(settings, num_gpus=devices.visible_gpu_count())
 
     graph = tf.Graph()

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from conftest import ProcessTracker, alive, launcher_command, read_summary, recipe_command, write_spec
 
+from parallel_tf.launch import free_loopback_addresses
+
 STEPS = ["--train_steps=100", "--log_every=20"]
 RUN_TIMEOUT = 240
 SUMMARY_KEYS = {
@@ -144,3 +146,15 @@ def test_cifar10_cnn_with_augmentation_repeats_bitwise_on_a_sync_cluster(tracker
     launch(tracker, second, *flags)
     assert read_summary(first)["recipe"] == "cifar10"
     assert read_summary(first)["params_sha256"] == read_summary(second)["params_sha256"]
+
+
+def test_worker_without_parameter_server_gives_up_naming_it(procs):
+    ps_address, worker_address = free_loopback_addresses(2)  # nothing listens on the ps port
+    started = time.time()
+    run = procs.start(
+        recipe_command(f"--ps_hosts={ps_address}", f"--worker_hosts={worker_address}", "--job_name=worker")
+        + ["--startup_timeout=3"]
+    )
+    assert run.wait(60) == 1
+    assert f"cannot reach ps:0 at {ps_address} within --startup_timeout=3s" in run.output
+    assert time.time() - started < 3 + 20  # the timeout, plus TensorFlow's import on a loaded machine
