@@ -130,11 +130,13 @@ def test_killed_worker_stops_the_cluster_and_is_named(procs, tmp_path):
     assert not [name for name, pid in run.task_pids.items() if alive(pid)]
 
 
-def test_ctrl_c_stops_every_task(procs, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_signal_to_the_launcher_stops_every_task(procs, tmp_path, signum):
     run = procs.start(launcher_command(f"--logdir={tmp_path}", "--train_steps=1000000", "--log_every=10"))
     run.wait_for_line(r"\[worker:0\] .*step 10/", timeout=RUN_TIMEOUT)
-    os.kill(run.proc.pid, signal.SIGINT)
-    assert run.wait(30) == 128 + signal.SIGINT
+    os.kill(run.proc.pid, signum)
+    assert run.wait(30) == 128 + signum
+    assert f"{signal.Signals(signum).name}: stopping all tasks" in run.output
     assert len(run.task_pids) == 3
     assert not [name for name, pid in run.task_pids.items() if alive(pid)]
 
