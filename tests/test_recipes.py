@@ -39,3 +39,10 @@ def test_cifar10_recipe_trains_on_the_archive_with_augmentation(tmp_path):
     )
     assert (summary["recipe"], summary["dataset"]) == ("cifar10", "cifar10")
     assert summary["eval_accuracy"] > 0.3  # colour-coded classes are learnable; chance is 0.1
+
+
+def test_help_lists_the_task_flags_and_the_recipes_own():
+    done = subprocess.run(recipe_command("--help"), capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO)
+    # absl's --help exits 1 by its own convention; what matters is what it lists
+    for flag in ("--job_name", "--cluster_spec", "--global_batch_size", "--dataset: <digits|mnist>", "--model"):
+        assert flag in done.stdout, flag
