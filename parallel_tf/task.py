@@ -73,12 +73,12 @@ def serve(settings):
 
 
 def train(recipe, settings):
-    dataset = recipe.datasets[settings.dataset](settings)
-    sharder = GlobalBatchSharder(len(dataset.train_x), settings.global_batch_size, settings.num_workers, settings.seed)
-    if settings.is_chief:
+    if settings.is_chief:  # before loading data, which may mean a download: a bad logdir should fail first
         run_dir = settings.logdir or logdir.default_logdir(recipe.name, settings.mode)
         settings = dataclasses.replace(settings, logdir=run_dir)
         logdir.prepare_logdir(run_dir)
+    dataset = recipe.datasets[settings.dataset](settings)
+    sharder = GlobalBatchSharder(len(dataset.train_x), settings.global_batch_size, settings.num_workers, settings.seed)
     server = _start_server(settings) if settings.cluster else None  # kept referenced: it serves until exit
     if server:
         ps_hosts = settings.cluster.jobs["ps"]

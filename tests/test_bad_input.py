@@ -121,6 +121,10 @@ def cases(tmp):
         "negative learning rate": (recipe_command("--learning_rate=-1"), "--learning_rate=-1"),
         "unknown flag": (recipe_command("--stepz=5"), "Unknown command line flag 'stepz'"),
         "logdir holding a run": (recipe_command(f"--logdir={used}"), "already holds a run (summary.json)"),
+        "logdir checked before any data is read": (
+            recipe_command("--dataset=mnist", "--download", f"--data_dir={tmp / 'never'}", f"--logdir={used}"),
+            "already holds a run (summary.json)",
+        ),
         "launcher: unknown recipe": (
             launcher_command("--recipe=nope"),
             "--recipe=nope: no such recipe (available: cifar10, mnist)",
