@@ -10,14 +10,22 @@ import os
 
 from parallel_tf.errors import ConfigError
 
-JOBS = ("ps", "worker")
+JOBS = ("ps", "worker")  # every cluster has these
+KNOWN_JOBS = ("ps", "local_ps", "worker")  # in start order; hierarchical clusters add a local ps per group
+SERVER_JOBS = ("ps", "local_ps")  # jobs that host variables and wait for their workers to finish
+GROUPED_MODE = "hierarchical"
 
 
 @dataclasses.dataclass(frozen=True)
 class ClusterConfig:
-    """Addresses of every task, by job. Worker 0 is the chief."""
+    """Addresses of every task, by job. Worker 0 is the chief.
+
+    In a hierarchical cluster, `groups[g]` lists the workers of group g, whose local parameter
+    server is local_ps task g and whose chief is its first worker.
+    """
 
     jobs: dict
+    groups: tuple = ()
 
     @property
     def num_ps(self):
@@ -32,7 +40,37 @@ class ClusterConfig:
         return {job: list(hosts) for job, hosts in self.jobs.items()}
 
     def to_json(self):
-        return json.dumps({"cluster": self.as_dict()}, indent=2) + "\n"
+        data = {"cluster": self.as_dict()}
+        if self.groups:
+            data["groups"] = [list(group) for group in self.groups]
+        return json.dumps(data, indent=2) + "\n"
+
+    def group_of(self, worker):
+        """The index of the group `worker` belongs to (hierarchical clusters only)."""
+        return next(g for g, members in enumerate(self.groups) if worker in members)
+
+    def servers_of(self, worker):
+        """(job, task) of every server `worker` uses: all central ps tasks, and its group's local ps."""
+        servers = [("ps", k) for k in range(self.num_ps)]
+        if self.groups:
+            servers.append(("local_ps", self.group_of(worker)))
+        return servers
+
+    def workers_served_by(self, job, task):
+        """How many workers use server (job, task), so it knows how many to wait for."""
+        return len(self.groups[task]) if job == "local_ps" else self.num_workers
+
+    def check_mode(self, mode):
+        """Raises ConfigError unless this cluster's shape fits `mode`: groups for hierarchical only."""
+        if mode == GROUPED_MODE and not self.groups:
+            raise ConfigError(
+                '--mode=hierarchical needs a cluster spec with a "local_ps" job and "groups", e.g. '
+                '{"cluster": {"ps": [...], "local_ps": [g0, g1], "worker": [...]}, "groups": [[0, 2], [1, 3]]}'
+            )
+        if mode != GROUPED_MODE and self.groups:
+            raise ConfigError(
+                f'the cluster has "local_ps" and "groups", which only --mode=hierarchical uses, not {mode}'
+            )
 
     def check_task(self, job_name, task_index):
         """Raises ConfigError unless (job_name, task_index) names a task of this cluster."""
@@ -47,16 +85,16 @@ class ClusterConfig:
 
 
 def parse(data, source):
-    """Validates a spec mapping ({"cluster": {...}}) read from `source` (a name for messages)."""
+    """Validates a spec mapping ({"cluster": {...}}, optionally "groups") read from `source` (a name for messages)."""
     if not isinstance(data, dict) or not isinstance(data.get("cluster"), dict):
         raise ConfigError(f'{source}: expected an object with a "cluster" object, e.g. {{"cluster": {{"ps": [...]}}}}')
     cluster = data["cluster"]
     for job in cluster:
-        if job not in JOBS:
-            raise ConfigError(f"{source}: cluster.{job}: unknown job (known jobs: {', '.join(JOBS)})")
+        if job not in KNOWN_JOBS:
+            raise ConfigError(f"{source}: cluster.{job}: unknown job (known jobs: {', '.join(KNOWN_JOBS)})")
     jobs = {}
     seen = {}
-    for job in JOBS:
+    for job in (j for j in KNOWN_JOBS if j in JOBS or j in cluster):
         hosts = cluster.get(job)
         if not hosts:
             raise ConfigError(f"{source}: cluster.{job}: missing or empty; a cluster needs at least one {job} task")
@@ -69,7 +107,40 @@ def parse(data, source):
                 raise ConfigError(f"{source}: {field}: address {address} is already used by {seen[address]}")
             seen[address] = field
         jobs[job] = tuple(hosts)
-    return ClusterConfig(jobs)
+    groups = _parse_groups(data.get("groups"), jobs, source)
+    return ClusterConfig(jobs, groups)
+
+
+def _parse_groups(groups, jobs, source):
+    """Checks that `groups` and local_ps come together, one local ps per group, each worker in one group."""
+    num_local_ps = len(jobs.get("local_ps", ()))
+    if groups is None:
+        if num_local_ps:
+            raise ConfigError(f'{source}: cluster.local_ps needs "groups": which workers each local ps serves')
+        return ()
+    if not num_local_ps:
+        raise ConfigError(f'{source}: groups: a grouped cluster needs a "local_ps" job, one task per group')
+    if not isinstance(groups, list) or not all(isinstance(group, list) and group for group in groups):
+        raise ConfigError(
+            f"{source}: groups: expected a list of non-empty lists of worker indices, e.g. [[0, 2], [1, 3]]"
+        )
+    if len(groups) != num_local_ps:
+        raise ConfigError(
+            f"{source}: groups: {len(groups)} group(s) but {num_local_ps} local_ps task(s); give one each"
+        )
+    num_workers = len(jobs["worker"])
+    owner = {}
+    for g, group in enumerate(groups):
+        for worker in group:
+            if not isinstance(worker, int) or isinstance(worker, bool) or not 0 <= worker < num_workers:
+                raise ConfigError(f"{source}: groups[{g}]: {worker!r} is not a worker index 0..{num_workers - 1}")
+            if worker in owner:
+                raise ConfigError(f"{source}: groups[{g}]: worker {worker} is already in groups[{owner[worker]}]")
+            owner[worker] = g
+    missing = [w for w in range(num_workers) if w not in owner]
+    if missing:
+        raise ConfigError(f"{source}: groups: worker(s) {', '.join(map(str, missing))} in no group")
+    return tuple(tuple(group) for group in groups)
 
 
 def _check_address(address, where):

@@ -63,8 +63,18 @@ def device_setter(cluster, task_index, num_gpus):
     )
 
 
-def ps_cpu(ps_task):
-    return f"/job:ps/task:{ps_task}/device:CPU:0"
+def server_cpu(job, task):
+    """The CPU of a parameter server task, central (job ps) or local (job local_ps)."""
+    return f"/job:{job}/task:{task}/device:CPU:0"
+
+
+def worker_device_filters(cluster, task_index):
+    """The tasks a worker's sessions may talk to: the servers it uses, and itself.
+
+    In hierarchical mode that keeps a worker away from the other groups' local parameter servers.
+    """
+    servers = [f"/job:{job}/task:{task}" for job, task in cluster.servers_of(task_index)]
+    return [*servers, f"/job:worker/task:{task_index}"]
 
 
 def session_config(device_filters=None):

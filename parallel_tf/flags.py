@@ -23,6 +23,9 @@ FLAG_SCOPES = {
     "job_name": MODES,
     "task_index": MODES,
     "mode": MODES,
+    "push_every": ("async",),
+    "fetch_every": ("async",),
+    "central_every": ("hierarchical",),
 }
 
 
@@ -31,7 +34,7 @@ def define_task_flags(dataset_names):
     flags.DEFINE_enum("dataset", dataset_names[0], list(dataset_names), "Dataset to train on.")
     flags.DEFINE_bool("download", False, "Fetch the dataset's published files into --data_dir first.")
     flags.DEFINE_string("download_url", None, "Base URL to fetch from instead of the dataset's official one.")
-    flags.DEFINE_enum("job_name", None, ["ps", "worker"], "This process's job in the cluster.")
+    flags.DEFINE_enum("job_name", None, ["ps", "local_ps", "worker"], "This process's job in the cluster.")
     flags.DEFINE_integer("task_index", 0, "This process's index within its job; worker 0 is the chief.", lower_bound=0)
     flags.DEFINE_string(
         "cluster_spec", None, 'JSON file: {"cluster": {"ps": ["host:port"], "worker": ["host:port", ...]}}.'
@@ -39,6 +42,24 @@ def define_task_flags(dataset_names):
     flags.DEFINE_list("ps_hosts", [], "Comma-separated host:port of the parameter servers (instead of a spec).")
     flags.DEFINE_list("worker_hosts", [], "Comma-separated host:port of the workers (instead of a spec).")
     flags.DEFINE_enum("mode", "sync", MODES, "Distributed training mode.")
+    flags.DEFINE_integer(
+        "push_every",
+        1,
+        "async: send a worker's summed gradients every n steps (Downpour n_push).",
+        lower_bound=1,
+    )
+    flags.DEFINE_integer(
+        "fetch_every",
+        1,
+        "async: refresh a worker's copy of the parameters every n steps (n_fetch).",
+        lower_bound=1,
+    )
+    flags.DEFINE_integer(
+        "central_every",
+        1,
+        "hierarchical: a group sends its update to the central ps every k steps.",
+        lower_bound=1,
+    )
     flags.DEFINE_integer(
         "global_batch_size", 120, "Examples per step over all workers; must divide by the worker count.", lower_bound=1
     )
@@ -77,6 +98,9 @@ class Settings:
     download_url: str
     log_every: int
     startup_timeout: float
+    push_every: int = 1
+    fetch_every: int = 1
+    central_every: int = 1
     num_gpus: int = 0
 
     @property
@@ -109,9 +133,16 @@ def settings_from_flags():
         job_name = FLAGS.job_name or env_job
         task_index = FLAGS.task_index if FLAGS["task_index"].present or env_index is None else env_index
         if job_name is None:
-            raise ConfigError("--job_name is required in a cluster: ps or worker")
+            raise ConfigError(f"--job_name is required in a cluster: {' or '.join(cluster.jobs)}")
+        cluster.check_mode(mode)
         cluster.check_task(job_name, task_index)
         check_shardable(FLAGS.global_batch_size, cluster.num_workers)
+        for g, group in enumerate(cluster.groups):
+            if FLAGS.global_batch_size % len(group):
+                raise ConfigError(
+                    f"groups[{g}] has {len(group)} workers, which does not divide "
+                    f"--global_batch_size={FLAGS.global_batch_size}"
+                )
     return Settings(
         mode=mode,
         job_name=job_name,
@@ -129,4 +160,7 @@ def settings_from_flags():
         download_url=FLAGS.download_url,
         log_every=FLAGS.log_every,
         startup_timeout=FLAGS.startup_timeout,
+        push_every=FLAGS.push_every,
+        fetch_every=FLAGS.fetch_every,
+        central_every=FLAGS.central_every,
     )

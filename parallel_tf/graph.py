@@ -35,7 +35,7 @@ def seed_everything(seed):
     tf.set_random_seed(seed)
 
 
-def build_model(model_fn, dataset):
+def build_model(model_fn, dataset, custom_getter=None):
     """Placeholders for one slice of a batch, the recipe's logits, and the loss on them.
 
     The loss is a mean over the slice, so SyncReplicasOptimizer's average of N equal slices'
@@ -43,12 +43,47 @@ def build_model(model_fn, dataset):
     """
     features = tf.placeholder(tf.float32, (None,) + dataset.feature_shape, name="features")
     labels = tf.placeholder(tf.int64, (None,), name="labels")
-    with tf.variable_scope("model"):
+    with tf.variable_scope("model", custom_getter=custom_getter):
         logits = model_fn(features, dataset.num_classes)
     loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
     correct = tf.equal(tf.argmax(logits, axis=1), labels)
     accuracy = tf.reduce_mean(tf.cast(correct, tf.float32))
     return ModelGraph(features, labels, loss, accuracy)
+
+
+def build_model_on_copies(model_fn, dataset, copy_device, collections):
+    """The model, computing on a copy of each parameter kept on `copy_device`.
+
+    Returns (model, [(parameter, copy), ...]). The parameters are created as in `build_model`
+    (placed by the device setter, trainable, saved); the forward pass reads the copies instead, so
+    a worker (async) or a group (hierarchical) trains on a snapshot it refreshes when it chooses.
+    Copies start as their parameter's value and are in `collections`, never trainable.
+    """
+    pairs = []
+
+    def compute_on_a_copy(getter, name, *args, **kwargs):
+        parameter = getter(name, *args, **kwargs)
+        with tf.device(copy_device):
+            copy = tf.Variable(
+                parameter.read_value(), trainable=False, collections=collections, name=name.split("/")[-1] + "_copy"
+            )
+        pairs.append((parameter, copy))
+        return copy
+
+    return build_model(model_fn, dataset, custom_getter=compute_on_a_copy), pairs
+
+
+def refresh_copies(pairs):
+    """The op that sets every copy to its parameter's current value."""
+    return tf.group(*[copy.assign(parameter.read_value()) for parameter, copy in pairs])
+
+
+def zeros_like_variables(variables, collections, name):
+    """One zero-initialised variable per variable, in `collections`, e.g. to sum gradients into."""
+    return [
+        tf.Variable(tf.zeros(v.shape, v.dtype.base_dtype), trainable=False, collections=collections, name=name)
+        for v in variables
+    ]
 
 
 def make_optimizer(name, learning_rate):

@@ -1,12 +1,13 @@
 """Runs a whole cluster on this machine, one process per task, and watches over it.
 
-    python -m parallel_tf.launch [--recipe=mnist] [--mode=sync] [--num_workers=2] [--num_ps=1]
-                                 [--logdir=DIR] [--cluster_spec=FILE] [task flags...]
+    python -m parallel_tf.launch [--recipe=mnist] [--mode=sync|async|hierarchical] [--num_workers=2]
+                                 [--num_ps=1] [--num_groups=2] [--logdir=DIR] [--cluster_spec=FILE]
+                                 [task flags...]
 
 Picks free 127.0.0.1 ports (unless --cluster_spec is given), writes the spec it used into the
-logdir, starts every ps and worker, prefixes each output line with its task, and waits. If any
-task fails, or on Ctrl-C / SIGTERM, it stops every other task by PID and exits non-zero naming
-the task. Flags it does not know (e.g. --train_steps=100) go to every task unchanged.
+logdir, starts every task (ps, local_ps in hierarchical mode, worker), prefixes each output line
+with its task, and waits. If any task fails, or on Ctrl-C / SIGTERM, it stops every other task
+by PID and exits non-zero naming the task. Flags it does not know (e.g. --train_steps=100) go to every task unchanged.
 
 Deliberately free of TensorFlow: it only manages processes.
 """
@@ -39,7 +40,13 @@ def define_launcher_flags():
     flags.DEFINE_string("recipe", "mnist", "Recipe name (a file in recipes/) or path to a recipe file.")
     flags.DEFINE_enum("mode", "sync", MODES, "Distributed training mode.")
     flags.DEFINE_integer("num_workers", 2, "Worker processes to start.", lower_bound=1)
-    flags.DEFINE_integer("num_ps", 1, "Parameter server processes to start.", lower_bound=1)
+    flags.DEFINE_integer("num_ps", 1, "(Central) parameter server processes to start.", lower_bound=1)
+    flags.DEFINE_integer(
+        "num_groups",
+        2,
+        "hierarchical: worker groups, each with a local ps; worker i joins group i mod G.",
+        lower_bound=1,
+    )
     flags.DEFINE_string("logdir", None, "Output directory; default runs/<recipe>-<mode>-<time>.")
     flags.DEFINE_string("cluster_spec", None, "Use this spec file instead of generating one on free ports.")
 
@@ -48,7 +55,13 @@ def main(argv):
     task_flags = [arg for arg in argv[1:] if arg != "--"]
     try:
         recipe_path = resolve_recipe(FLAGS.recipe)
-        cluster = cluster_lib.from_spec_file(FLAGS.cluster_spec) if FLAGS.cluster_spec else local_cluster()
+        if FLAGS["num_groups"].present and FLAGS.mode != cluster_lib.GROUPED_MODE:
+            raise ConfigError(f"--num_groups applies only to --mode=hierarchical, not {FLAGS.mode}")
+        if FLAGS.cluster_spec:
+            cluster = cluster_lib.from_spec_file(FLAGS.cluster_spec)
+        else:
+            cluster = local_cluster(FLAGS.mode, FLAGS.num_ps, FLAGS.num_workers, FLAGS.num_groups)
+        cluster.check_mode(FLAGS.mode)
         run_dir = FLAGS.logdir or default_logdir(recipe_name(recipe_path), FLAGS.mode)
         prepare_logdir(run_dir)
     except ConfigError as e:
@@ -59,10 +72,11 @@ def main(argv):
     common = [f"--cluster_spec={spec_path}", f"--mode={FLAGS.mode}", f"--logdir={run_dir}", *task_flags]
     tasks = [
         (f"{job}:{index}", [sys.executable, "-u", recipe_path, f"--job_name={job}", f"--task_index={index}", *common])
-        for job in ("ps", "worker")
+        for job in cluster.jobs
         for index in range(len(cluster.jobs[job]))
     ]
-    say(f"{len(tasks)} tasks ({cluster.num_ps} ps, {cluster.num_workers} workers), mode {FLAGS.mode}; logdir {run_dir}")
+    counts = ", ".join(f"{len(hosts)} {job}" for job, hosts in cluster.jobs.items())
+    say(f"{len(tasks)} tasks ({counts}), mode {FLAGS.mode}; logdir {run_dir}")
     sys.exit(Cluster(tasks, gpu_environments(cluster)).run(run_dir))
 
 
@@ -78,11 +92,18 @@ def recipe_name(path):
     return os.path.splitext(os.path.basename(path))[0]
 
 
-def local_cluster():
-    addresses = free_loopback_addresses(FLAGS.num_ps + FLAGS.num_workers)
-    return cluster_lib.parse(
-        {"cluster": {"ps": addresses[: FLAGS.num_ps], "worker": addresses[FLAGS.num_ps :]}}, "generated spec"
-    )
+def local_cluster(mode, num_ps, num_workers, num_groups):
+    """A spec on free loopback ports; in hierarchical mode worker i joins group i mod G, as in the seed."""
+    sizes = {"ps": num_ps, "worker": num_workers}
+    if mode == cluster_lib.GROUPED_MODE:
+        if num_groups > num_workers:
+            raise ConfigError(f"--num_groups={num_groups} is more than --num_workers={num_workers}")
+        sizes["local_ps"] = num_groups
+    addresses = iter(free_loopback_addresses(sum(sizes.values())))
+    spec = {"cluster": {job: [next(addresses) for _ in range(size)] for job, size in sizes.items()}}
+    if mode == cluster_lib.GROUPED_MODE:
+        spec["groups"] = [list(range(g, num_workers, num_groups)) for g in range(num_groups)]
+    return cluster_lib.parse(spec, "generated spec")
 
 
 def free_loopback_addresses(count):
@@ -109,11 +130,11 @@ def visible_gpus():
 
 
 def gpu_environments(cluster, gpus=None):
-    """Per-task CUDA_VISIBLE_DEVICES: worker i gets GPU i mod G, a ps none. {} without GPUs."""
+    """Per-task CUDA_VISIBLE_DEVICES: worker i gets GPU i mod G, a ps (central or local) none. {} without GPUs."""
     gpus = visible_gpus() if gpus is None else gpus
     if not gpus:
         return {}
-    environments = {f"ps:{i}": "" for i in range(cluster.num_ps)}
+    environments = {f"{job}:{i}": "" for job in cluster_lib.SERVER_JOBS for i in range(len(cluster.jobs.get(job, ())))}
     environments.update({f"worker:{i}": gpus[i % len(gpus)] for i in range(cluster.num_workers)})
     return environments
 

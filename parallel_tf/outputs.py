@@ -1,6 +1,6 @@
 """What the chief writes in --logdir, and the parameter fingerprint reproducibility is judged by.
 
-metrics.jsonl    one line per logged step: step, loss, examples_per_sec, wall_time
+metrics.jsonl    one line per logged step: step, loss, examples_per_sec, wall_time, and the mode's counters
 events.*         TensorBoard scalars (loss, examples_per_sec, eval_accuracy)
 model.ckpt-*     the final checkpoint
 params.npz       final trainable parameters by name, for comparing runs
@@ -33,8 +33,15 @@ class RunWriter:
         self._metrics_path = os.path.join(logdir, "metrics.jsonl")
         self._events = tf.summary.FileWriter(logdir, graph)
 
-    def log_step(self, step, loss, examples_per_sec):
-        record = {"step": step, "loss": loss, "examples_per_sec": examples_per_sec, "wall_time": time.time()}
+    def log_step(self, step, loss, examples_per_sec, **counters):
+        """Appends a metrics line; `counters` are the mode's own (e.g. updates_by_worker), lists of ints."""
+        record = {
+            "step": step,
+            "loss": loss,
+            "examples_per_sec": examples_per_sec,
+            "wall_time": time.time(),
+            **counters,
+        }
         with open(self._metrics_path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
         self._scalars(step, loss=loss, examples_per_sec=examples_per_sec)

@@ -13,8 +13,9 @@ import time
 from absl import app, flags, logging
 
 from parallel_tf import devices, logdir, outputs
-from parallel_tf.barrier import wait_until_workers_done
+from parallel_tf.barrier import end_of_training, signal_done, wait_until_workers_done
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit
+from parallel_tf.cluster import SERVER_JOBS
 from parallel_tf.compat import TF_VERSION, tf
 from parallel_tf.data import GlobalBatchSharder
 from parallel_tf.errors import ConfigError, TaskFailure
@@ -48,7 +49,7 @@ def main(recipe, argv):
     _configure_logging()
     try:
         settings = settings_from_flags()
-        if settings.job_name == "ps":
+        if settings.job_name in SERVER_JOBS:
             serve(settings)
         else:
             train(recipe, settings)
@@ -60,16 +61,17 @@ def main(recipe, argv):
 
 
 def serve(settings):
-    """A parameter server: hosts variables until every worker has finished, then returns."""
-    cluster = settings.cluster
+    """A parameter server, central or local: hosts variables until its workers have finished, then returns."""
+    job, task = settings.job_name, settings.task_index
+    num_workers = settings.cluster.workers_served_by(job, task)
     server = _start_server(settings)
-    logging.info("ps:%d serving at %s", settings.task_index, cluster.jobs["ps"][settings.task_index])
+    logging.info("%s:%d serving at %s", job, task, settings.cluster.jobs[job][task])
 
     def on_done(worker, count):
-        logging.info("worker:%d finished (%d/%d)", worker, count, cluster.num_workers)
+        logging.info("worker:%d finished (%d/%d)", worker, count, num_workers)
 
-    wait_until_workers_done(server.target, settings.task_index, cluster.num_workers, on_done)
-    logging.info("all workers finished; ps:%d exiting", settings.task_index)
+    wait_until_workers_done(server.target, job, task, num_workers, on_done)
+    logging.info("all workers finished; %s:%d exiting", job, task)
 
 
 def train(recipe, settings):
@@ -79,27 +81,34 @@ def train(recipe, settings):
         logdir.prepare_logdir(run_dir)
     dataset = recipe.datasets[settings.dataset](settings)
     sharder = GlobalBatchSharder(len(dataset.train_x), settings.global_batch_size, settings.num_workers, settings.seed)
-    server = _start_server(settings) if settings.cluster else None  # kept referenced: it serves until exit
+    cluster, task_index = settings.cluster, settings.task_index
+    server = _start_server(settings) if cluster else None  # kept referenced: it serves until exit
     if server:
-        ps_hosts = settings.cluster.jobs["ps"]
-        wait_until_reachable({f"ps:{i}": address for i, address in enumerate(ps_hosts)}, settings.startup_timeout)
+        servers = cluster.servers_of(task_index)
+        peers = {f"{job}:{task}": cluster.jobs[job][task] for job, task in servers}
+        wait_until_reachable(peers, settings.startup_timeout)
     settings = dataclasses.replace(settings, num_gpus=devices.visible_gpu_count())
 
     graph = tf.Graph()
     with graph.as_default():
         seed_everything(settings.seed)
-        built = builder(settings.mode)(recipe.model_fn, dataset, settings, settings.cluster, settings.task_index)
+        built = builder(settings.mode)(recipe.model_fn, dataset, settings, cluster, task_index)
+        if server:
+            trained = end_of_training(cluster.num_workers, task_index, settings.is_chief)
+            done = signal_done(servers, task_index)
         saver = tf.train.Saver(sharded=True) if settings.is_chief else None
     graph.finalize()
 
     started = time.time()
     with _join(built, graph, settings, server.target if server else "") as sess:
-        first_step = int(sess.run(built.global_step))  # the data position is a function of the global step
+        first_step = int(sess.run(built.position))
         writer = outputs.RunWriter(settings.logdir, graph) if settings.is_chief else None
         train_seconds = _train_loop(sess, built, recipe, dataset, sharder, settings, first_step, writer)
+        if server:
+            sess.run(trained)  # the chief waits here for every worker's last step
         if settings.is_chief:
             summary = _summarize(sess, built, dataset, sharder, settings, recipe, train_seconds, time.time() - started)
-            saver.save(sess, f"{settings.logdir}/model.ckpt", global_step=built.global_step)
+            saver.save(sess, f"{settings.logdir}/model.ckpt", global_step=tf.train.get_global_step(graph))
             named = _named_params(sess)
             summary["params_sha256"] = outputs.params_sha256(named)
             writer.finish(summary, named)
@@ -110,8 +119,8 @@ def train(recipe, settings):
                 summary["params_sha256"],
                 settings.logdir,
             )
-        if built.finish_op is not None:
-            sess.run(built.finish_op)
+        if server:
+            sess.run(done)
 
 
 def _train_loop(sess, built, recipe, dataset, sharder, settings, first_step, writer):
@@ -125,21 +134,32 @@ def _train_loop(sess, built, recipe, dataset, sharder, settings, first_step, wri
         images = dataset.train_x[rows]
         if recipe.augment:
             images = recipe.augment(images, step, positions, settings)
-        result = sess.run(built.step, {model.features: images, model.labels: dataset.train_y[rows]})
+        feed = {model.features: images, model.labels: dataset.train_y[rows]}
+        for fetches in built.plan(step):
+            result = sess.run(fetches, feed)
         interval_steps += 1
         done = step + 1
         if writer and (done % settings.log_every == 0 or done == settings.train_steps):
             now = time.time()
             rate = interval_steps * settings.global_batch_size / max(now - interval_start, 1e-9)
-            loss = _global_batch_loss(result)
-            writer.log_step(done, loss, rate)
-            logging.info("step %d/%d  loss %.6f  %.0f examples/sec", done, settings.train_steps, loss, rate)
+            loss = _batch_loss(result)
+            counts = _read_counters(sess, built)
+            writer.log_step(done, loss, rate, **counts)
+            logging.info(
+                "step %d/%d  loss %.6f  %.0f examples/sec%s",
+                done,
+                settings.train_steps,
+                loss,
+                rate,
+                "".join(f"  {name} {value}" for name, value in counts.items()),
+            )
             interval_start, interval_steps = now, 0
     return time.time() - started
 
 
-def _global_batch_loss(step_result):
-    """Mean of the workers' shard losses, summed in worker order so the number is repeatable."""
+def _batch_loss(step_result):
+    """Mean of the shard losses the chief saw this step, summed in worker order so the number is
+    repeatable: the global batch's in sync mode, its group's in hierarchical, its own in async."""
     order = step_result["workers"].argsort()
     return float(step_result["losses"][order].astype("float64").mean())
 
@@ -148,6 +168,8 @@ def _summarize(sess, built, dataset, sharder, settings, recipe, train_seconds, w
     """The run's results. final_loss is the final parameters' loss on the last global batch, in one
     pass by the chief, so it compares models across worker counts without summation order."""
     model = built.model
+    if built.refresh_op is not None:
+        sess.run(built.refresh_op)
     eval_accuracy = sess.run(model.accuracy, {model.features: dataset.eval_x, model.labels: dataset.eval_y})
     rows = sharder.global_batch(settings.train_steps - 1)
     final_loss = sess.run(model.loss, {model.features: dataset.train_x[rows], model.labels: dataset.train_y[rows]})
@@ -170,7 +192,15 @@ def _summarize(sess, built, dataset, sharder, settings, recipe, train_seconds, w
         "ms_per_step": 1000.0 * train_seconds / steps,
         "wall_seconds": wall_seconds,
         "tf_version": TF_VERSION,
+        **_read_counters(sess, built),
     }
+
+
+def _read_counters(sess, built):
+    """The mode's counters (e.g. updates by each async worker) as plain lists for JSON."""
+    if not built.counters:
+        return {}
+    return {name: value.tolist() for name, value in sess.run(built.counters).items()}
 
 
 def _named_params(sess):
@@ -179,7 +209,8 @@ def _named_params(sess):
 
 
 def _join(built, graph, settings, target):
-    """A session on the cluster: the chief initialises, the others wait until it has."""
+    """A session on the cluster. The chief (worker 0) initialises the shared parameters and, in
+    hierarchical mode, each group's chief its local ps once those are ready; the others wait."""
     manager = tf.train.SessionManager(
         local_init_op=built.local_init_op,
         ready_op=built.ready_op,
@@ -187,15 +218,40 @@ def _join(built, graph, settings, target):
         graph=graph,
         recovery_wait_secs=0.5,
     )
-    config = devices.session_config(list(built.device_filters))
-    if settings.is_chief:
-        return manager.prepare_session(target, init_op=built.init_op, config=config)
+    filters = devices.worker_device_filters(settings.cluster, settings.task_index) if settings.cluster else None
+    config = devices.session_config(filters)
+    if settings.is_chief or built.group_init:
+        return manager.prepare_session(
+            target,
+            init_op=built.init_op if settings.is_chief else None,
+            init_fn=_group_initializer(built.group_init, settings) if built.group_init else None,
+            config=config,
+        )
     try:
         return manager.wait_for_session(target, config=config, max_wait_secs=settings.startup_timeout)
     except tf.errors.DeadlineExceededError:
-        raise TaskFailure(
-            f"the chief (worker:0) did not initialise the model within --startup_timeout={settings.startup_timeout:g}s"
-        ) from None
+        raise _chief_did_not_initialise(settings) from None
+
+
+def _group_initializer(group_init, settings):
+    """prepare_session's init_fn for a group chief: waits for the central parameters, then initialises its local ps."""
+    init_op, central_uninitialised = group_init
+
+    def init_fn(sess):
+        deadline = time.time() + settings.startup_timeout
+        while sess.run(central_uninitialised).size:
+            if time.time() > deadline:
+                raise _chief_did_not_initialise(settings)
+            time.sleep(0.5)
+        sess.run(init_op)
+
+    return init_fn
+
+
+def _chief_did_not_initialise(settings):
+    return TaskFailure(
+        f"the chief (worker:0) did not initialise the model within --startup_timeout={settings.startup_timeout:g}s"
+    )
 
 
 def _start_server(settings):

@@ -26,6 +26,13 @@ def spec(tmp, name, cluster):
 
 def cases(tmp):
     good = spec(tmp, "good", {"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"]})
+    four_workers = {"ps": ["127.0.0.1:1"], "local_ps": ["127.0.0.1:2", "127.0.0.1:3"]}
+    four_workers["worker"] = [f"127.0.0.1:{port}" for port in range(4, 8)]
+
+    def grouped(name, groups):
+        return spec(tmp, name, json.dumps({"cluster": four_workers, "groups": groups}))
+
+    hierarchical = ["--mode=hierarchical", *CLUSTER]
     corrupt = tmp / "corrupt_mnist"
     corrupt.mkdir()
     write_mnist(corrupt)
@@ -72,7 +79,7 @@ def cases(tmp):
         ),
         "unknown job name": (
             recipe_command(good, "--job_name=chief"),
-            "--job_name=chief: value should be one of <ps|worker>",
+            "--job_name=chief: value should be one of <ps|local_ps|worker>",
         ),
         "missing job name": (recipe_command(good), "--job_name is required in a cluster"),
         "batch not divisible by workers": (
@@ -124,6 +131,34 @@ def cases(tmp):
         "logdir checked before any data is read": (
             recipe_command("--dataset=mnist", "--download", f"--data_dir={tmp / 'never'}", f"--logdir={used}"),
             "already holds a run (summary.json)",
+        ),
+        "hierarchical without groups": (
+            recipe_command(good, *hierarchical),
+            '--mode=hierarchical needs a cluster spec with a "local_ps" job and "groups"',
+        ),
+        "worker in two groups": (
+            recipe_command(grouped("in_two_groups", [[0, 2], [1, 2, 3]]), *hierarchical),
+            "groups[1]: worker 2 is already in groups[0]",
+        ),
+        "group not dividing the batch": (
+            recipe_command(grouped("uneven", [[0, 1, 2], [3]]), *hierarchical, "--global_batch_size=8"),
+            "groups[0] has 3 workers, which does not divide --global_batch_size=8",
+        ),
+        "push_every below 1": (
+            recipe_command(good, *CLUSTER, "--mode=async", "--push_every=0"),
+            "--push_every=0: 0 is not a positive integer",
+        ),
+        "async flag in sync mode": (
+            recipe_command(good, *CLUSTER, "--fetch_every=2"),
+            "--fetch_every does not apply to --mode=sync; it is for --mode=async",
+        ),
+        "launcher: --num_groups outside hierarchical": (
+            launcher_command("--mode=async", "--num_groups=2"),
+            "--num_groups applies only to --mode=hierarchical, not async",
+        ),
+        "launcher: grouped spec in sync mode": (
+            launcher_command(grouped("launch_grouped", [[0, 2], [1, 3]])),
+            '"local_ps" and "groups", which only --mode=hierarchical uses, not sync',
         ),
         "launcher: unknown recipe": (
             launcher_command("--recipe=nope"),

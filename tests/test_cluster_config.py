@@ -1,9 +1,12 @@
 import json
+import re
+from pathlib import Path
 
 import pytest
 
 from parallel_tf import cluster
 from parallel_tf.errors import ConfigError
+from parallel_tf.launch import local_cluster
 
 GOOD = {"cluster": {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "localhost:2224"]}}
 
@@ -82,3 +85,64 @@ def test_resolve_takes_exactly_one_source(tmp_path):
     assert cluster.resolve(None, [], [], environ={}) == (None, None, None)
     config, job, index = cluster.resolve(None, [], [], environ={"TF_CONFIG": json.dumps(GOOD)})
     assert config.num_workers == 2 and (job, index) == (None, None)
+
+
+HIERARCHICAL = {
+    "cluster": {"ps": ["a:1"], "local_ps": ["a:2", "a:3"], "worker": ["a:4", "a:5", "a:6", "a:7"]},
+    "groups": [[0, 2], [1, 3]],
+}
+
+
+def test_hierarchical_spec_gives_groups_and_each_workers_servers():
+    config = cluster.parse(HIERARCHICAL, "spec")
+    assert list(config.jobs) == ["ps", "local_ps", "worker"]  # the order tasks are started in
+    assert config.groups == ((0, 2), (1, 3))
+    assert [config.group_of(w) for w in range(4)] == [0, 1, 0, 1]
+    assert config.servers_of(3) == [("ps", 0), ("local_ps", 1)]
+    assert (config.workers_served_by("ps", 0), config.workers_served_by("local_ps", 1)) == (4, 2)
+    assert json.loads(config.to_json()) == HIERARCHICAL
+
+
+@pytest.mark.parametrize(
+    "groups, message",
+    [
+        ([[0, 2], [1, 2, 3]], "groups[1]: worker 2 is already in groups[0]"),
+        ([[0, 2], [1]], "groups: worker(s) 3 in no group"),
+        ([[0, 1, 2, 3]], "groups: 1 group(s) but 2 local_ps task(s)"),
+        ([[0, 2], [1, 4]], "groups[1]: 4 is not a worker index 0..3"),
+        ([[0, 2], []], "groups: expected a list of non-empty lists of worker indices"),
+        ([[0, "2"], [1, 3]], "groups[0]: '2' is not a worker index"),
+    ],
+)
+def test_bad_groups_are_named(groups, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        cluster.parse(dict(HIERARCHICAL, groups=groups), "spec")
+
+
+def test_local_ps_and_groups_come_together_and_only_in_hierarchical_mode():
+    without_groups = {"cluster": HIERARCHICAL["cluster"]}
+    with pytest.raises(ConfigError, match='cluster.local_ps needs "groups"'):
+        cluster.parse(without_groups, "spec")
+    without_local_ps = dict(GOOD, groups=[[0], [1]])
+    with pytest.raises(ConfigError, match='a grouped cluster needs a "local_ps" job'):
+        cluster.parse(without_local_ps, "spec")
+    with pytest.raises(ConfigError, match="--mode=hierarchical needs a cluster spec with"):
+        cluster.parse(GOOD, "spec").check_mode("hierarchical")
+    with pytest.raises(ConfigError, match="which only --mode=hierarchical uses, not async"):
+        cluster.parse(HIERARCHICAL, "spec").check_mode("async")
+
+
+def test_launcher_interleaves_groups_as_in_the_seed():
+    config = local_cluster("hierarchical", num_ps=1, num_workers=5, num_groups=2)
+    assert config.groups == ((0, 2, 4), (1, 3))
+    assert (config.num_ps, len(config.jobs["local_ps"]), config.num_workers) == (1, 2, 5)
+    assert not local_cluster("async", num_ps=2, num_workers=3, num_groups=2).groups
+    with pytest.raises(ConfigError, match="--num_groups=3 is more than --num_workers=2"):
+        local_cluster("hierarchical", num_ps=1, num_workers=2, num_groups=3)
+
+
+@pytest.mark.parametrize("name", ["local_1ps_2w", "local_1ps_4w", "local_2ps_4w", "hierarchical_2x2"])
+def test_shipped_specs_are_valid_for_their_mode(name):
+    config = cluster.from_spec_file(str(Path(__file__).resolve().parents[1] / "cluster_specs" / f"{name}.json"))
+    config.check_mode("hierarchical" if name.startswith("hierarchical") else "sync")
+    assert all(address.startswith("127.0.0.1:") for hosts in config.jobs.values() for address in hosts)

@@ -119,6 +119,43 @@ def test_four_workers_train_the_two_worker_model_up_to_rounding(two_workers, tra
     assert max_param_difference(two, four) < 1e-5
 
 
+def test_async_downpour_cluster_pushes_and_fetches_on_schedule(tracker, tmp_path):
+    """Adagrad on the ps, as in DistBelief; each worker sends its summed gradients every 2 steps."""
+    logdir = tmp_path / "async"
+    run = launch(tracker, logdir, "--mode=async", "--optimizer=adagrad", "--push_every=2", "--fetch_every=3")
+    assert not [name for name, pid in run.task_pids.items() if alive(pid)]
+    summary = read_summary(logdir)
+    assert summary["mode"] == "async"
+    assert summary["updates_by_worker"] == [50, 50]  # 100 steps / push_every 2, by each worker
+    assert summary["eval_accuracy"] > 0.8
+    metrics = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+    assert [m["updates_by_worker"][0] for m in metrics] == [10, 20, 30, 40, 50]  # the chief's own, at each log
+
+
+def test_hierarchical_two_groups_of_two_launched_by_hand(tracker, tmp_path):
+    """The README's seven-terminal launch: a central ps, a local ps per group, four workers."""
+    addresses = free_loopback_addresses(7)
+    spec = tmp_path / "hierarchical_2x2.json"
+    cluster = {"ps": addresses[:1], "local_ps": addresses[1:3], "worker": addresses[3:]}
+    spec.write_text(json.dumps({"cluster": cluster, "groups": [[0, 2], [1, 3]]}))
+    common = [f"--cluster_spec={spec}", "--mode=hierarchical", "--central_every=5", *STEPS]
+    logdir = tmp_path / "hierarchical"
+    tasks = {
+        f"{job}:{index}": tracker.start(recipe_command(f"--job_name={job}", f"--task_index={index}", *common))
+        for job, index in [("ps", 0), ("local_ps", 0), ("local_ps", 1), ("worker", 1), ("worker", 2), ("worker", 3)]
+    }
+    tasks["worker:0"] = tracker.start(
+        recipe_command("--job_name=worker", "--task_index=0", f"--logdir={logdir}", *common)
+    )
+    for name, task in tasks.items():
+        assert task.wait(RUN_TIMEOUT) == 0, f"{name}:\n{task.output}"
+    for name in ("ps:0", "local_ps:0", "local_ps:1"):  # every server exited by itself once its workers were done
+        assert f"all workers finished; {name} exiting" in tasks[name].output
+    summary = read_summary(logdir)
+    assert summary["central_exchanges_by_group"] == [20, 20]  # train_steps / central_every, for each group
+    assert summary["eval_accuracy"] > 0.8
+
+
 def test_killed_worker_stops_the_cluster_and_is_named(procs, tmp_path):
     run = procs.start(launcher_command(f"--logdir={tmp_path}", "--train_steps=1000000", "--log_every=10"))
     run.wait_for_line(r"\[worker:0\] .*step 10/", timeout=RUN_TIMEOUT)

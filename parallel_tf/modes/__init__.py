@@ -6,7 +6,7 @@ build(model_fn, dataset, settings, cluster, task_index) -> TrainGraph
 import dataclasses
 
 # Importable without TensorFlow: the launcher needs the names, not the builders.
-MODES = ("sync",)
+MODES = ("sync", "async", "hierarchical")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -14,18 +14,29 @@ class TrainGraph:
     """What a worker needs to train, whatever the mode."""
 
     model: object  # graph.ModelGraph
-    global_step: object  # tf.Variable
-    step: dict  # fetched once per step: {"workers": int32[N], "losses": float32[N]}, train op inside
-    init_op: object  # run by the chief on a fresh start
+    position: object  # int tensor: the first step this worker has still to run
+    plan: object  # (step) -> fetches to run in order; the last gives {"workers": int32[k], "losses": float32[k]}
+    init_op: object  # run by the chief (worker 0) on a fresh start
     ready_op: object  # a tensor, empty once everything this worker uses is initialised
     local_init_op: object = None
     ready_for_local_init_op: object = None
-    finish_op: object = None  # run by each worker when done, so parameter servers can exit
-    device_filters: tuple = ()  # the tasks this worker talks to
+    group_init: tuple = None  # hierarchical group chiefs: (op, ready tensor), run once the tensor is empty
+    refresh_op: object = None  # run by the chief before evaluating, so the model reads the final parameters
+    counters: dict = dataclasses.field(default_factory=dict)  # name -> tensor, logged and summarised by the chief
+
+
+def fixed_plan(fetches):
+    """The plan of a mode that runs the same fetches every step."""
+    return lambda step: [fetches]
 
 
 def builder(mode):
     """The build function for `mode`; 'single' is the one-process reference run."""
-    from parallel_tf.modes import single, sync
+    from parallel_tf.modes import asynchronous, hierarchical, single, sync
 
-    return {"single": single.build, "sync": sync.build}[mode]
+    return {
+        "single": single.build,
+        "sync": sync.build,
+        "async": asynchronous.build,
+        "hierarchical": hierarchical.build,
+    }[mode]

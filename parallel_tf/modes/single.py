@@ -5,7 +5,7 @@ A 1-worker sync cluster must train bitwise the same parameters as this; tests ch
 
 from parallel_tf.compat import tf
 from parallel_tf.graph import build_model, make_optimizer
-from parallel_tf.modes import TrainGraph
+from parallel_tf.modes import TrainGraph, fixed_plan
 
 
 def build(model_fn, dataset, settings, cluster=None, task_index=0):
@@ -17,8 +17,8 @@ def build(model_fn, dataset, settings, cluster=None, task_index=0):
         losses = tf.reshape(model.loss, [1])
     return TrainGraph(
         model=model,
-        global_step=global_step,
-        step={"workers": tf.constant([0]), "losses": losses},
+        position=global_step,
+        plan=fixed_plan({"workers": tf.constant([0]), "losses": losses}),
         init_op=tf.global_variables_initializer(),
         ready_op=tf.report_uninitialized_variables(),
     )

@@ -13,11 +13,11 @@ With none, a worker's train op returns only after the step's averaged update is 
 the barrier keeps a fast worker from taking a slow one's token for the next step.
 """
 
-from parallel_tf.barrier import signal_done, step_barrier
+from parallel_tf.barrier import step_barrier
 from parallel_tf.compat import tf
-from parallel_tf.devices import device_setter
+from parallel_tf.devices import device_setter, server_cpu
 from parallel_tf.graph import build_model, make_optimizer
-from parallel_tf.modes import TrainGraph
+from parallel_tf.modes import TrainGraph, fixed_plan
 
 
 def build(model_fn, dataset, settings, cluster, task_index):
@@ -34,15 +34,13 @@ def build(model_fn, dataset, settings, cluster, task_index):
     is_chief = task_index == 0
     (sync_op,) = optimizer.get_chief_queue_runner().enqueue_ops
     step_ops = [train_op, sync_op] if is_chief else [train_op]
-    workers, losses = step_barrier(num_workers, task_index, model.loss, after=step_ops)
+    workers, losses = step_barrier(range(num_workers), task_index, model.loss, step_ops, server_cpu("ps", 0))
     return TrainGraph(
         model=model,
-        global_step=global_step,
-        step={"workers": workers, "losses": losses},
+        position=global_step,  # the data position is a function of the global step
+        plan=fixed_plan({"workers": workers, "losses": losses}),
         init_op=tf.global_variables_initializer(),
         ready_op=tf.report_uninitialized_variables(),
         local_init_op=optimizer.chief_init_op if is_chief else optimizer.local_step_init_op,
         ready_for_local_init_op=optimizer.ready_for_local_init_op,
-        finish_op=signal_done(cluster.num_ps, task_index),
-        device_filters=("/job:ps", f"/job:worker/task:{task_index}"),
     )

@@ -1,0 +1,74 @@
+"""Each mode's graph, built in-process (no servers): where its ops and variables are placed.
+
+GPU pinning is checked here for every mode with a pretend count of 2 GPUs: building a graph
+needs no GPU, only the device strings the builders assign.
+"""
+
+import types
+
+import numpy as np
+import pytest
+
+from parallel_tf import cluster
+from parallel_tf.compat import tf
+from parallel_tf.data import Dataset
+from parallel_tf.layers import dense
+from parallel_tf.modes import builder
+
+SPECS = {
+    "sync": {"cluster": {"ps": ["a:1", "a:2"], "worker": ["a:3", "a:4", "a:5"]}},
+    "async": {"cluster": {"ps": ["a:1", "a:2"], "worker": ["a:3", "a:4", "a:5"]}},
+    "hierarchical": {
+        "cluster": {"ps": ["a:1"], "local_ps": ["a:2", "a:3"], "worker": ["a:4", "a:5", "a:6"]},
+        "groups": [[0, 2], [1]],
+    },
+}
+SETTINGS = types.SimpleNamespace(
+    num_gpus=2, optimizer="adagrad", learning_rate=0.1, train_steps=10, push_every=2, fetch_every=3, central_every=2
+)
+DATA = Dataset(np.zeros((4, 6), np.float32), np.zeros(4, np.int64), None, None, num_classes=3, name="tiny")
+
+
+def two_layers(features, num_classes):
+    return dense(dense(features, 5, "hidden", activation=tf.nn.relu), num_classes, "logits")
+
+
+def build(mode, task_index):
+    config = cluster.parse(SPECS[mode], mode)
+    graph = tf.Graph()
+    with graph.as_default():
+        built = builder(mode)(two_layers, DATA, SETTINGS, config, task_index)
+    return graph, built
+
+
+@pytest.mark.parametrize("mode", ["sync", "async", "hierarchical"])
+def test_every_mode_computes_on_the_workers_gpu_and_keeps_parameters_on_the_ps(mode):
+    graph, _ = build(mode, task_index=1)
+    matmuls = {op.device for op in graph.get_operations() if op.type == "MatMul"}
+    assert matmuls == {"/job:worker/task:1/device:GPU:1"}
+    parameters = graph.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES)
+    names = [f"model/{layer}/{p}:0" for layer in ("hidden", "logits") for p in ("weights", "biases")]
+    assert [v.name for v in parameters] == names
+    assert all(v.device.startswith("/job:ps/") for v in parameters)
+
+
+def test_async_workers_compute_on_a_local_copy():
+    graph, built = build("async", task_index=2)
+    copies = graph.get_collection(tf.GraphKeys.LOCAL_VARIABLES)
+    assert {v.device for v in copies} == {"/job:worker/task:2/device:GPU:0"}
+    assert built.counters.keys() == {"updates_by_worker"}
+    # Downpour's schedule: fetch before steps 0, 3, 6, 9; push after steps 1, 3, 5, 7, 9
+    plans = [built.plan(step) for step in range(SETTINGS.train_steps)]
+    assert [step for step, runs in enumerate(plans) if len(runs) == 2] == [0, 3, 6, 9]
+    pushes = {id(runs[-1]) for step, runs in enumerate(plans) if step % 2 == 1}
+    assert len(pushes) == 1 and all(id(runs[-1]) not in pushes for step, runs in enumerate(plans) if step % 2 == 0)
+
+
+def test_hierarchical_groups_train_on_their_own_local_ps():
+    graph, built = build("hierarchical", task_index=2)  # group 0, not its chief (worker 0 is)
+    on_local_ps = {v.device for v in graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES) if "local_ps" in v.device}
+    assert on_local_ps == {"/job:local_ps/task:0/device:CPU:0"}
+    assert built.group_init is None  # only a group's chief initialises its local ps
+    _, chief_of_group_1 = build("hierarchical", task_index=1)
+    assert chief_of_group_1.group_init is not None
+    assert built.counters.keys() == {"central_exchanges_by_group"}
