@@ -75,7 +75,7 @@ def main(argv):
         for job in cluster.jobs
         for index in range(len(cluster.jobs[job]))
     ]
-    counts = ", ".join(f"{len(hosts)} {job}" for job, hosts in cluster.jobs.items())
+    counts = ", ".join(f"{len(hosts)} {'workers' if job == 'worker' else job}" for job, hosts in cluster.jobs.items())
     say(f"{len(tasks)} tasks ({counts}), mode {FLAGS.mode}; logdir {run_dir}")
     sys.exit(Cluster(tasks, gpu_environments(cluster)).run(run_dir))
 

@@ -38,6 +38,8 @@ def build(mode, task_index):
     graph = tf.Graph()
     with graph.as_default():
         built = builder(mode)(two_layers, DATA, SETTINGS, config, task_index)
+    for value in [*vars(built).values(), *(built.group_init or ())]:  # never run here: TF would warn they went unused
+        getattr(value, "mark_used", lambda: None)()
     return graph, built
 
 
