@@ -12,7 +12,7 @@ setup(
     description="Controlled, reproducible parameter-server training in TensorFlow's graph mode",
     packages=find_packages(include=["parallel_tf", "parallel_tf.*"]),
     python_requires=">=3.10",
-    install_requires=["numpy", "absl-py", "scikit-learn"],
+    install_requires=["numpy", "absl-py", "scikit-learn", "matplotlib"],
     extras_require={
         "cpu": [f"tensorflow-cpu{TENSORFLOW}"],
         "gpu": [f"tensorflow{TENSORFLOW}"],

@@ -29,10 +29,13 @@ def _done_queue(job, task):
     return _shared_queue(f"parallel_tf_done_{job}_{task}", server_cpu(job, task), [tf.int32], [[]])
 
 
-def step_barrier(members, worker_index, loss, after, device):
-    """Returns (worker indices, losses) of all `members`, ready once each has run its `after` ops."""
+def step_barrier(members, worker_index, loss, after, device, name="barrier"):
+    """Returns (worker indices, losses) of all `members`, ready once each has run its `after` ops.
+
+    Barriers with different `name`s are independent: a step may pass through several.
+    """
     queues = {
-        member: _shared_queue(f"parallel_tf_barrier_{member}", device, [tf.int32, tf.float32], [[], []])
+        member: _shared_queue(f"parallel_tf_{name}_{member}", device, [tf.int32, tf.float32], [[], []])
         for member in members
     }
     with tf.control_dependencies(after):

@@ -8,6 +8,8 @@ import sys
 
 from absl import flags
 
+from parallel_tf.errors import ConfigError
+
 
 def exit_config_error(message):
     print(f"error: {message}", file=sys.stderr)
@@ -20,3 +22,13 @@ def parse_flags_or_exit(argv, known_only=False):
         return flags.FLAGS(argv, known_only=known_only)
     except flags.Error as e:
         exit_config_error(str(e))
+
+
+def positive_ints(flag, values):
+    """A list flag's values as positive integers; ConfigError naming the flag otherwise."""
+    numbers = []
+    for value in values:
+        if not value.strip().isdigit() or int(value) < 1:
+            raise ConfigError(f"--{flag}: {value!r} is not a positive integer")
+        numbers.append(int(value))
+    return numbers

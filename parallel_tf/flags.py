@@ -26,6 +26,9 @@ FLAG_SCOPES = {
     "push_every": ("async",),
     "fetch_every": ("async",),
     "central_every": ("hierarchical",),
+    "aggregation": ("sync",),
+    "strict_determinism": ("sync",),
+    "microbatches": ("sync",),
 }
 
 
@@ -59,6 +62,21 @@ def define_task_flags(dataset_names):
         1,
         "hierarchical: a group sends its update to the central ps every k steps.",
         lower_bound=1,
+    )
+    flags.DEFINE_enum(
+        "aggregation",
+        "ordered",
+        ["ordered", "accumulator"],
+        "sync: sum gradients in a fixed order (bitwise repeats at any worker count), or in arrival order "
+        "with SyncReplicasOptimizer.",
+    )
+    flags.DEFINE_bool(
+        "strict_determinism",
+        False,
+        "sync: the same parameters, bitwise, for every worker count that divides --microbatches.",
+    )
+    flags.DEFINE_integer(
+        "microbatches", 8, "With --strict_determinism: the global batch is always cut into this many.", lower_bound=1
     )
     flags.DEFINE_integer(
         "global_batch_size", 120, "Examples per step over all workers; must divide by the worker count.", lower_bound=1
@@ -98,6 +116,9 @@ class Settings:
     download_url: str
     log_every: int
     startup_timeout: float
+    aggregation: str = "ordered"
+    strict_determinism: bool = False
+    microbatches: int = 8
     push_every: int = 1
     fetch_every: int = 1
     central_every: int = 1
@@ -143,6 +164,10 @@ def settings_from_flags():
                     f"groups[{g}] has {len(group)} workers, which does not divide "
                     f"--global_batch_size={FLAGS.global_batch_size}"
                 )
+    if FLAGS.strict_determinism:
+        _check_strict(FLAGS.aggregation, FLAGS.microbatches, FLAGS.global_batch_size, cluster)
+    elif FLAGS["microbatches"].present:
+        raise ConfigError("--microbatches applies only with --strict_determinism")
     return Settings(
         mode=mode,
         job_name=job_name,
@@ -160,7 +185,24 @@ def settings_from_flags():
         download_url=FLAGS.download_url,
         log_every=FLAGS.log_every,
         startup_timeout=FLAGS.startup_timeout,
+        aggregation=FLAGS.aggregation,
+        strict_determinism=FLAGS.strict_determinism,
+        microbatches=FLAGS.microbatches,
         push_every=FLAGS.push_every,
         fetch_every=FLAGS.fetch_every,
         central_every=FLAGS.central_every,
     )
+
+
+def _check_strict(aggregation, microbatches, global_batch_size, cluster):
+    """Strict determinism cuts the global batch into the same microbatches for every worker count."""
+    if FLAGS["aggregation"].present and aggregation != "ordered":
+        raise ConfigError("--strict_determinism sums in a fixed order: it needs --aggregation=ordered")
+    if global_batch_size % microbatches:
+        raise ConfigError(f"--microbatches={microbatches} does not divide --global_batch_size={global_batch_size}")
+    num_workers = cluster.num_workers if cluster else 1
+    if microbatches % num_workers:
+        raise ConfigError(
+            f"--microbatches={microbatches} is not divisible by the worker count {num_workers}; "
+            "strict determinism needs whole microbatches per worker"
+        )

@@ -26,6 +26,7 @@ class ModelGraph:
     labels: tf.Tensor
     loss: tf.Tensor  # mean cross-entropy over the fed examples
     accuracy: tf.Tensor  # fraction of the fed examples classified correctly
+    num_classes: int
 
 
 def seed_everything(seed):
@@ -33,6 +34,10 @@ def seed_everything(seed):
     random.seed(seed)
     np.random.seed(seed)
     tf.set_random_seed(seed)
+
+
+def _mean_cross_entropy(labels, logits):
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
 
 
 def build_model(model_fn, dataset, custom_getter=None):
@@ -45,10 +50,24 @@ def build_model(model_fn, dataset, custom_getter=None):
     labels = tf.placeholder(tf.int64, (None,), name="labels")
     with tf.variable_scope("model", custom_getter=custom_getter):
         logits = model_fn(features, dataset.num_classes)
-    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+    loss = _mean_cross_entropy(labels, logits)
     correct = tf.equal(tf.argmax(logits, axis=1), labels)
     accuracy = tf.reduce_mean(tf.cast(correct, tf.float32))
-    return ModelGraph(features, labels, loss, accuracy)
+    return ModelGraph(features, labels, loss, accuracy, dataset.num_classes)
+
+
+def microbatch_gradients(model_fn, model, count, variables):
+    """Gradients of each of `count` equal slices of the fed batch, one list per slice.
+
+    Each slice gets a forward and backward pass of its own (the model's variables, reused), so a
+    slice's arithmetic has the same shapes however many slices a worker is fed together.
+    """
+    gradients = []
+    for features, labels in zip(tf.split(model.features, count), tf.split(model.labels, count), strict=True):
+        with tf.variable_scope("model", reuse=True):
+            logits = model_fn(features, model.num_classes)
+        gradients.append(tf.gradients(_mean_cross_entropy(labels, logits), variables))
+    return gradients
 
 
 def build_model_on_copies(model_fn, dataset, copy_device, collections):

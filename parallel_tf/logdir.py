@@ -12,11 +12,11 @@ def default_logdir(recipe, mode):
     return os.path.join("runs", f"{recipe}-{mode}-{datetime.datetime.now():%Y%m%d-%H%M%S}")
 
 
-def prepare_logdir(logdir):
-    """Creates `logdir`, refusing one that already holds a run's outputs so none are overwritten."""
-    for marker in FINISHED_MARKERS:
+def prepare_logdir(logdir, flag="--logdir", markers=FINISHED_MARKERS):
+    """Creates `logdir`, refusing one that already holds outputs (`markers`) so none are overwritten."""
+    for marker in markers:
         if os.path.exists(os.path.join(logdir, marker)):
-            raise ConfigError(f"--logdir={logdir} already holds a run ({marker}); choose another --logdir")
+            raise ConfigError(f"{flag}={logdir} already holds a run ({marker}); choose another {flag}")
     try:
         os.makedirs(logdir, exist_ok=True)
         probe = os.path.join(logdir, ".write_test")
@@ -24,4 +24,4 @@ def prepare_logdir(logdir):
             pass
         os.remove(probe)
     except OSError as e:
-        raise ConfigError(f"--logdir={logdir}: cannot write there: {e.strerror}") from None
+        raise ConfigError(f"{flag}={logdir}: cannot write there: {e.strerror}") from None

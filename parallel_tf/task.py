@@ -192,8 +192,17 @@ def _summarize(sess, built, dataset, sharder, settings, recipe, train_seconds, w
         "ms_per_step": 1000.0 * train_seconds / steps,
         "wall_seconds": wall_seconds,
         "tf_version": TF_VERSION,
+        **_aggregation(settings),
         **_read_counters(sess, built),
     }
+
+
+def _aggregation(settings):
+    """How a sync run summed its gradients, which decides what its reproducibility promises are."""
+    if settings.mode != "sync":
+        return {}
+    strict = {"microbatches": settings.microbatches} if settings.strict_determinism else {}
+    return {"aggregation": settings.aggregation, "strict_determinism": settings.strict_determinism, **strict}
 
 
 def _read_counters(sess, built):

@@ -126,3 +126,7 @@ def recipe_command(*args):
 
 def cifar_command(*args):
     return [sys.executable, CIFAR_RECIPE, *args]
+
+
+def study_command(*args):
+    return [sys.executable, "-m", "parallel_tf.study", *args]

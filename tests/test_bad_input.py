@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from cifar_files import write_cifar10
-from conftest import REPO, cifar_command, launcher_command, recipe_command
+from conftest import REPO, cifar_command, launcher_command, recipe_command, study_command
 from idx_files import write_mnist
 
 TIMEOUT = 120
@@ -160,6 +160,27 @@ def cases(tmp):
             launcher_command(grouped("launch_grouped", [[0, 2], [1, 3]])),
             '"local_ps" and "groups", which only --mode=hierarchical uses, not sync',
         ),
+        "microbatches without strict determinism": (
+            recipe_command(good, *CLUSTER, "--microbatches=4"),
+            "--microbatches applies only with --strict_determinism",
+        ),
+        "strict microbatches not split evenly over workers": (
+            recipe_command(good, *CLUSTER, "--strict_determinism", "--microbatches=3"),
+            "--microbatches=3 is not divisible by the worker count 2",
+        ),
+        "strict determinism with the accumulator": (
+            recipe_command(good, *CLUSTER, "--strict_determinism", "--aggregation=accumulator"),
+            "--strict_determinism sums in a fixed order: it needs --aggregation=ordered",
+        ),
+        "aggregation in async mode": (
+            recipe_command(good, *CLUSTER, "--mode=async", "--aggregation=accumulator"),
+            "--aggregation does not apply to --mode=async; it is for --mode=sync",
+        ),
+        "study: strict determinism outside sync": (
+            study_command("--strict_determinism", "--modes=sync,async"),
+            "--strict_determinism is a sync-mode promise: use it with --modes=sync",
+        ),
+        "study: unknown mode": (study_command("--modes=sync,fast"), "--modes: fast: choose from sync, async"),
         "launcher: unknown recipe": (
             launcher_command("--recipe=nope"),
             "--recipe=nope: no such recipe (available: cifar10, mnist)",

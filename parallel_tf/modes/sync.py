@@ -1,18 +1,22 @@
-"""Deterministic synchronous SGD: SyncReplicasOptimizer, a barrier each step, sharded batches.
+"""Deterministic synchronous SGD: a barrier each step, sharded batches, and one of two aggregations.
 
-Initialisation is explicit, not `make_session_run_hook` (whose path races, TF issue #7970):
-the chief runs `chief_init_op`, the others `local_step_init_op` once the chief's variables are
-ready. The chief runs the sync op of the optimizer's chief queue runner (take the N gradients,
-apply their average, bump the global step, hand out tokens) inside its own step rather than in
-the queue runner's thread: that thread is left blocked in `take_grad` after the last step, and
-closing the session then waits on it forever once the ps has gone. Inline, nothing is pending
-when training ends, and each step costs one RPC fewer. No initial tokens are put in the queue:
-with the default N tokens each worker's first step returns before the update is applied, its
-second gradient is then stale and dropped, and the data position drifts from the global step.
-With none, a worker's train op returns only after the step's averaged update is applied, and
-the barrier keeps a fast worker from taking a slow one's token for the next step.
+--aggregation=ordered: gradient slots summed in a fixed order by the chief (see aggregation.py);
+repeats are bitwise at any worker count, and with --strict_determinism so are different counts.
+
+--aggregation=accumulator: TensorFlow's SyncReplicasOptimizer, kept for comparison. Its
+initialisation is explicit, not `make_session_run_hook` (whose path races, TF issue #7970): the
+chief runs `chief_init_op`, the others `local_step_init_op` once the chief's variables are ready.
+The chief runs the sync op of the optimizer's chief queue runner (take the N gradients, apply
+their average, bump the global step, hand out tokens) inside its own step rather than in the
+queue runner's thread: that thread is left blocked in `take_grad` after the last step, and
+closing the session then waits on it forever once the ps has gone. No initial tokens are put in
+the queue: with the default N tokens each worker's first step returns before the update is
+applied, its second gradient is then stale and dropped, and the data position drifts from the
+global step. With none, a worker's train op returns only after the step's averaged update is
+applied, and the barrier keeps a fast worker from taking a slow one's token for the next step.
 """
 
+from parallel_tf.aggregation import SlotAggregator, worker_gradients
 from parallel_tf.barrier import step_barrier
 from parallel_tf.compat import tf
 from parallel_tf.devices import device_setter, server_cpu
@@ -21,26 +25,48 @@ from parallel_tf.modes import TrainGraph, fixed_plan
 
 
 def build(model_fn, dataset, settings, cluster, task_index):
-    num_workers = cluster.num_workers
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
         model = build_model(model_fn, dataset)
         global_step = tf.train.get_or_create_global_step()
-        optimizer = tf.train.SyncReplicasOptimizer(
-            make_optimizer(settings.optimizer, settings.learning_rate),
-            replicas_to_aggregate=num_workers,
-            total_num_replicas=num_workers,
-        )
-        train_op = optimizer.minimize(model.loss, global_step=global_step)
+        optimizer = make_optimizer(settings.optimizer, settings.learning_rate)
+        aggregate = _in_fixed_order if settings.aggregation == "ordered" else _in_arrival_order
+        return aggregate(model_fn, model, global_step, optimizer, settings, cluster.num_workers, task_index)
+
+
+def _in_fixed_order(model_fn, model, global_step, optimizer, settings, num_workers, task_index):
+    per_worker = settings.microbatches // num_workers if settings.strict_determinism else 1
+    aggregator = SlotAggregator(tf.trainable_variables(), per_worker * num_workers)
+    gradients = worker_gradients(model_fn, model, per_worker, aggregator.variables)
+    write = aggregator.write(task_index * per_worker, gradients)
+    workers = range(num_workers)
+    all_written, _ = step_barrier(workers, task_index, model.loss, [write], server_cpu("ps", 0), name="written")
+    is_chief = task_index == 0  # the chief applies the step's update once every gradient is written
+    done = aggregator.apply(optimizer, global_step, after=[all_written]) if is_chief else all_written
+    reporting, losses = step_barrier(workers, task_index, model.loss, [done], server_cpu("ps", 0))
+    return TrainGraph(
+        model=model,
+        position=global_step,  # the data position is a function of the global step
+        plan=fixed_plan({"workers": reporting, "losses": losses}),
+        init_op=tf.global_variables_initializer(),
+        ready_op=tf.report_uninitialized_variables(),
+    )
+
+
+def _in_arrival_order(model_fn, model, global_step, optimizer, settings, num_workers, task_index):
+    sync_optimizer = tf.train.SyncReplicasOptimizer(
+        optimizer, replicas_to_aggregate=num_workers, total_num_replicas=num_workers
+    )
+    train_op = sync_optimizer.minimize(model.loss, global_step=global_step)
     is_chief = task_index == 0
-    (sync_op,) = optimizer.get_chief_queue_runner().enqueue_ops
+    (sync_op,) = sync_optimizer.get_chief_queue_runner().enqueue_ops
     step_ops = [train_op, sync_op] if is_chief else [train_op]
     workers, losses = step_barrier(range(num_workers), task_index, model.loss, step_ops, server_cpu("ps", 0))
     return TrainGraph(
         model=model,
-        position=global_step,  # the data position is a function of the global step
+        position=global_step,
         plan=fixed_plan({"workers": workers, "losses": losses}),
         init_op=tf.global_variables_initializer(),
         ready_op=tf.report_uninitialized_variables(),
-        local_init_op=optimizer.chief_init_op if is_chief else optimizer.local_step_init_op,
-        ready_for_local_init_op=optimizer.ready_for_local_init_op,
+        local_init_op=sync_optimizer.chief_init_op if is_chief else sync_optimizer.local_step_init_op,
+        ready_for_local_init_op=sync_optimizer.ready_for_local_init_op,
     )

@@ -1,0 +1,88 @@
+"""Runs of a recipe as child processes, one after another: what the benchmark and the study share.
+
+Free of TensorFlow: it only starts processes and reads the outputs they leave in their logdir.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+RUN_TIMEOUT_SECS = 1800
+
+
+def single_process_command(recipe_path):
+    return [sys.executable, recipe_path]
+
+
+def cluster_command(recipe_path, mode, num_workers, *launcher_flags):
+    return [
+        sys.executable,
+        "-m",
+        "parallel_tf.launch",
+        f"--recipe={recipe_path}",
+        f"--mode={mode}",
+        f"--num_workers={num_workers}",
+        *launcher_flags,
+    ]
+
+
+def define_sync_flags():
+    """The sync-mode choices a benchmark or study passes to its sync runs only (a plain process rejects them)."""
+    from absl import flags
+
+    flags.DEFINE_bool("strict_determinism", False, "Sync runs use --strict_determinism.")
+    flags.DEFINE_enum("aggregation", None, ["ordered", "accumulator"], "Sync runs' --aggregation (default: theirs).")
+
+
+def sync_flags(mode, aggregation, strict_determinism):
+    """The task flags `define_sync_flags` gives a run of `mode`."""
+    if mode != "sync":
+        return []
+    return (["--strict_determinism"] if strict_determinism else []) + (
+        [f"--aggregation={aggregation}"] if aggregation else []
+    )
+
+
+class RunFailed(Exception):
+    """A run exited non-zero; the message names it and ends with the tail of its output."""
+
+
+def run(command, logdir, task_flags, log_path=None):
+    """Runs `command --logdir=logdir task_flags...` to completion; returns its summary.json.
+
+    Its output goes to `log_path` when given, so a failure can be read in full afterwards.
+    """
+    done = subprocess.run(
+        [*command, f"--logdir={logdir}", *task_flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=RUN_TIMEOUT_SECS,
+    )
+    if log_path:
+        with open(log_path, "w", encoding="utf-8") as f:
+            f.write(done.stdout)
+    if done.returncode != 0:
+        raise RunFailed(f"exited {done.returncode}; its output ends:\n{done.stdout[-2000:]}")
+    return read_json(os.path.join(logdir, "summary.json"))
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def read_metrics(logdir):
+    with open(os.path.join(logdir, "metrics.jsonl"), encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def max_param_difference(logdir_a, logdir_b):
+    """The largest |a - b| over every parameter of two runs' params.npz."""
+    with np.load(os.path.join(logdir_a, "params.npz")) as a, np.load(os.path.join(logdir_b, "params.npz")) as b:
+        if sorted(a.files) != sorted(b.files):
+            raise ValueError(f"{logdir_a} and {logdir_b} have different parameters")
+        return max(float(np.abs(a[name].astype(np.float64) - b[name]).max()) for name in a.files)

@@ -1,0 +1,226 @@
+"""Reproducibility study: does a recipe train the same parameters on repeat, and across worker counts?
+
+    python -m parallel_tf.study [--recipe=mnist] [--workers=1,2,4] [--repeats=2] [--out=DIR]
+                                [--modes=sync,async,hierarchical] [--strict_determinism]
+                                [--aggregation=ordered|accumulator] [task flags, e.g. --train_steps=200]
+
+Runs the recipe once in one plain process (the reference), then a local cluster for every mode,
+worker count and repeat, one after another, and writes to DIR:
+
+    report.json      every run's results, and the verdicts
+    report.md        the same as a table: mode, N, repeat, params_sha256, final loss, eval
+                     accuracy, max |Δparam| against the reference, examples/sec
+    loss_curves.png  loss against step, one line per run
+    runs/            each run's logdir and output log
+
+The report is rewritten after every run, so an interrupted study keeps what it has measured.
+--strict_determinism and --aggregation go to the sync runs; other flags go to every run.
+"""
+
+import json
+import os
+import sys
+import time
+
+from absl import app, flags
+
+from parallel_tf import runs
+from parallel_tf.cli import exit_config_error, parse_flags_or_exit, positive_ints
+from parallel_tf.errors import ConfigError
+from parallel_tf.launch import resolve_recipe
+from parallel_tf.logdir import prepare_logdir
+from parallel_tf.modes import MODES
+
+FLAGS = flags.FLAGS
+
+
+def define_study_flags():
+    flags.DEFINE_string("recipe", "mnist", "Recipe name or path.")
+    flags.DEFINE_list("workers", ["1", "2", "4"], "Worker counts, comma-separated.")
+    flags.DEFINE_integer("repeats", 2, "Runs of each mode and worker count.", lower_bound=1)
+    flags.DEFINE_list("modes", ["sync"], f"Modes to study, comma-separated, from {', '.join(MODES)}.")
+    flags.DEFINE_string("out", None, "Directory for the report and the runs; default runs/study-<time>.")
+    runs.define_sync_flags()
+
+
+def main(argv):
+    task_flags = [arg for arg in argv[1:] if arg != "--"]
+    try:
+        recipe = resolve_recipe(FLAGS.recipe)
+        worker_counts = positive_ints("workers", FLAGS.workers)
+        modes = _modes(FLAGS.modes)
+        out = FLAGS.out or os.path.join("runs", time.strftime("study-%Y%m%d-%H%M%S"))
+        prepare_logdir(out, flag="--out", markers=("report.json",))
+    except ConfigError as e:
+        exit_config_error(str(e))
+    os.makedirs(os.path.join(out, "runs"), exist_ok=True)
+    plan = [("reference", 1, 1, runs.single_process_command(recipe), [])]
+    for mode in modes:
+        for n in worker_counts:
+            for repeat in range(1, FLAGS.repeats + 1):
+                command = runs.cluster_command(recipe, mode, n, *_launcher_flags(mode, n))
+                plan.append(
+                    (mode, n, repeat, command, runs.sync_flags(mode, FLAGS.aggregation, FLAGS.strict_determinism))
+                )
+    study = Study(out, recipe)
+    for index, (mode, n, repeat, command, mode_flags) in enumerate(plan, 1):
+        name = "reference" if mode == "reference" else f"{mode}-{n}w-r{repeat}"
+        logdir = os.path.join(out, "runs", name)
+        print(f"[study] {index}/{len(plan)} {name} ...", flush=True)
+        started = time.time()
+        try:
+            summary = runs.run(command, logdir, [*task_flags, *mode_flags], log_path=logdir + ".log")
+        except runs.RunFailed as e:
+            print(f"error: run {name} {e}", file=sys.stderr)
+            sys.exit(2 if "exited 2" in str(e) else 1)
+        row = study.add(mode, n, repeat, logdir, summary)
+        print(
+            f"[study] {index}/{len(plan)} {name} done in {time.time() - started:.0f}s: "
+            f"loss {row['final_loss']:.6f}  params_sha256 {row['params_sha256'][:16]}",
+            flush=True,
+        )
+    for line in study.verdict_lines():
+        print(f"[study] {line}")
+    print(f"[study] report: {os.path.join(out, 'report.md')}")
+
+
+def _modes(names):
+    unknown = [m for m in names if m not in MODES]
+    if unknown or not names:
+        raise ConfigError(f"--modes: {', '.join(unknown) or 'empty'}: choose from {', '.join(MODES)}")
+    if FLAGS.strict_determinism and names != ["sync"]:
+        raise ConfigError("--strict_determinism is a sync-mode promise: use it with --modes=sync")
+    return names
+
+
+def _launcher_flags(mode, num_workers):
+    """Hierarchical runs split the workers into two groups where they can."""
+    return [f"--num_groups={min(2, num_workers)}"] if mode == "hierarchical" else []
+
+
+class Study:
+    """The runs so far, and the report files, rewritten after each run."""
+
+    def __init__(self, out, recipe):
+        self.out = out
+        self.recipe = recipe
+        self.reference = None
+        self.rows = []
+
+    def add(self, mode, num_workers, repeat, logdir, summary):
+        row = {
+            "mode": mode,
+            "workers": num_workers,
+            "repeat": repeat,
+            "params_sha256": summary["params_sha256"],
+            "final_loss": summary["final_loss"],
+            "eval_accuracy": summary["eval_accuracy"],
+            "examples_per_sec": summary["examples_per_sec"],
+            "logdir": logdir,
+            "losses": [(m["step"], m["loss"]) for m in runs.read_metrics(logdir)],
+        }
+        if mode == "reference":
+            self.reference = row
+        else:
+            row["max_abs_param_diff_vs_reference"] = runs.max_param_difference(logdir, self.reference["logdir"])
+            self.rows.append(row)
+        self._write()
+        return row
+
+    def verdicts(self):
+        """Per mode: are repeats identical, and are all worker counts identical (or how far apart)."""
+        verdicts = {}
+        for mode in dict.fromkeys(row["mode"] for row in self.rows):
+            rows = [row for row in self.rows if row["mode"] == mode]
+            by_n = {}
+            for row in rows:
+                by_n.setdefault(row["workers"], []).append(row)
+            first_repeats = [group[0] for group in by_n.values()]
+            losses = [row["final_loss"] for row in first_repeats]
+            verdicts[mode] = {
+                "repeats_identical": all(len({r["params_sha256"] for r in group}) == 1 for group in by_n.values()),
+                "identical_across_workers": len({row["params_sha256"] for row in rows}) == 1,
+                "max_abs_param_diff_across_workers": max(
+                    runs.max_param_difference(first_repeats[0]["logdir"], row["logdir"]) for row in first_repeats
+                ),
+                "final_loss_rel_spread_across_workers": (max(losses) - min(losses)) / abs(min(losses)),
+            }
+        return verdicts
+
+    def verdict_lines(self):
+        lines = []
+        for mode, v in self.verdicts().items():
+            lines.append(f"{mode}: repeats identical: {_yes(v['repeats_identical'])}")
+            lines.append(
+                f"{mode}: identical across N: {_yes(v['identical_across_workers'])} "
+                f"(max |Δparam| = {v['max_abs_param_diff_across_workers']:.3g}, "
+                f"final loss spread {v['final_loss_rel_spread_across_workers']:.3g} relative)"
+            )
+        return lines
+
+    def _write(self):
+        report = {"recipe": self.recipe, "reference": self.reference, "runs": self.rows, "verdicts": self.verdicts()}
+        _write_atomically(os.path.join(self.out, "report.json"), json.dumps(report, indent=2) + "\n")
+        _write_atomically(os.path.join(self.out, "report.md"), self._markdown())
+        plot_loss_curves([self.reference, *self.rows], os.path.join(self.out, "loss_curves.png"))
+
+    def _markdown(self):
+        lines = [
+            f"# Reproducibility study: {os.path.basename(self.recipe)}",
+            "",
+            "| mode | N | repeat | params_sha256 | final loss | eval accuracy "
+            "| max \\|Δparam\\| vs reference | examples/sec |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for row in [self.reference, *self.rows]:
+            diff = row.get("max_abs_param_diff_vs_reference")
+            lines.append(
+                f"| {row['mode']} | {row['workers']} | {row['repeat']} | `{row['params_sha256'][:16]}` "
+                f"| {row['final_loss']:.9g} | {row['eval_accuracy']:.4f} | {'—' if diff is None else f'{diff:.3g}'} "
+                f"| {row['examples_per_sec']:.0f} |"
+            )
+        lines += ["", *[f"- {line}" for line in self.verdict_lines()], ""]
+        return "\n".join(lines)
+
+
+def plot_loss_curves(rows, path):
+    """One line per run, loss against step; the reference dashed and black."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    from matplotlib import pyplot
+
+    figure, axes = pyplot.subplots(figsize=(9, 5.5))
+    for row in rows:
+        steps, losses = zip(*row["losses"], strict=True)
+        if row["mode"] == "reference":
+            axes.plot(steps, losses, "k--", linewidth=2, label="reference (one process)", zorder=3)
+        else:
+            axes.plot(
+                steps, losses, linewidth=1.2, alpha=0.8, label=f"{row['mode']} N={row['workers']} r{row['repeat']}"
+            )
+    axes.set_xlabel("global step")
+    axes.set_ylabel("training loss (logged batch)")
+    axes.set_yscale("log")
+    axes.set_title(f"Loss curves: {len(rows) - 1} cluster runs and the one-process reference")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize="small", ncol=2)
+    figure.tight_layout()
+    figure.savefig(path + ".tmp.png", dpi=110)
+    pyplot.close(figure)
+    os.replace(path + ".tmp.png", path)
+
+
+def _write_atomically(path, text):
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+
+def _yes(value):
+    return "yes" if value else "no"
+
+
+if __name__ == "__main__":
+    define_study_flags()
+    app.run(main, flags_parser=lambda argv: parse_flags_or_exit(argv, known_only=True))
