@@ -9,8 +9,10 @@ the chief receives every member's loss on the way, so it can log the batch's los
 another pass. Sync mode uses it over all workers on ps 0; hierarchical mode over each group on
 its local ps.
 
-The end of training: async workers, and hierarchical groups, finish at different times, so the
-chief waits until every worker has run its last step before it evaluates and saves.
+The chief hearing from all: each worker signals once it has done something (written its
+gradients, run its last step); only the chief waits for all N signals. Async workers and
+hierarchical groups finish at different times, so the chief waits this way for every worker's
+last step before it evaluates and saves.
 
 The done signal (TF issue #4713): each worker puts its index into a queue on every server it
 uses when it has finished; a server exits once it has heard from all of its workers.
@@ -29,13 +31,10 @@ def _done_queue(job, task):
     return _shared_queue(f"parallel_tf_done_{job}_{task}", server_cpu(job, task), [tf.int32], [[]])
 
 
-def step_barrier(members, worker_index, loss, after, device, name="barrier"):
-    """Returns (worker indices, losses) of all `members`, ready once each has run its `after` ops.
-
-    Barriers with different `name`s are independent: a step may pass through several.
-    """
+def step_barrier(members, worker_index, loss, after, device):
+    """Returns (worker indices, losses) of all `members`, ready once each has run its `after` ops."""
     queues = {
-        member: _shared_queue(f"parallel_tf_{name}_{member}", device, [tf.int32, tf.float32], [[], []])
+        member: _shared_queue(f"parallel_tf_barrier_{member}", device, [tf.int32, tf.float32], [[], []])
         for member in members
     }
     with tf.control_dependencies(after):
@@ -44,13 +43,17 @@ def step_barrier(members, worker_index, loss, after, device, name="barrier"):
         return queues[worker_index].dequeue_many(len(members))
 
 
-def end_of_training(num_workers, worker_index, is_chief):
-    """The op each worker runs after its last step; the chief's returns once all have run theirs."""
-    queue = _shared_queue("parallel_tf_trained", server_cpu("ps", 0), [tf.int32], [[]])
-    arrived = queue.enqueue(worker_index)
-    if not is_chief:
-        return arrived
-    with tf.control_dependencies([arrived]):
+def chief_hears_from_all(num_workers, worker_index, after, name):
+    """Each worker tells the chief once it has run `after` (ops); the chief's op returns once all N have.
+
+    Cheaper than a step barrier when only the chief needs to know: the others do not wait.
+    """
+    queue = _shared_queue(f"parallel_tf_{name}", server_cpu("ps", 0), [tf.int32], [[]])
+    with tf.control_dependencies(after):
+        told = queue.enqueue(worker_index)
+    if worker_index != 0:
+        return told
+    with tf.control_dependencies([told]):
         return queue.dequeue_many(num_workers)
 
 

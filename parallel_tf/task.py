@@ -13,7 +13,7 @@ import time
 from absl import app, flags, logging
 
 from parallel_tf import devices, logdir, outputs
-from parallel_tf.barrier import end_of_training, signal_done, wait_until_workers_done
+from parallel_tf.barrier import chief_hears_from_all, signal_done, wait_until_workers_done
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit
 from parallel_tf.cluster import SERVER_JOBS
 from parallel_tf.compat import TF_VERSION, tf
@@ -94,7 +94,7 @@ def train(recipe, settings):
         seed_everything(settings.seed)
         built = builder(settings.mode)(recipe.model_fn, dataset, settings, cluster, task_index)
         if server:
-            trained = end_of_training(cluster.num_workers, task_index, settings.is_chief)
+            trained = chief_hears_from_all(cluster.num_workers, task_index, after=[], name="trained")
             done = signal_done(servers, task_index)
         saver = tf.train.Saver(sharded=True) if settings.is_chief else None
     graph.finalize()

@@ -24,7 +24,16 @@ SPECS = {
     },
 }
 SETTINGS = types.SimpleNamespace(
-    num_gpus=2, optimizer="adagrad", learning_rate=0.1, train_steps=10, push_every=2, fetch_every=3, central_every=2
+    num_gpus=2,
+    optimizer="adagrad",
+    learning_rate=0.1,
+    train_steps=10,
+    aggregation="ordered",
+    strict_determinism=False,
+    microbatches=6,
+    push_every=2,
+    fetch_every=3,
+    central_every=2,
 )
 DATA = Dataset(np.zeros((4, 6), np.float32), np.zeros(4, np.int64), None, None, num_classes=3, name="tiny")
 
@@ -33,19 +42,29 @@ def two_layers(features, num_classes):
     return dense(dense(features, 5, "hidden", activation=tf.nn.relu), num_classes, "logits")
 
 
-def build(mode, task_index):
+def build(mode, task_index, settings=SETTINGS):
     config = cluster.parse(SPECS[mode], mode)
     graph = tf.Graph()
     with graph.as_default():
-        built = builder(mode)(two_layers, DATA, SETTINGS, config, task_index)
+        built = builder(mode)(two_layers, DATA, settings, config, task_index)
     for value in [*vars(built).values(), *(built.group_init or ())]:  # never run here: TF would warn they went unused
         getattr(value, "mark_used", lambda: None)()
     return graph, built
 
 
-@pytest.mark.parametrize("mode", ["sync", "async", "hierarchical"])
-def test_every_mode_computes_on_the_workers_gpu_and_keeps_parameters_on_the_ps(mode):
-    graph, _ = build(mode, task_index=1)
+@pytest.mark.parametrize(
+    "mode, settings",
+    [
+        ("sync", SETTINGS),
+        ("sync", types.SimpleNamespace(**dict(vars(SETTINGS), strict_determinism=True))),
+        ("sync", types.SimpleNamespace(**dict(vars(SETTINGS), aggregation="accumulator"))),
+        ("async", SETTINGS),
+        ("hierarchical", SETTINGS),
+    ],
+    ids=["sync", "sync-strict", "sync-accumulator", "async", "hierarchical"],
+)
+def test_every_mode_computes_on_the_workers_gpu_and_keeps_parameters_on_the_ps(mode, settings):
+    graph, _ = build(mode, 1, settings)
     matmuls = {op.device for op in graph.get_operations() if op.type == "MatMul"}
     assert matmuls == {"/job:worker/task:1/device:GPU:1"}
     parameters = graph.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES)
@@ -74,3 +93,18 @@ def test_hierarchical_groups_train_on_their_own_local_ps():
     _, chief_of_group_1 = build("hierarchical", task_index=1)
     assert chief_of_group_1.group_init is not None
     assert built.counters.keys() == {"central_exchanges_by_group"}
+
+
+def test_ordered_sync_keeps_each_gradient_slot_and_its_sum_next_to_its_variable():
+    strict = types.SimpleNamespace(**dict(vars(SETTINGS), strict_determinism=True))
+    graph, _ = build("sync", 0, strict)
+    parameters = graph.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES)
+    slots = {v.op.name: v for v in graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES) if "gradient_slots" in v.name}
+    for parameter in parameters:
+        slot = slots[parameter.op.name.replace("/", "_") + "_gradient_slots"]
+        assert slot.device == parameter.device
+        assert slot.shape.as_list() == [6, *parameter.shape.as_list()]  # one per microbatch, whatever N
+    sums = {op.device for op in graph.get_operations() if op.type == "Unpack"}
+    assert sums <= {p.device for p in parameters}
+    # 6 microbatches over 3 workers: worker 0 runs two forward passes of its own besides the model's
+    assert len([op for op in graph.get_operations() if op.type == "MatMul" and "gradients" not in op.name]) == 2 * 3

@@ -17,7 +17,7 @@ applied, and the barrier keeps a fast worker from taking a slow one's token for 
 """
 
 from parallel_tf.aggregation import SlotAggregator, worker_gradients
-from parallel_tf.barrier import step_barrier
+from parallel_tf.barrier import chief_hears_from_all, step_barrier
 from parallel_tf.compat import tf
 from parallel_tf.devices import device_setter, server_cpu
 from parallel_tf.graph import build_model, make_optimizer
@@ -38,11 +38,10 @@ def _in_fixed_order(model_fn, model, global_step, optimizer, settings, num_worke
     aggregator = SlotAggregator(tf.trainable_variables(), per_worker * num_workers)
     gradients = worker_gradients(model_fn, model, per_worker, aggregator.variables)
     write = aggregator.write(task_index * per_worker, gradients)
-    workers = range(num_workers)
-    all_written, _ = step_barrier(workers, task_index, model.loss, [write], server_cpu("ps", 0), name="written")
+    written = chief_hears_from_all(num_workers, task_index, after=[write], name="written")
     is_chief = task_index == 0  # the chief applies the step's update once every gradient is written
-    done = aggregator.apply(optimizer, global_step, after=[all_written]) if is_chief else all_written
-    reporting, losses = step_barrier(workers, task_index, model.loss, [done], server_cpu("ps", 0))
+    done = aggregator.apply(optimizer, global_step, after=[written]) if is_chief else written
+    reporting, losses = step_barrier(range(num_workers), task_index, model.loss, [done], server_cpu("ps", 0))
     return TrainGraph(
         model=model,
         position=global_step,  # the data position is a function of the global step
