@@ -9,10 +9,13 @@ the chief receives every member's loss on the way, so it can log the batch's los
 another pass. Sync mode uses it over all workers on ps 0; hierarchical mode over each group on
 its local ps.
 
-The chief hearing from all: each worker signals once it has done something (written its
-gradients, run its last step); only the chief waits for all N signals. Async workers and
-hierarchical groups finish at different times, so the chief waits this way for every worker's
-last step before it evaluates and saves.
+A step barrier is only safe to reuse step after step if no member can arrive at step t+1
+before every member has left step t. SyncReplicasOptimizer's tokens see to that in the sync
+accumulator and hierarchical modes. Ordered aggregation has no tokens, so it uses a gather at
+the chief (each worker sends its loss once its gradients are written) and a release (the chief,
+once it has applied the update, puts one token in each worker's own queue): every queue has one
+reader and one step's item at a time. The same gather tells the chief when async workers and
+hierarchical groups, which finish at different times, have all run their last step.
 
 The done signal (TF issue #4713): each worker puts its index into a queue on every server it
 uses when it has finished; a server exits once it has heard from all of its workers.
@@ -43,18 +46,34 @@ def step_barrier(members, worker_index, loss, after, device):
         return queues[worker_index].dequeue_many(len(members))
 
 
-def chief_hears_from_all(num_workers, worker_index, after, name):
-    """Each worker tells the chief once it has run `after` (ops); the chief's op returns once all N have.
+def gather_at_chief(num_workers, worker_index, value, after, name):
+    """Each worker sends (its index, `value`) to the chief once it has run `after` (ops).
 
-    Cheaper than a step barrier when only the chief needs to know: the others do not wait.
+    Returns, for the chief, every worker's (index, value) once all N have sent; for the others,
+    their own, without waiting. The queue has one reader, the chief, so it is safe to use every
+    step as long as no worker can send twice before the chief has read a round: see release_workers.
     """
-    queue = _shared_queue(f"parallel_tf_{name}", server_cpu("ps", 0), [tf.int32], [[]])
+    queue = _shared_queue(f"parallel_tf_{name}", server_cpu("ps", 0), [tf.int32, tf.float32], [[], []])
     with tf.control_dependencies(after):
-        told = queue.enqueue(worker_index)
-    if worker_index != 0:
-        return told
-    with tf.control_dependencies([told]):
-        return queue.dequeue_many(num_workers)
+        sent = queue.enqueue((worker_index, value))
+    with tf.control_dependencies([sent]):
+        if worker_index == 0:
+            return queue.dequeue_many(num_workers)
+        return tf.constant([worker_index]), tf.reshape(tf.identity(value), [1])
+
+
+def release_workers(num_workers, worker_index, after):
+    """The chief, once it has run `after`, lets every other worker go on; they wait here until it does.
+
+    One queue per worker, one token per step: a worker cannot take a later step's token early.
+    """
+    queues = [
+        _shared_queue(f"parallel_tf_release_{w}", server_cpu("ps", 0), [tf.int32], [[]]) for w in range(num_workers)
+    ]
+    with tf.control_dependencies(after):
+        if worker_index == 0:
+            return tf.group(*[queue.enqueue(0) for queue in queues[1:]])
+        return queues[worker_index].dequeue()
 
 
 def signal_done(servers, worker_index):

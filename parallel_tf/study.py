@@ -202,7 +202,7 @@ def plot_loss_curves(rows, path):
     axes.set_xlabel("global step")
     axes.set_ylabel("training loss (logged batch)")
     axes.set_yscale("log")
-    axes.set_title(f"Loss curves: {len(rows) - 1} cluster runs and the one-process reference")
+    axes.set_title(f"Loss curves: {len(rows) - 1} cluster runs and the one-process reference (equal runs overlap)")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize="small", ncol=2)
     figure.tight_layout()

@@ -13,7 +13,7 @@ import time
 from absl import app, flags, logging
 
 from parallel_tf import devices, logdir, outputs
-from parallel_tf.barrier import chief_hears_from_all, signal_done, wait_until_workers_done
+from parallel_tf.barrier import gather_at_chief, signal_done, wait_until_workers_done
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit
 from parallel_tf.cluster import SERVER_JOBS
 from parallel_tf.compat import TF_VERSION, tf
@@ -94,7 +94,7 @@ def train(recipe, settings):
         seed_everything(settings.seed)
         built = builder(settings.mode)(recipe.model_fn, dataset, settings, cluster, task_index)
         if server:
-            trained = chief_hears_from_all(cluster.num_workers, task_index, after=[], name="trained")
+            trained = gather_at_chief(cluster.num_workers, task_index, 0.0, after=[], name="trained")
             done = signal_done(servers, task_index)
         saver = tf.train.Saver(sharded=True) if settings.is_chief else None
     graph.finalize()
@@ -278,8 +278,15 @@ def _task_name(settings):
 
 
 def _first_line(error):
+    """One line that says what went wrong. TF 2.x's session errors start with 'Graph execution error:'
+    and a Python traceback; the error itself comes last, before the '[[node ...]]' marker."""
     message = getattr(error, "message", None) or str(error)
-    return message.strip().splitlines()[0] if message.strip() else type(error).__name__
+    lines = [line.strip() for line in message.splitlines() if line.strip() and not line.strip().startswith("[[")]
+    if not lines:
+        return type(error).__name__
+    if isinstance(error, tf.errors.OpError):
+        return f"{type(error).__name__}: {lines[-1]}"
+    return lines[0]
 
 
 def _configure_logging():

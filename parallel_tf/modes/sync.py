@@ -17,7 +17,7 @@ applied, and the barrier keeps a fast worker from taking a slow one's token for 
 """
 
 from parallel_tf.aggregation import SlotAggregator, worker_gradients
-from parallel_tf.barrier import chief_hears_from_all, step_barrier
+from parallel_tf.barrier import gather_at_chief, release_workers, step_barrier
 from parallel_tf.compat import tf
 from parallel_tf.devices import device_setter, server_cpu
 from parallel_tf.graph import build_model, make_optimizer
@@ -38,14 +38,16 @@ def _in_fixed_order(model_fn, model, global_step, optimizer, settings, num_worke
     aggregator = SlotAggregator(tf.trainable_variables(), per_worker * num_workers)
     gradients = worker_gradients(model_fn, model, per_worker, aggregator.variables)
     write = aggregator.write(task_index * per_worker, gradients)
-    written = chief_hears_from_all(num_workers, task_index, after=[write], name="written")
-    is_chief = task_index == 0  # the chief applies the step's update once every gradient is written
-    done = aggregator.apply(optimizer, global_step, after=[written]) if is_chief else written
-    reporting, losses = step_barrier(range(num_workers), task_index, model.loss, [done], server_cpu("ps", 0))
+    workers, losses = gather_at_chief(num_workers, task_index, model.loss, after=[write], name="written")
+    is_chief = task_index == 0  # once every gradient is written, the chief applies the update
+    done = aggregator.apply(optimizer, global_step, after=[workers]) if is_chief else workers
+    released = release_workers(num_workers, task_index, after=[done])
+    with tf.control_dependencies([released]):
+        report = {"workers": tf.identity(workers), "losses": tf.identity(losses)}
     return TrainGraph(
         model=model,
         position=global_step,  # the data position is a function of the global step
-        plan=fixed_plan({"workers": reporting, "losses": losses}),
+        plan=fixed_plan(report),
         init_op=tf.global_variables_initializer(),
         ready_op=tf.report_uninitialized_variables(),
     )
