@@ -47,7 +47,17 @@ def sync_flags(mode, aggregation, strict_determinism):
 
 
 class RunFailed(Exception):
-    """A run exited non-zero; the message names it and ends with the tail of its output."""
+    """A run exited non-zero: `returncode`, and a message ending with the tail of its output."""
+
+    def __init__(self, returncode, output_tail):
+        super().__init__(f"exited {returncode}; its output ends:\n{output_tail}")
+        self.returncode = returncode
+        self.output_tail = output_tail
+
+    def error_line(self):
+        """The run's own one-line complaint ('error: ...'), for a run that exited 2."""
+        complaints = [line.split("error: ", 1)[1] for line in self.output_tail.splitlines() if "error: " in line]
+        return complaints[-1] if complaints else f"exited {self.returncode}"
 
 
 def run(command, logdir, task_flags, log_path=None):
@@ -66,7 +76,7 @@ def run(command, logdir, task_flags, log_path=None):
         with open(log_path, "w", encoding="utf-8") as f:
             f.write(done.stdout)
     if done.returncode != 0:
-        raise RunFailed(f"exited {done.returncode}; its output ends:\n{done.stdout[-2000:]}")
+        raise RunFailed(done.returncode, done.stdout[-2000:])
     return read_json(os.path.join(logdir, "summary.json"))
 
 

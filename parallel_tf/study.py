@@ -54,14 +54,7 @@ def main(argv):
     except ConfigError as e:
         exit_config_error(str(e))
     os.makedirs(os.path.join(out, "runs"), exist_ok=True)
-    plan = [("reference", 1, 1, runs.single_process_command(recipe), [])]
-    for mode in modes:
-        for n in worker_counts:
-            for repeat in range(1, FLAGS.repeats + 1):
-                command = runs.cluster_command(recipe, mode, n, *_launcher_flags(mode, n))
-                plan.append(
-                    (mode, n, repeat, command, runs.sync_flags(mode, FLAGS.aggregation, FLAGS.strict_determinism))
-                )
+    plan = _plan(recipe, modes, worker_counts)
     study = Study(out, recipe)
     for index, (mode, n, repeat, command, mode_flags) in enumerate(plan, 1):
         name = "reference" if mode == "reference" else f"{mode}-{n}w-r{repeat}"
@@ -71,8 +64,10 @@ def main(argv):
         try:
             summary = runs.run(command, logdir, [*task_flags, *mode_flags], log_path=logdir + ".log")
         except runs.RunFailed as e:
+            if e.returncode == 2:  # a flag the runs refuse: the user's mistake, one line
+                exit_config_error(f"run {name}: {e.error_line()}")
             print(f"error: run {name} {e}", file=sys.stderr)
-            sys.exit(2 if "exited 2" in str(e) else 1)
+            sys.exit(1)
         row = study.add(mode, n, repeat, logdir, summary)
         print(
             f"[study] {index}/{len(plan)} {name} done in {time.time() - started:.0f}s: "
@@ -82,6 +77,17 @@ def main(argv):
     for line in study.verdict_lines():
         print(f"[study] {line}")
     print(f"[study] report: {os.path.join(out, 'report.md')}")
+
+
+def _plan(recipe, modes, worker_counts):
+    """(mode, N, repeat, command, task flags) of every run: the reference first, then the clusters."""
+    plan = [("reference", 1, 1, runs.single_process_command(recipe), [])]
+    for mode in modes:
+        mode_flags = runs.sync_flags(mode, FLAGS.aggregation, FLAGS.strict_determinism)
+        for n in worker_counts:
+            command = runs.cluster_command(recipe, mode, n, *_launcher_flags(mode, n))
+            plan += [(mode, n, repeat, command, mode_flags) for repeat in range(1, FLAGS.repeats + 1)]
+    return plan
 
 
 def _modes(names):

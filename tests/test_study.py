@@ -48,3 +48,10 @@ def test_study_refuses_an_out_dir_holding_a_report(procs, tmp_path):
     assert run.wait(60) == 2
     assert run.lines == [f"error: --out={tmp_path} already holds a run (report.json); choose another --out"]
     assert (tmp_path / "report.json").read_text() == "{}"
+
+
+def test_study_stops_at_a_task_flag_the_runs_refuse_with_their_one_line(procs, tmp_path):
+    run = procs.start(study_command(f"--out={tmp_path}", "--train_steps=0"))
+    assert run.wait(120) == 2
+    assert run.lines[-1] == "error: run reference: flag --train_steps=0: 0 is not a positive integer"
+    assert "Traceback" not in run.output
