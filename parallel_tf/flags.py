@@ -196,11 +196,11 @@ def settings_from_flags():
 
 def _check_strict(aggregation, microbatches, global_batch_size, cluster):
     """Strict determinism cuts the global batch into the same microbatches for every worker count."""
-    if FLAGS["aggregation"].present and aggregation != "ordered":
+    if aggregation != "ordered":
         raise ConfigError("--strict_determinism sums in a fixed order: it needs --aggregation=ordered")
     if global_batch_size % microbatches:
         raise ConfigError(f"--microbatches={microbatches} does not divide --global_batch_size={global_batch_size}")
-    num_workers = cluster.num_workers if cluster else 1
+    num_workers = cluster.num_workers  # FLAG_SCOPES has already refused strict without a cluster
     if microbatches % num_workers:
         raise ConfigError(
             f"--microbatches={microbatches} is not divisible by the worker count {num_workers}; "
