@@ -15,7 +15,7 @@ strict:   the global batch is always cut into the same M microbatches (--microba
 """
 
 from parallel_tf.compat import tf
-from parallel_tf.graph import microbatch_gradients
+from parallel_tf.graph import SCRATCH, microbatch_gradients
 
 
 def tree_sum(tensors):
@@ -42,6 +42,7 @@ class SlotAggregator:
                         variable.dtype.base_dtype,
                         tf.zeros_initializer(),
                         trainable=False,
+                        collections=[tf.GraphKeys.GLOBAL_VARIABLES, SCRATCH],
                     )
                 )
 

@@ -12,6 +12,9 @@ import numpy as np
 
 from parallel_tf.compat import tf
 
+# Variables rewritten every step before they are read (gradient slots): not worth a checkpoint.
+SCRATCH = "parallel_tf_scratch"
+
 OPTIMIZERS = {
     "sgd": lambda lr: tf.train.GradientDescentOptimizer(lr),
     "momentum": lambda lr: tf.train.MomentumOptimizer(lr, momentum=0.9),

@@ -20,7 +20,7 @@ from parallel_tf.compat import TF_VERSION, tf
 from parallel_tf.data import GlobalBatchSharder
 from parallel_tf.errors import ConfigError, TaskFailure
 from parallel_tf.flags import define_task_flags, settings_from_flags
-from parallel_tf.graph import seed_everything
+from parallel_tf.graph import SCRATCH, seed_everything
 from parallel_tf.modes import builder
 from parallel_tf.peers import wait_until_reachable
 
@@ -96,7 +96,7 @@ def train(recipe, settings):
         if server:
             trained = gather_at_chief(cluster.num_workers, task_index, 0.0, after=[], name="trained")
             done = signal_done(servers, task_index)
-        saver = tf.train.Saver(sharded=True) if settings.is_chief else None
+        saver = tf.train.Saver(_saved_variables(), sharded=True) if settings.is_chief else None
     graph.finalize()
 
     started = time.time()
@@ -210,6 +210,11 @@ def _read_counters(sess, built):
     if not built.counters:
         return {}
     return {name: value.tolist() for name, value in sess.run(built.counters).items()}
+
+
+def _saved_variables():
+    scratch = {v.name for v in tf.get_collection(SCRATCH)}
+    return [v for v in tf.global_variables() if v.name not in scratch]
 
 
 def _named_params(sess):

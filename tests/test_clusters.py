@@ -10,6 +10,7 @@ import time
 import pytest
 from conftest import ProcessTracker, alive, launcher_command, read_summary, recipe_command, write_spec
 
+from parallel_tf.compat import tf
 from parallel_tf.launch import free_loopback_addresses
 
 STEPS = ["--train_steps=100", "--log_every=20"]
@@ -73,6 +74,9 @@ def test_chief_writes_the_documented_outputs(two_workers):
     assert metrics[-1]["loss"] < metrics[0]["loss"]
     assert list(logdir.glob("events.out.tfevents.*"))
     assert list(logdir.glob("model.ckpt-100*"))
+    saved = {name for name, _ in tf.train.list_variables(str(logdir / "model.ckpt-100"))}
+    assert "model/hidden/weights" in saved
+    assert not [name for name in saved if "gradient_slots" in name]  # per-step scratch, not state
     spec = json.loads((logdir / "cluster_spec.json").read_text())
     assert all(address.startswith("127.0.0.1:") for hosts in spec["cluster"].values() for address in hosts)
 
