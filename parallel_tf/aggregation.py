@@ -65,8 +65,8 @@ class SlotAggregator:
         return optimizer.apply_gradients(zip(means, self.variables, strict=True), global_step=global_step)
 
 
-def worker_gradients(model_fn, model, microbatches_per_worker, variables):
+def worker_gradients(recipe, model, microbatches_per_worker, variables):
     """This worker's gradients, one list per microbatch: of its whole shard when it has one."""
     if microbatches_per_worker == 1:
         return [tf.gradients(model.loss, variables)]
-    return microbatch_gradients(model_fn, model, microbatches_per_worker, variables)
+    return microbatch_gradients(recipe, model, microbatches_per_worker, variables)

@@ -1,55 +1,55 @@
 """Benchmark: milliseconds per step of a recipe in one plain process and on local clusters.
 
-    python -m parallel_tf.bench [--recipe=mnist] [--workers=1,2] [--train_steps=500] [--out=DIR]
+    python -m parallel_tf.bench [--recipe=mnist] [--mode=sync] [--workers=1,2,4] [--train_steps=N] [--out=DIR]
+                                [run and mode flags] [the recipe's own flags]
 
 Runs the single-process reference, then one local cluster per worker count, one after another,
 and prints a table from their summary.json files. The cluster/process ratio is the cost of the
-parameter-server protocol (RPCs, barrier) at this model size. Extra flags go to every run.
+parameter-server protocol (RPCs, barrier) at this model size. Run and mode flags go to the runs
+they apply to; flags it does not know go to every run.
 """
 
 import os
 import sys
-import tempfile
 
 from absl import app, flags
 
+from parallel_tf import flags as task_flags
 from parallel_tf import runs
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit, positive_ints
 from parallel_tf.errors import ConfigError
 from parallel_tf.launch import resolve_recipe
-from parallel_tf.modes import MODES
 
 FLAGS = flags.FLAGS
 
 
 def define_bench_flags():
-    flags.DEFINE_string("recipe", "mnist", "Recipe name or path.")
-    flags.DEFINE_enum("mode", "sync", MODES, "Cluster mode to measure.")
-    flags.DEFINE_list("workers", ["1", "2"], "Worker counts to measure, comma-separated.")
-    flags.DEFINE_integer("train_steps", 500, "Steps per run.", lower_bound=1)
-    flags.DEFINE_string("out", None, "Directory for the runs' logdirs; default: a temporary one.")
-    runs.define_sync_flags()
+    task_flags.define_mode_flag()
+    runs.define_tool_flags("bench")
 
 
 def main(argv):
-    extra = [arg for arg in argv[1:] if arg != "--"]
+    recipe_flags = [arg for arg in argv[1:] if arg != "--"]
     try:
         recipe = resolve_recipe(FLAGS.recipe)
         worker_counts = positive_ints("workers", FLAGS.workers)
+        task_flags.check_flag_scopes(FLAGS.mode, task_flags.MODE_OPTION_SCOPES)
     except ConfigError as e:
         exit_config_error(str(e))
-    out = FLAGS.out or tempfile.mkdtemp(prefix="parallel_tf-bench-")
-    steps = [f"--train_steps={FLAGS.train_steps}", f"--log_every={FLAGS.train_steps}"]
-    plan = [("one process", 1, runs.single_process_command(recipe), [])]
-    sync_flags = runs.sync_flags(FLAGS.mode, FLAGS.aggregation, FLAGS.strict_determinism)
-    label = " ".join([FLAGS.mode, *[flag.lstrip("-").split("=")[-1] for flag in sync_flags]])
-    plan += [(label, n, runs.cluster_command(recipe, FLAGS.mode, n), sync_flags) for n in worker_counts]
+    out = runs.out_dir(FLAGS.out, "bench")
+    log_once = [f"--log_every={FLAGS.train_steps}"]
+    single = task_flags.given_task_flags(task_flags.NO_CLUSTER)
+    plan = [("one process", 1, runs.single_process_command(recipe), single)]
+    cluster_flags = task_flags.given_task_flags(FLAGS.mode)
+    mode_flags = [flag for flag in cluster_flags if flag not in single]
+    label = " ".join([FLAGS.mode, *[flag.lstrip("-").split("=")[-1] for flag in mode_flags]])
+    plan += [(label, n, runs.cluster_command(recipe, FLAGS.mode, n), cluster_flags) for n in worker_counts]
     rows = []
-    for index, (label, workers, command, mode_flags) in enumerate(plan):
+    for index, (label, workers, command, given) in enumerate(plan):
         logdir = os.path.join(out, f"{index}-{label.replace(' ', '_')}-{workers}w")
         print(f"[bench] {label}, {workers} worker(s): {logdir}", flush=True)
         try:
-            rows.append((label, workers, runs.run(command, logdir, [*steps, *extra, *mode_flags])))
+            rows.append((label, workers, runs.run(command, logdir, [*log_once, *given, *recipe_flags])))
         except runs.RunFailed as e:
             print(f"error: the {label} run with {workers} worker(s) {e}", file=sys.stderr)
             sys.exit(1)

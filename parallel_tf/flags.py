@@ -1,7 +1,19 @@
-"""The task flags, defined once, and their translation into validated `Settings`.
+"""Every flag, defined once, in groups the entry points adopt, and their translation into `Settings`.
 
-Out-of-range values and contradictions become a `ConfigError`; entry points print it as one
-line and exit 2 (see cli.py).
+    group             defined by                      flags
+    cluster           tasks                           --job_name --task_index --ps_hosts --worker_hosts
+    cluster spec      tasks, launcher                 --cluster_spec
+    mode              tasks, launcher, bench          --mode
+    mode options      tasks, launcher, bench, study   --push_every ... and every technique's flags
+    run               tasks, launcher, bench, study   --global_batch_size --train_steps --seed ...
+    logdir            tasks, launcher                 --logdir --fresh
+    recipe            launcher, bench, study          --recipe
+    data              tasks (per recipe)              --dataset --data_dir --download --download_url
+
+The launcher, bench and study pass the run and mode-option flags a user gave on to the tasks
+they start (`given_task_flags`), so a flag has one definition and one default everywhere.
+Out-of-range values and contradictions become a `ConfigError`; entry points print it as one line
+and exit 2 (see cli.py).
 """
 
 import dataclasses
@@ -9,6 +21,7 @@ import dataclasses
 from absl import flags
 
 from parallel_tf import cluster as cluster_lib
+from parallel_tf import techniques
 from parallel_tf.data import check_shardable
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import OPTIMIZERS
@@ -17,52 +30,81 @@ from parallel_tf.modes import MODES
 FLAGS = flags.FLAGS
 NO_CLUSTER = "single"
 
-# Flags that apply to some runs only: setting one where it does not apply is an error, because
-# a flag silently ignored is a wrong experiment the user believes they ran.
-FLAG_SCOPES = {
-    "job_name": MODES,
-    "task_index": MODES,
-    "mode": MODES,
+# The options of each mode: a flag set where it does not apply is an error, because a flag
+# silently ignored is a wrong experiment the user believes they ran.
+MODE_OPTION_SCOPES = {
     "push_every": ("async",),
     "fetch_every": ("async",),
     "central_every": ("hierarchical",),
     "aggregation": ("sync",),
     "strict_determinism": ("sync",),
     "microbatches": ("sync",),
-    "replicas_to_aggregate": ("sync",),
+    **techniques.flag_scopes(),
 }
+FLAG_SCOPES = {"job_name": MODES, "task_index": MODES, "mode": MODES, **MODE_OPTION_SCOPES}
+RUN_FLAGS = (
+    "global_batch_size",
+    "train_steps",
+    "learning_rate",
+    "optimizer",
+    "seed",
+    "log_every",
+    "checkpoint_every",
+    "startup_timeout",
+    "operation_timeout",
+)
 
 
 def define_task_flags(dataset_names):
-    """Defines every task flag; `dataset_names` are the recipe's datasets, the first the default."""
-    flags.DEFINE_enum("dataset", dataset_names[0], list(dataset_names), "Dataset to train on.")
-    flags.DEFINE_bool("download", False, "Fetch the dataset's published files into --data_dir first.")
-    flags.DEFINE_string("download_url", None, "Base URL to fetch from instead of the dataset's official one.")
+    """Every flag of a task; `dataset_names` are the recipe's datasets, the first the default."""
+    define_cluster_flags()
+    define_cluster_spec_flag()
+    define_mode_flag()
+    define_mode_option_flags()
+    define_run_flags()
+    define_logdir_flags()
+    define_data_flags(dataset_names)
+
+
+def define_cluster_flags():
     flags.DEFINE_enum("job_name", None, ["ps", "local_ps", "worker"], "This process's job in the cluster.")
     flags.DEFINE_integer("task_index", 0, "This process's index within its job; worker 0 is the chief.", lower_bound=0)
-    flags.DEFINE_string(
-        "cluster_spec", None, 'JSON file: {"cluster": {"ps": ["host:port"], "worker": ["host:port", ...]}}.'
-    )
     flags.DEFINE_list("ps_hosts", [], "Comma-separated host:port of the parameter servers (instead of a spec).")
     flags.DEFINE_list("worker_hosts", [], "Comma-separated host:port of the workers (instead of a spec).")
+
+
+def define_cluster_spec_flag():
+    flags.DEFINE_string(
+        "cluster_spec",
+        None,
+        'JSON file: {"cluster": {"ps": ["host:port"], "worker": ["host:port", ...]}}; the launcher picks free '
+        "ports without one.",
+    )
+
+
+def define_mode_flag():
     flags.DEFINE_enum("mode", "sync", MODES, "Distributed training mode.")
+
+
+def define_logdir_flags():
+    flags.DEFINE_string("logdir", None, "Where the chief writes its outputs; default runs/<recipe>-<mode>-<time>.")
+    flags.DEFINE_bool("fresh", False, "Start over: move an existing --logdir aside (never deleted), not resume it.")
+
+
+def define_recipe_flag():
+    """For the tools that start recipes: the launcher, bench and study."""
+    flags.DEFINE_string("recipe", "mnist", "Recipe name (a file in recipes/) or path to a recipe file.")
+
+
+def define_mode_option_flags():
     flags.DEFINE_integer(
-        "push_every",
-        1,
-        "async: send a worker's summed gradients every n steps (Downpour n_push).",
-        lower_bound=1,
+        "push_every", 1, "async: send a worker's summed gradients every n steps (Downpour n_push).", lower_bound=1
     )
     flags.DEFINE_integer(
-        "fetch_every",
-        1,
-        "async: refresh a worker's copy of the parameters every n steps (n_fetch).",
-        lower_bound=1,
+        "fetch_every", 1, "async: refresh a worker's copy of the parameters every n steps (n_fetch).", lower_bound=1
     )
     flags.DEFINE_integer(
-        "central_every",
-        1,
-        "hierarchical: a group sends its update to the central ps every k steps.",
-        lower_bound=1,
+        "central_every", 1, "hierarchical: a group sends its update to the central ps every k steps.", lower_bound=1
     )
     flags.DEFINE_enum(
         "aggregation",
@@ -79,14 +121,10 @@ def define_task_flags(dataset_names):
     flags.DEFINE_integer(
         "microbatches", 8, "With --strict_determinism: the global batch is always cut into this many.", lower_bound=1
     )
-    flags.DEFINE_integer(
-        "replicas_to_aggregate",
-        0,
-        "sync: apply each step once this many workers' gradients are in (backup workers: training goes on "
-        "if the others die; late gradients are dropped and counted). 0: all workers. Implies "
-        "--aggregation=accumulator and gives up bitwise repeats.",
-        lower_bound=0,
-    )
+    techniques.define_flags()
+
+
+def define_run_flags():
     flags.DEFINE_integer(
         "global_batch_size", 120, "Examples per step over all workers; must divide by the worker count.", lower_bound=1
     )
@@ -94,8 +132,6 @@ def define_task_flags(dataset_names):
     flags.DEFINE_float("learning_rate", 0.1, "Learning rate of the optimizer.", lower_bound=0.0)
     flags.DEFINE_enum("optimizer", "sgd", sorted(OPTIMIZERS), "Optimizer applied on the parameter servers.")
     flags.DEFINE_integer("seed", 0, "Seed for data split, shuffling and initial parameters.", lower_bound=0)
-    flags.DEFINE_string("logdir", None, "Where the chief writes its outputs; default runs/<recipe>-<mode>-<time>.")
-    flags.DEFINE_string("data_dir", None, "Directory with the dataset's own files (for datasets read from files).")
     flags.DEFINE_integer("log_every", 50, "Log loss and throughput every this many steps.", lower_bound=1)
     flags.DEFINE_integer(
         "checkpoint_every",
@@ -104,7 +140,6 @@ def define_task_flags(dataset_names):
         "from the latest. 0: only at the end.",
         lower_bound=0,
     )
-    flags.DEFINE_bool("fresh", False, "Start over: move an existing --logdir aside (never deleted), not resume it.")
     flags.DEFINE_float(
         "startup_timeout",
         60.0,
@@ -120,9 +155,36 @@ def define_task_flags(dataset_names):
     )
 
 
+def define_data_flags(dataset_names):
+    flags.DEFINE_enum("dataset", dataset_names[0], list(dataset_names), "Dataset to train on.")
+    flags.DEFINE_string("data_dir", None, "Directory with the dataset's own files (for datasets read from files).")
+    flags.DEFINE_bool("download", False, "Fetch the dataset's published files into --data_dir first.")
+    flags.DEFINE_string("download_url", None, "Base URL to fetch from instead of the dataset's official one.")
+
+
+def check_flag_scopes(mode, names=tuple(FLAG_SCOPES)):
+    """Raises ConfigError for a flag of `names` given for a run of `mode` it does not apply to."""
+    for name in names:
+        scope = FLAG_SCOPES[name]
+        if name in FLAGS and FLAGS[name].present and mode not in scope:
+            if mode == NO_CLUSTER:
+                raise ConfigError(
+                    f"--{name} applies only to cluster tasks, and no cluster was given "
+                    "(--cluster_spec, --ps_hosts/--worker_hosts or TF_CONFIG)"
+                )
+            raise ConfigError(f"--{name} does not apply to --mode={mode}; it is for --mode={'|'.join(scope)}")
+
+
+def given_task_flags(mode):
+    """The run and mode-option flags the user gave, as arguments for a task of `mode` ('single' for the
+    one-process reference), leaving out mode options that do not apply to it."""
+    names = [*RUN_FLAGS, *(name for name, scope in MODE_OPTION_SCOPES.items() if mode in scope)]
+    return [FLAGS[name].serialize() for name in names if name in FLAGS and FLAGS[name].present]
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """Everything a task needs to know, checked; never mutated after parsing."""
+    """Everything a task needs to know, checked; decided once, never changed after parsing."""
 
     mode: str  # "single" when there is no cluster
     job_name: str  # "worker" in a single-process run
@@ -135,21 +197,21 @@ class Settings:
     seed: int
     logdir: str
     dataset: str
-    data_dir: str
-    download: bool
-    download_url: str
-    log_every: int
-    startup_timeout: float
+    data_dir: str = None
+    download: bool = False
+    download_url: str = None
+    log_every: int = 50
+    startup_timeout: float = 60.0
     checkpoint_every: int = 100
     fresh: bool = False
     operation_timeout: float = 300.0
     aggregation: str = "ordered"
-    replicas_to_aggregate: int = 0  # 0: all workers; fewer: backup workers (accumulator only)
     strict_determinism: bool = False
     microbatches: int = 8
     push_every: int = 1
     fetch_every: int = 1
     central_every: int = 1
+    options: dict = dataclasses.field(default_factory=dict)  # the techniques' flag values, by name
     num_gpus: int = 0
 
     @property
@@ -162,8 +224,17 @@ class Settings:
 
     @property
     def spare_workers(self):
-        """How many workers may die without stopping training: N - R with backup workers, else 0."""
-        return self.num_workers - self.replicas_to_aggregate if self.replicas_to_aggregate else 0
+        """How many workers may die without stopping training (backup workers), else 0."""
+        return techniques.spare_workers(self.mode, self.options, self.cluster) if self.cluster else 0
+
+    def mode_options(self):
+        """The values of every option of this run's mode: what, besides the common flags, decides its
+        arithmetic. Recorded in run.json (a resume must match) and summary.json."""
+        return {
+            name: self.options[name] if name in self.options else getattr(self, name)
+            for name, scope in MODE_OPTION_SCOPES.items()
+            if self.mode in scope
+        }
 
 
 def settings_from_flags():
@@ -174,15 +245,10 @@ def settings_from_flags():
         raise ConfigError(f"--learning_rate={FLAGS.learning_rate}: must be greater than 0")
     cluster, env_job, env_index = cluster_lib.resolve(FLAGS.cluster_spec, FLAGS.ps_hosts, FLAGS.worker_hosts)
     mode = FLAGS.mode if cluster else NO_CLUSTER
-    for name, scope in FLAG_SCOPES.items():
-        if FLAGS[name].present and mode not in scope:
-            if mode == NO_CLUSTER:
-                raise ConfigError(
-                    f"--{name} applies only to cluster tasks, and no cluster was given "
-                    "(--cluster_spec, --ps_hosts/--worker_hosts or TF_CONFIG)"
-                )
-            raise ConfigError(f"--{name} does not apply to --mode={mode}; it is for --mode={'|'.join(scope)}")
+    check_flag_scopes(mode)
     job_name, task_index = "worker", 0
+    options = {}
+    aggregation = FLAGS.aggregation
     if cluster:
         job_name = FLAGS.job_name or env_job
         task_index = FLAGS.task_index if FLAGS["task_index"].present or env_index is None else env_index
@@ -191,15 +257,10 @@ def settings_from_flags():
         cluster.check_mode(mode)
         cluster.check_task(job_name, task_index)
         check_shardable(FLAGS.global_batch_size, cluster.num_workers)
-        for g, group in enumerate(cluster.groups):
-            if FLAGS.global_batch_size % len(group):
-                raise ConfigError(
-                    f"groups[{g}] has {len(group)} workers, which does not divide "
-                    f"--global_batch_size={FLAGS.global_batch_size}"
-                )
-    aggregation = FLAGS.aggregation
-    if FLAGS.replicas_to_aggregate:
-        aggregation = _check_backup_workers(FLAGS.replicas_to_aggregate, cluster.num_workers)
+        _check_groups(cluster, FLAGS.global_batch_size)
+        options = _technique_options(mode, cluster)
+        if not FLAGS["aggregation"].present:  # backup workers aggregate in arrival order
+            aggregation = techniques.implied(mode, options, cluster).get("aggregation", aggregation)
     if FLAGS.strict_determinism:
         _check_strict(aggregation, FLAGS.microbatches, FLAGS.global_batch_size, cluster)
     elif FLAGS["microbatches"].present:
@@ -225,27 +286,29 @@ def settings_from_flags():
         startup_timeout=FLAGS.startup_timeout,
         operation_timeout=FLAGS.operation_timeout,
         aggregation=aggregation,
-        replicas_to_aggregate=FLAGS.replicas_to_aggregate,
         strict_determinism=FLAGS.strict_determinism,
         microbatches=FLAGS.microbatches,
         push_every=FLAGS.push_every,
         fetch_every=FLAGS.fetch_every,
         central_every=FLAGS.central_every,
+        options=options,
     )
 
 
-def _check_backup_workers(replicas, num_workers):
-    """Backup workers need SyncReplicasOptimizer's accumulators: ordered aggregation waits for every worker.
+def _technique_options(mode, cluster):
+    """The techniques' flag values, checked together with the flags they imply that the user gave."""
+    options = {name: FLAGS[name].value for name in techniques.flag_scopes()}
+    given = {flag: FLAGS[flag].value for flag in techniques.implied_flags() if FLAGS[flag].present}
+    techniques.check(mode, {**options, **given}, cluster)
+    return options
 
-    Returns the aggregation to use."""
-    if replicas > num_workers:
-        raise ConfigError(f"--replicas_to_aggregate={replicas} is more than the {num_workers} workers")
-    if replicas < num_workers and FLAGS["aggregation"].present and FLAGS.aggregation == "ordered":
-        raise ConfigError(
-            f"--replicas_to_aggregate={replicas} < {num_workers} workers (backup workers) needs "
-            "--aggregation=accumulator: ordered aggregation waits for every worker"
-        )
-    return "accumulator" if replicas < num_workers else FLAGS.aggregation
+
+def _check_groups(cluster, global_batch_size):
+    for g, group in enumerate(cluster.groups):
+        if global_batch_size % len(group):
+            raise ConfigError(
+                f"groups[{g}] has {len(group)} workers, which does not divide --global_batch_size={global_batch_size}"
+            )
 
 
 def _check_strict(aggregation, microbatches, global_batch_size, cluster):

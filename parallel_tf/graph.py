@@ -41,27 +41,28 @@ def seed_everything(seed):
     tf.set_random_seed(seed)
 
 
-def _mean_cross_entropy(labels, logits):
+def mean_cross_entropy(labels, logits):
+    """The recipes' loss: mean softmax cross-entropy over the fed examples."""
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
 
 
-def build_model(model_fn, dataset, custom_getter=None):
-    """Placeholders for one slice of a batch, the recipe's logits, and the loss on them.
+def build_model(recipe, dataset, custom_getter=None):
+    """Placeholders for one slice of a batch, the recipe's logits, and the recipe's loss on them.
 
-    The loss is a mean over the slice, so SyncReplicasOptimizer's average of N equal slices'
-    gradients is the gradient of the global batch's mean loss: no learning-rate rescaling.
+    The loss is a mean over the slice, so the average of N equal slices' gradients is the
+    gradient of the global batch's mean loss: no learning-rate rescaling.
     """
     features = tf.placeholder(tf.float32, (None,) + dataset.feature_shape, name="features")
     labels = tf.placeholder(tf.int64, (None,), name="labels")
     with tf.variable_scope("model", custom_getter=custom_getter):
-        logits = model_fn(features, dataset.num_classes)
-    loss = _mean_cross_entropy(labels, logits)
+        logits = recipe.model_fn(features, dataset.num_classes)
+    loss = recipe.loss_fn(labels, logits)
     correct = tf.equal(tf.argmax(logits, axis=1), labels)
     accuracy = tf.reduce_mean(tf.cast(correct, tf.float32))
     return ModelGraph(features, labels, loss, accuracy, dataset.num_classes)
 
 
-def microbatch_gradients(model_fn, model, count, variables):
+def microbatch_gradients(recipe, model, count, variables):
     """Gradients of each of `count` equal slices of the fed batch, one list per slice.
 
     Each slice gets a forward and backward pass of its own (the model's variables, reused), so a
@@ -70,12 +71,12 @@ def microbatch_gradients(model_fn, model, count, variables):
     gradients = []
     for features, labels in zip(tf.split(model.features, count), tf.split(model.labels, count), strict=True):
         with tf.variable_scope("model", reuse=True):
-            logits = model_fn(features, model.num_classes)
-        gradients.append(tf.gradients(_mean_cross_entropy(labels, logits), variables))
+            logits = recipe.model_fn(features, model.num_classes)
+        gradients.append(tf.gradients(recipe.loss_fn(labels, logits), variables))
     return gradients
 
 
-def build_model_on_copies(model_fn, dataset, copy_device, collections):
+def build_model_on_copies(recipe, dataset, copy_device, collections):
     """The model, computing on a copy of each parameter kept on `copy_device`.
 
     Returns (model, [(parameter, copy), ...]). The parameters are created as in `build_model`
@@ -94,20 +95,12 @@ def build_model_on_copies(model_fn, dataset, copy_device, collections):
         pairs.append((parameter, copy))
         return copy
 
-    return build_model(model_fn, dataset, custom_getter=compute_on_a_copy), pairs
+    return build_model(recipe, dataset, custom_getter=compute_on_a_copy), pairs
 
 
 def refresh_copies(pairs):
     """The op that sets every copy to its parameter's current value."""
     return tf.group(*[copy.assign(parameter.read_value()) for parameter, copy in pairs])
-
-
-def zeros_like_variables(variables, collections, name):
-    """One zero-initialised variable per variable, in `collections`, e.g. to sum gradients into."""
-    return [
-        tf.Variable(tf.zeros(v.shape, v.dtype.base_dtype), trainable=False, collections=collections, name=name)
-        for v in variables
-    ]
 
 
 def make_optimizer(name, learning_rate):

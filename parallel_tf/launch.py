@@ -2,12 +2,13 @@
 
     python -m parallel_tf.launch [--recipe=mnist] [--mode=sync|async|hierarchical] [--num_workers=2]
                                  [--num_ps=1] [--num_groups=2] [--logdir=DIR] [--cluster_spec=FILE]
-                                 [task flags...]
+                                 [run and mode flags, e.g. --train_steps=100] [the recipe's own flags]
 
 Picks free 127.0.0.1 ports (unless --cluster_spec is given), writes the spec it used into the
 logdir, starts every task (ps, local_ps in hierarchical mode, worker), prefixes each output line
 with its task, and waits. If any task fails, or on Ctrl-C / SIGTERM, it stops every other task
-by PID and exits non-zero naming the task. Flags it does not know (e.g. --train_steps=100) go to every task unchanged.
+by PID and exits non-zero naming the task. The run and mode flags it was given (flags.py) and the
+flags it does not know (the recipe's own, e.g. --model=cnn) go to every task.
 Rerun on the same --logdir after a crash resumes from the chief's latest checkpoint; --fresh starts over.
 
 On Linux the whole cluster runs in a private network namespace (--isolate_network, network.py):
@@ -28,11 +29,11 @@ import time
 from absl import app, flags
 
 from parallel_tf import cluster as cluster_lib
-from parallel_tf import network
+from parallel_tf import flags as task_flags
+from parallel_tf import network, techniques
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit
 from parallel_tf.errors import ConfigError
 from parallel_tf.logdir import default_logdir, prepare_logdir
-from parallel_tf.modes import MODES
 
 RECIPES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "recipes")
 STOP_GRACE_SECS = 3.0
@@ -42,8 +43,12 @@ FLAGS = flags.FLAGS
 
 
 def define_launcher_flags():
-    flags.DEFINE_string("recipe", "mnist", "Recipe name (a file in recipes/) or path to a recipe file.")
-    flags.DEFINE_enum("mode", "sync", MODES, "Distributed training mode.")
+    task_flags.define_recipe_flag()
+    task_flags.define_mode_flag()
+    task_flags.define_mode_option_flags()
+    task_flags.define_run_flags()
+    task_flags.define_logdir_flags()
+    task_flags.define_cluster_spec_flag()
     flags.DEFINE_integer("num_workers", 2, "Worker processes to start.", lower_bound=1)
     flags.DEFINE_integer("num_ps", 1, "(Central) parameter server processes to start.", lower_bound=1)
     flags.DEFINE_integer(
@@ -52,15 +57,6 @@ def define_launcher_flags():
         "hierarchical: worker groups, each with a local ps; worker i joins group i mod G.",
         lower_bound=1,
     )
-    flags.DEFINE_integer(
-        "replicas_to_aggregate",
-        0,
-        "sync: backup workers (passed to every task): up to N - R workers other than the chief may die "
-        "and training goes on.",
-        lower_bound=0,
-    )
-    flags.DEFINE_string("logdir", None, "Output directory; default runs/<recipe>-<mode>-<time>.")
-    flags.DEFINE_string("cluster_spec", None, "Use this spec file instead of generating one on free ports.")
     flags.DEFINE_enum(
         "isolate_network",
         "auto",
@@ -68,15 +64,15 @@ def define_launcher_flags():
         "Run the cluster in a private network namespace with only loopback, unreachable from outside "
         "(auto: where the kernel allows it; on: or exit 2; off: plain 127.0.0.1 ports).",
     )
-    flags.DEFINE_bool("fresh", False, "Move an existing --logdir aside (never deleted) and start over, not resume it.")
 
 
 def main(argv):
-    task_flags = [arg for arg in argv[1:] if arg != "--"]
+    recipe_flags = [arg for arg in argv[1:] if arg != "--"]  # the recipe's own (--model, --dataset, ...)
     try:
         recipe_path = resolve_recipe(FLAGS.recipe)
         if FLAGS["num_groups"].present and FLAGS.mode != cluster_lib.GROUPED_MODE:
             raise ConfigError(f"--num_groups applies only to --mode=hierarchical, not {FLAGS.mode}")
+        task_flags.check_flag_scopes(FLAGS.mode, task_flags.MODE_OPTION_SCOPES)
         spec = cluster_lib.from_spec_file(FLAGS.cluster_spec) if FLAGS.cluster_spec else None
         fenced = fence(FLAGS.isolate_network, spec)
         cluster = spec or local_cluster(FLAGS.mode, FLAGS.num_ps, FLAGS.num_workers, FLAGS.num_groups)
@@ -91,11 +87,15 @@ def main(argv):
     spec_path = os.path.join(run_dir, "cluster_spec.json")
     with open(spec_path, "w", encoding="utf-8") as f:
         f.write(cluster.to_json())
-    common = [f"--cluster_spec={spec_path}", f"--mode={FLAGS.mode}", f"--logdir={run_dir}", *task_flags]
-    spare_workers = 0
-    if FLAGS["replicas_to_aggregate"].present:
-        common.append(f"--replicas_to_aggregate={FLAGS.replicas_to_aggregate}")
-        spare_workers = max(0, cluster.num_workers - FLAGS.replicas_to_aggregate)
+    common = [
+        f"--cluster_spec={spec_path}",
+        f"--mode={FLAGS.mode}",
+        f"--logdir={run_dir}",
+        *task_flags.given_task_flags(FLAGS.mode),
+        *recipe_flags,
+    ]
+    options = {name: FLAGS[name].value for name in techniques.flag_scopes()}
+    spare_workers = techniques.spare_workers(FLAGS.mode, options, cluster)
     tasks = [
         (f"{job}:{index}", [sys.executable, "-u", recipe_path, f"--job_name={job}", f"--task_index={index}", *common])
         for job in cluster.jobs

@@ -69,6 +69,25 @@ def check_same_run(logdir, identity):
         )
 
 
+def run_identity(recipe_name, settings):
+    """What a resumed run must share with the interrupted one for its checkpoint and data positions to
+    mean the same thing: the common flags and its mode's options. --train_steps may change (train
+    longer); sync may resume on another worker count (its data position is the global step)."""
+    identity = {
+        "recipe": recipe_name,
+        "dataset": settings.dataset,
+        "mode": settings.mode,
+        "seed": settings.seed,
+        "global_batch_size": settings.global_batch_size,
+        "optimizer": settings.optimizer,
+        "learning_rate": settings.learning_rate,
+        **settings.mode_options(),
+    }
+    if settings.mode != "sync":
+        identity["num_workers"] = settings.num_workers
+    return identity
+
+
 def record_run(logdir, identity):
     """Writes RUN_FILE once training starts (not before: a run refused for bad input claims nothing)."""
     path = os.path.join(logdir, RUN_FILE)

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -29,21 +30,22 @@ def cluster_command(recipe_path, mode, num_workers, *launcher_flags):
     ]
 
 
-def define_sync_flags():
-    """The sync-mode choices a benchmark or study passes to its sync runs only (a plain process rejects them)."""
+def define_tool_flags(tool):
+    """The flags the benchmark and the study share, and the run and mode flags they pass on to their runs
+    (each run gets the mode options that apply to its mode: flags.given_task_flags)."""
     from absl import flags
 
-    flags.DEFINE_bool("strict_determinism", False, "Sync runs use --strict_determinism.")
-    flags.DEFINE_enum("aggregation", None, ["ordered", "accumulator"], "Sync runs' --aggregation (default: theirs).")
+    from parallel_tf import flags as task_flags
+
+    task_flags.define_recipe_flag()
+    task_flags.define_mode_option_flags()
+    task_flags.define_run_flags()
+    flags.DEFINE_list("workers", ["1", "2", "4"], "Worker counts, comma-separated.")
+    flags.DEFINE_string("out", None, f"Directory for the report and the runs; default runs/{tool}-<time>.")
 
 
-def sync_flags(mode, aggregation, strict_determinism):
-    """The task flags `define_sync_flags` gives a run of `mode`."""
-    if mode != "sync":
-        return []
-    return (["--strict_determinism"] if strict_determinism else []) + (
-        [f"--aggregation={aggregation}"] if aggregation else []
-    )
+def out_dir(out, tool):
+    return out or os.path.join("runs", time.strftime(f"{tool}-%Y%m%d-%H%M%S"))
 
 
 class RunFailed(Exception):

@@ -2,7 +2,7 @@
 
     python -m parallel_tf.study [--recipe=mnist] [--workers=1,2,4] [--repeats=2] [--out=DIR]
                                 [--modes=sync,async,hierarchical] [--strict_determinism]
-                                [--aggregation=ordered|accumulator] [task flags, e.g. --train_steps=200]
+                                [run and mode flags, e.g. --train_steps=200] [the recipe's own flags]
 
 Runs the recipe once in one plain process (the reference), then a local cluster for every mode,
 worker count and repeat, one after another, and writes to DIR:
@@ -14,7 +14,8 @@ worker count and repeat, one after another, and writes to DIR:
     runs/            each run's logdir and output log
 
 The report is rewritten after every run, so an interrupted study keeps what it has measured.
---strict_determinism and --aggregation go to the sync runs; other flags go to every run.
+Mode options (--strict_determinism, --push_every, ...) go to the runs of their mode, and must
+apply to every mode studied; run flags and flags it does not know go to every run.
 """
 
 import json
@@ -24,6 +25,7 @@ import time
 
 from absl import app, flags
 
+from parallel_tf import flags as task_flags
 from parallel_tf import runs
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit, positive_ints
 from parallel_tf.errors import ConfigError
@@ -35,34 +37,31 @@ FLAGS = flags.FLAGS
 
 
 def define_study_flags():
-    flags.DEFINE_string("recipe", "mnist", "Recipe name or path.")
-    flags.DEFINE_list("workers", ["1", "2", "4"], "Worker counts, comma-separated.")
+    runs.define_tool_flags("study")
     flags.DEFINE_integer("repeats", 2, "Runs of each mode and worker count.", lower_bound=1)
     flags.DEFINE_list("modes", ["sync"], f"Modes to study, comma-separated, from {', '.join(MODES)}.")
-    flags.DEFINE_string("out", None, "Directory for the report and the runs; default runs/study-<time>.")
-    runs.define_sync_flags()
 
 
 def main(argv):
-    task_flags = [arg for arg in argv[1:] if arg != "--"]
+    recipe_flags = [arg for arg in argv[1:] if arg != "--"]
     try:
         recipe = resolve_recipe(FLAGS.recipe)
         worker_counts = positive_ints("workers", FLAGS.workers)
         modes = _modes(FLAGS.modes)
-        out = FLAGS.out or os.path.join("runs", time.strftime("study-%Y%m%d-%H%M%S"))
+        out = runs.out_dir(FLAGS.out, "study")
         prepare_logdir(out, flag="--out", markers=("report.json",))
     except ConfigError as e:
         exit_config_error(str(e))
     os.makedirs(os.path.join(out, "runs"), exist_ok=True)
     plan = _plan(recipe, modes, worker_counts)
     study = Study(out, recipe)
-    for index, (mode, n, repeat, command, mode_flags) in enumerate(plan, 1):
+    for index, (mode, n, repeat, command, given) in enumerate(plan, 1):
         name = "reference" if mode == "reference" else f"{mode}-{n}w-r{repeat}"
         logdir = os.path.join(out, "runs", name)
         print(f"[study] {index}/{len(plan)} {name} ...", flush=True)
         started = time.time()
         try:
-            summary = runs.run(command, logdir, [*task_flags, *mode_flags], log_path=logdir + ".log")
+            summary = runs.run(command, logdir, [*given, *recipe_flags], log_path=logdir + ".log")
         except runs.RunFailed as e:
             if e.returncode == 2:  # a flag the runs refuse: the user's mistake, one line
                 exit_config_error(f"run {name}: {e.error_line()}")
@@ -81,21 +80,27 @@ def main(argv):
 
 def _plan(recipe, modes, worker_counts):
     """(mode, N, repeat, command, task flags) of every run: the reference first, then the clusters."""
-    plan = [("reference", 1, 1, runs.single_process_command(recipe), [])]
+    plan = [
+        ("reference", 1, 1, runs.single_process_command(recipe), task_flags.given_task_flags(task_flags.NO_CLUSTER))
+    ]
     for mode in modes:
-        mode_flags = runs.sync_flags(mode, FLAGS.aggregation, FLAGS.strict_determinism)
+        given = task_flags.given_task_flags(mode)
         for n in worker_counts:
             command = runs.cluster_command(recipe, mode, n, *_launcher_flags(mode, n))
-            plan += [(mode, n, repeat, command, mode_flags) for repeat in range(1, FLAGS.repeats + 1)]
+            plan += [(mode, n, repeat, command, given) for repeat in range(1, FLAGS.repeats + 1)]
     return plan
 
 
 def _modes(names):
+    """The --modes to study; a mode option given must apply to every one of them, or some runs would not
+    be the experiment the user asked for."""
     unknown = [m for m in names if m not in MODES]
     if unknown or not names:
         raise ConfigError(f"--modes: {', '.join(unknown) or 'empty'}: choose from {', '.join(MODES)}")
-    if FLAGS.strict_determinism and names != ["sync"]:
-        raise ConfigError("--strict_determinism is a sync-mode promise: use it with --modes=sync")
+    for name, scope in task_flags.MODE_OPTION_SCOPES.items():
+        outside = [mode for mode in names if mode not in scope]
+        if FLAGS[name].present and outside:
+            raise ConfigError(f"--{name} is a {'|'.join(scope)}-mode option: use it with --modes={','.join(scope)}")
     return names
 
 

@@ -14,6 +14,7 @@ from parallel_tf.compat import tf
 from parallel_tf.data import Dataset
 from parallel_tf.layers import dense
 from parallel_tf.modes import builder
+from parallel_tf.recipe import Recipe
 
 SPECS = {
     "sync": {"cluster": {"ps": ["a:1", "a:2"], "worker": ["a:3", "a:4", "a:5"]}},
@@ -24,6 +25,9 @@ SPECS = {
     },
 }
 SETTINGS = types.SimpleNamespace(
+    mode=None,  # set by build()
+    options={"replicas_to_aggregate": 0},
+    startup_timeout=60,
     num_gpus=2,
     optimizer="adagrad",
     learning_rate=0.1,
@@ -34,7 +38,6 @@ SETTINGS = types.SimpleNamespace(
     push_every=2,
     fetch_every=3,
     central_every=2,
-    replicas_to_aggregate=0,
 )
 DATA = Dataset(np.zeros((4, 6), np.float32), np.zeros(4, np.int64), None, None, num_classes=3, name="tiny")
 
@@ -43,12 +46,16 @@ def two_layers(features, num_classes):
     return dense(dense(features, 5, "hidden", activation=tf.nn.relu), num_classes, "logits")
 
 
+TWO_LAYERS = Recipe(name="two_layers", model_fn=two_layers, datasets={})
+
+
 def build(mode, task_index, settings=SETTINGS):
     config = cluster.parse(SPECS[mode], mode)
     graph = tf.Graph()
+    settings = types.SimpleNamespace(**dict(vars(settings), mode=mode))
     with graph.as_default():
-        built = builder(mode)(two_layers, DATA, settings, config, task_index)
-    for value in [*vars(built).values(), *(built.group_init or ())]:  # never run here: TF would warn they went unused
+        built = builder(mode)(TWO_LAYERS, DATA, settings, config, task_index)
+    for value in vars(built).values():  # never run here: TF would warn they went unused
         getattr(value, "mark_used", lambda: None)()
     return graph, built
 
@@ -90,9 +97,9 @@ def test_hierarchical_groups_train_on_their_own_local_ps():
     graph, built = build("hierarchical", task_index=2)  # group 0, not its chief (worker 0 is)
     on_local_ps = {v.device for v in graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES) if "local_ps" in v.device}
     assert on_local_ps == {"/job:local_ps/task:0/device:CPU:0"}
-    assert built.group_init is None  # only a group's chief initialises its local ps
+    assert built.initialise_on_join is None  # only a group's chief initialises its local ps
     _, chief_of_group_1 = build("hierarchical", task_index=1)
-    assert chief_of_group_1.group_init is not None
+    assert chief_of_group_1.initialise_on_join is not None
     assert built.counters.keys() == {"central_exchanges_by_group"}
 
 
@@ -114,11 +121,14 @@ def test_ordered_sync_keeps_each_gradient_slot_and_its_sum_next_to_its_variable(
 def test_backup_workers_have_no_barrier_and_count_what_the_accumulators_drop():
     """R of N (2 of 3): no step barrier, which would wait for a dead worker; the step each gradient is
     for is fed; the chief runs the sync op in the background; the dropped count is a counter."""
-    backup = types.SimpleNamespace(**dict(vars(SETTINGS), aggregation="accumulator", replicas_to_aggregate=2))
+    backup = types.SimpleNamespace(
+        **dict(vars(SETTINGS), aggregation="accumulator", options={"replicas_to_aggregate": 2})
+    )
     for task_index in (0, 1):
         graph, built = build("sync", task_index, backup)
         names = {op.name for op in graph.get_operations()}
         assert not [name for name in names if "parallel_tf_barrier" in name]
-        assert built.step_input is not None and set(built.counters) == {"stale_gradients_dropped"}
-        assert "next_step" in built.plan(0)[0]
-        assert (built.chief_background is not None) == (task_index == 0)
+        assert built.feed(7) == {built.step_input: 7} and set(built.counters) == {"stale_gradients_dropped"}
+        assert "next_step" in built.plan(0)[0] and built.next_step(0, {"next_step": 5}) == 5
+        assert not built.chief_waits_for_all
+        assert (built.background is not None) == (task_index == 0)

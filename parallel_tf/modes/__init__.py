@@ -1,6 +1,12 @@
-"""One builder per mode, same signature, same return type, so `task.py` has one training loop.
+"""The graph a worker trains with, and one builder per mode that makes it.
 
-build(model_fn, dataset, settings, cluster, task_index) -> TrainGraph
+build(recipe, dataset, settings, cluster, task_index) -> TrainGraph
+
+The trainer (trainer.py) knows a mode only through its `TrainGraph`: what to run and feed each
+step, where the worker starts, what it initialises while joining, what runs in the background
+and before evaluation, and which counters the chief logs. Every hook has a default that does
+nothing, and a mode overrides the ones it needs, so the trainer never asks which mode it runs.
+Techniques (techniques/) wrap or replace a mode's builder the same way.
 """
 
 import dataclasses
@@ -11,21 +17,45 @@ MODES = ("sync", "async", "hierarchical")
 
 @dataclasses.dataclass(frozen=True)
 class TrainGraph:
-    """What a worker needs to train, whatever the mode."""
+    """What a worker needs to train, whatever the mode.
+
+    `plan(step)` gives the fetches to run, in order, at `step`; the last run's result holds
+    {"workers": int32[k], "losses": float32[k]}: the shard losses the chief logs.
+    """
 
     model: object  # graph.ModelGraph
     position: object  # int tensor: the first step this worker has still to run
-    plan: object  # (step) -> fetches to run in order; the last gives {"workers": int32[k], "losses": float32[k]}
-    # and, where a worker's next step is not simply step + 1 (backup workers), "next_step"
+    plan: object  # (step) -> [fetches, ...]
     init_variables: list  # the chief (worker 0) initialises these; they, less SCRATCH, are its checkpoint
     ready_op: object  # a tensor, empty once everything this worker uses is initialised
     local_init_op: object = None
     ready_for_local_init_op: object = None
-    group_init: tuple = None  # hierarchical group chiefs: (op, ready tensor), run once the tensor is empty
-    refresh_op: object = None  # run by the chief before evaluating, so the model reads the final parameters
     counters: dict = dataclasses.field(default_factory=dict)  # name -> tensor, logged and summarised by the chief
-    step_input: object = None  # a placeholder fed with the step each run is for, where the graph needs it
-    chief_background: tuple = None  # (op, done tensor): the chief runs op in a thread until done is true
+    chief_waits_for_all: bool = True  # the chief evaluates only once every worker has run its last step
+    initialise_on_join: object = None  # (sess) -> None: run while joining, before this worker counts as ready
+    background: object = None  # (sess) -> None: run in a thread from the first step; awaited after the last
+
+    def feed(self, step):
+        """Tensors to feed at `step` besides the batch (e.g. the step itself)."""
+        return {}
+
+    def next_step(self, step, result):
+        """The step this worker runs after `step`, from the last run's result."""
+        return step + 1
+
+    def before_evaluation(self, sess):
+        """Run by the chief before it evaluates, so the model reads the final parameters."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CopiesGraph(TrainGraph):
+    """A mode that computes on copies of the parameters (async, hierarchical): the chief refreshes its
+    copy before evaluating, so it evaluates the parameters themselves."""
+
+    refresh_op: object = None
+
+    def before_evaluation(self, sess):
+        sess.run(self.refresh_op)
 
 
 def fixed_plan(fetches):
@@ -34,12 +64,15 @@ def fixed_plan(fetches):
 
 
 def builder(mode):
-    """The build function for `mode`; 'single' is the one-process reference run."""
+    """The build function for `mode` ('single' is the one-process reference), wrapped by the
+    techniques its settings switch on (see techniques/)."""
+    from parallel_tf import techniques
     from parallel_tf.modes import asynchronous, hierarchical, single, sync
 
-    return {
+    build_mode = {
         "single": single.build,
         "sync": sync.build,
         "async": asynchronous.build,
         "hierarchical": hierarchical.build,
     }[mode]
+    return techniques.wrap(build_mode)

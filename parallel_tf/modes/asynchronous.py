@@ -12,33 +12,27 @@ reach the parameters depends on timing, and results are not repeatable.
 
 from parallel_tf.compat import tf
 from parallel_tf.devices import device_setter, worker_device
-from parallel_tf.graph import build_model_on_copies, make_optimizer, refresh_copies, zeros_like_variables
-from parallel_tf.modes import TrainGraph
+from parallel_tf.graph import build_model_on_copies, make_optimizer, refresh_copies
+from parallel_tf.modes import CopiesGraph
+from parallel_tf.pushes import GradientSum, push_counter
 from parallel_tf.schedules import fetches_before, sends_after
 
 LOCAL = ["local_variables"]  # tf.GraphKeys.LOCAL_VARIABLES, without importing TensorFlow
 
 
-def build(model_fn, dataset, settings, cluster, task_index):
+def build(recipe, dataset, settings, cluster, task_index):
     on_worker = worker_device(task_index, settings.num_gpus)
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
-        model, pairs = build_model_on_copies(model_fn, dataset, on_worker, LOCAL)
+        model, pairs = build_model_on_copies(recipe, dataset, on_worker, LOCAL)
         parameters, copies = zip(*pairs, strict=True)
         global_step = tf.train.get_or_create_global_step()  # counts updates applied, by all workers
-        updates = tf.get_variable(
-            "updates_by_worker", [cluster.num_workers], tf.int64, tf.zeros_initializer(), trainable=False
-        )
+        updates = push_counter("updates_by_worker", cluster.num_workers)
         optimizer = make_optimizer(settings.optimizer, settings.learning_rate)
         gradients = [g for g, _ in optimizer.compute_gradients(model.loss, var_list=list(copies))]
         with tf.device(on_worker):
-            sums = zeros_like_variables(copies, LOCAL, "gradient_sum")
-            accumulate = [tf.identity(s.assign_add(g)) for s, g in zip(sums, gradients, strict=True)]
-        push = optimizer.apply_gradients(zip(accumulate, parameters, strict=True), global_step=global_step)
-        with tf.control_dependencies([push]):
-            pushed = tf.group(
-                tf.scatter_add(updates, [task_index], tf.constant([1], tf.int64)),
-                *[s.assign(tf.zeros_like(s)) for s in sums],
-            )
+            gradient_sum = GradientSum(copies, LOCAL, "gradient_sum")
+            accumulate = gradient_sum.add(gradients)
+        pushed = gradient_sum.push(optimizer, accumulate, parameters, global_step, updates, task_index)
         fetch = refresh_copies(pairs)
 
     report = {"workers": tf.constant([task_index]), "losses": tf.reshape(model.loss, [1])}
@@ -50,7 +44,7 @@ def build(model_fn, dataset, settings, cluster, task_index):
         runs.append(step_and_push if sends_after(step, settings.push_every, settings.train_steps) else step_only)
         return runs
 
-    return TrainGraph(
+    return CopiesGraph(
         model=model,
         # Steps whose gradients were pushed are done; a worker's unpushed sum is lost with it.
         position=tf.minimum(updates[task_index] * settings.push_every, settings.train_steps),
@@ -59,6 +53,6 @@ def build(model_fn, dataset, settings, cluster, task_index):
         ready_op=tf.report_uninitialized_variables(),
         local_init_op=tf.local_variables_initializer(),
         ready_for_local_init_op=tf.report_uninitialized_variables(tf.global_variables()),
-        refresh_op=fetch,
         counters={"updates_by_worker": updates},
+        refresh_op=fetch,
     )

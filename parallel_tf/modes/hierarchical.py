@@ -13,14 +13,21 @@ process can initialise everything: worker 0 initialises the central parameters, 
 chief initialises its local ps once the central ones are ready.
 """
 
+import dataclasses
+import time
+
 from parallel_tf.barrier import step_barrier
 from parallel_tf.compat import tf
 from parallel_tf.devices import device_setter, server_cpu
-from parallel_tf.graph import build_model_on_copies, make_optimizer, refresh_copies, zeros_like_variables
-from parallel_tf.modes import TrainGraph
+from parallel_tf.errors import chief_did_not_initialise
+from parallel_tf.graph import build_model_on_copies, make_optimizer, refresh_copies
+from parallel_tf.modes import CopiesGraph
+from parallel_tf.pushes import GradientSum, push_counter
 from parallel_tf.schedules import sends_after
+from parallel_tf.sync_replicas import sync_replicas
 
 GLOBAL = ["variables"]  # tf.GraphKeys.GLOBAL_VARIABLES, without importing TensorFlow
+POLL_SECS = 0.5
 
 
 class _SummingOptimizer:
@@ -42,43 +49,51 @@ class _SummingOptimizer:
         return tf.group(applied, *[self._sums[v].assign_add(g) for g, v in grads_and_vars])
 
 
-def build(model_fn, dataset, settings, cluster, task_index):
+@dataclasses.dataclass(frozen=True)
+class _GroupChiefInit:
+    """A group chief's part in joining: once worker 0 has initialised the central parameters, it
+    initialises its local ps from them (prepare_session's init_fn)."""
+
+    init_op: object
+    central_uninitialised: object
+    startup_timeout: float
+
+    def __call__(self, sess):
+        deadline = time.time() + self.startup_timeout
+        while sess.run(self.central_uninitialised).size:
+            if time.time() > deadline:
+                raise chief_did_not_initialise(self.startup_timeout)
+            time.sleep(POLL_SECS)
+        sess.run(self.init_op)
+
+
+def build(recipe, dataset, settings, cluster, task_index):
     group = cluster.group_of(task_index)
     members = sorted(cluster.groups[group])
     is_group_chief = task_index == members[0]
     local_ps = server_cpu("local_ps", group)
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
-        model, pairs = build_model_on_copies(model_fn, dataset, local_ps, GLOBAL)
+        model, pairs = build_model_on_copies(recipe, dataset, local_ps, GLOBAL)
         parameters, copies = zip(*pairs, strict=True)
         central_step = tf.train.get_or_create_global_step()  # counts updates applied to the central parameters
-        exchanges = tf.get_variable(
-            "central_exchanges_by_group", [len(cluster.groups)], tf.int64, tf.zeros_initializer(), trainable=False
-        )
+        exchanges = push_counter("central_exchanges_by_group", len(cluster.groups))
         with tf.device(local_ps):
             # Steps whose update reached the central ps are done: a resumed group starts after them.
             sent_steps = tf.minimum(exchanges[group] * settings.central_every, settings.train_steps)
             group_step = tf.Variable(sent_steps, dtype=tf.int64, trainable=False, name="group_step")
-            sums = zeros_like_variables(copies, GLOBAL, "group_gradient_sum")
-        group_optimizer = tf.train.SyncReplicasOptimizer(
-            _SummingOptimizer(
-                make_optimizer(settings.optimizer, settings.learning_rate), dict(zip(copies, sums, strict=True))
-            ),
-            replicas_to_aggregate=len(members),
-            total_num_replicas=len(members),
+            group_sum = GradientSum(copies, GLOBAL, "group_gradient_sum")
+        optimizer = make_optimizer(settings.optimizer, settings.learning_rate)
+        summing = _SummingOptimizer(optimizer, dict(zip(copies, group_sum.variables, strict=True)))
+        replicas = sync_replicas(
+            summing, model.loss, group_step, len(members), len(members), is_group_chief, var_list=list(copies)
         )
-        train_op = group_optimizer.minimize(model.loss, global_step=group_step, var_list=list(copies))
-        (sync_op,) = group_optimizer.get_chief_queue_runner().enqueue_ops
-        step_ops = [train_op, sync_op] if is_group_chief else [train_op]
+        step_ops = [replicas.train_op, replicas.sync_op] if is_group_chief else [replicas.train_op]
         with tf.control_dependencies(step_ops):  # read_value, not the variable: it must read after the step
-            group_update = [s.read_value() for s in sums]
+            group_update = [s.read_value() for s in group_sum.variables]
         central_optimizer = make_optimizer(settings.optimizer, settings.learning_rate)
-        sent = central_optimizer.apply_gradients(zip(group_update, parameters, strict=True), global_step=central_step)
+        sent = group_sum.push(central_optimizer, group_update, parameters, central_step, exchanges, group)
         with tf.control_dependencies([sent]):
-            exchange = tf.group(
-                refresh_copies(pairs),
-                *[s.assign(tf.zeros_like(s)) for s in sums],
-                tf.scatter_add(exchanges, [group], tf.constant([1], tf.int64)),
-            )
+            exchange = refresh_copies(pairs)
         refresh = refresh_copies(pairs)
 
     def step_report(after):
@@ -94,19 +109,22 @@ def build(model_fn, dataset, settings, cluster, task_index):
 
     central = [v for v in tf.global_variables() if v.device.startswith("/job:ps/")]
     group_variables = [v for v in tf.global_variables() if v.device.startswith("/job:local_ps/")]
-    return TrainGraph(
+    group_init = None
+    if is_group_chief:
+        group_init = _GroupChiefInit(
+            tf.variables_initializer(group_variables),
+            tf.report_uninitialized_variables(central),
+            settings.startup_timeout,
+        )
+    return CopiesGraph(
         model=model,
         position=group_step,
         plan=plan,
         init_variables=central,
         ready_op=tf.report_uninitialized_variables(),
-        local_init_op=group_optimizer.chief_init_op if is_group_chief else group_optimizer.local_step_init_op,
-        ready_for_local_init_op=group_optimizer.ready_for_local_init_op,
-        group_init=(
-            (tf.variables_initializer(group_variables), tf.report_uninitialized_variables(central))
-            if is_group_chief
-            else None
-        ),
-        refresh_op=refresh,
+        local_init_op=replicas.local_init_op,
+        ready_for_local_init_op=replicas.ready_for_local_init_op,
         counters={"central_exchanges_by_group": exchanges},
+        initialise_on_join=group_init,
+        refresh_op=refresh,
     )

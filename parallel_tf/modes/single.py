@@ -8,8 +8,8 @@ from parallel_tf.graph import build_model, make_optimizer
 from parallel_tf.modes import TrainGraph, fixed_plan
 
 
-def build(model_fn, dataset, settings, cluster=None, task_index=0):
-    model = build_model(model_fn, dataset)
+def build(recipe, dataset, settings, cluster=None, task_index=0):
+    model = build_model(recipe, dataset)
     global_step = tf.train.get_or_create_global_step()
     optimizer = make_optimizer(settings.optimizer, settings.learning_rate)
     train_op = optimizer.minimize(model.loss, global_step=global_step)

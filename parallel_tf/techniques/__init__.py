@@ -1,0 +1,71 @@
+"""Techniques: variants of a mode, each switched on by flags of its own and written as one module.
+
+A technique module has
+    MODES                       the modes its flags apply to (any other mode refuses them, exit 2)
+    FLAGS, define_flags()       the names of its flags, and their absl definitions
+    IMPLIES                     {flag: value} it needs of other flags: the value when the flag is not
+                                given; a different given value is a ConfigError from check()
+    enabled(options, cluster)   whether a run with these flag values uses it
+    check(options, cluster)     raises ConfigError for a bad combination (`options` here also holds
+                                the flags of IMPLIES the user gave)
+    spare_workers(options, cluster)  optional: non-chief workers the run may lose and go on
+    build(build_mode, recipe, dataset, settings, cluster, task_index) -> TrainGraph
+                                wraps the mode's builder (calls it and adds hooks) or replaces it
+and a line in TECHNIQUES. `options` maps its flag names to their values (Settings.options). That is
+all a new technique touches in the library; it also gets a README row and a hand-computed test.
+"""
+
+import functools
+
+from parallel_tf.techniques import backup_workers
+
+TECHNIQUES = (backup_workers,)
+
+
+def define_flags():
+    for technique in TECHNIQUES:
+        technique.define_flags()
+
+
+def flag_scopes():
+    """{flag name: the modes it applies to} for every technique's flags."""
+    return {name: technique.MODES for technique in TECHNIQUES for name in technique.FLAGS}
+
+
+def enabled(mode, options, cluster):
+    return [t for t in TECHNIQUES if mode in t.MODES and t.enabled(options, cluster)]
+
+
+def check(mode, options, cluster):
+    for technique in TECHNIQUES:
+        if mode in technique.MODES:
+            technique.check(options, cluster)
+
+
+def implied_flags():
+    return {flag for technique in TECHNIQUES for flag in technique.IMPLIES}
+
+
+def spare_workers(mode, options, cluster):
+    """How many non-chief workers a run may lose and go on (backup workers); 0 for most runs."""
+    losable = [
+        t.spare_workers(options, cluster) for t in enabled(mode, options, cluster) if hasattr(t, "spare_workers")
+    ]
+    return max(losable, default=0)
+
+
+def implied(mode, options, cluster):
+    """{flag: value} the run's techniques decide for flags the user did not give."""
+    return {flag: value for t in enabled(mode, options, cluster) for flag, value in t.IMPLIES.items()}
+
+
+def wrap(build_mode):
+    """`build_mode`, wrapped by every technique a run's settings switch on."""
+
+    def build(recipe, dataset, settings, cluster, task_index):
+        build_run = build_mode
+        for technique in enabled(settings.mode, settings.options, cluster):
+            build_run = functools.partial(technique.build, build_run)
+        return build_run(recipe, dataset, settings, cluster, task_index)
+
+    return build
