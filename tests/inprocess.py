@@ -1,0 +1,141 @@
+"""Clusters inside the test process: one `tf.train.Server` per task on free 127.0.0.1 ports, and each
+worker's real `Trainer` in a thread of its own (TensorFlow releases the GIL while a step runs).
+
+A cluster of processes costs each task about 3 s of TensorFlow import and 0.65 GB; here a whole
+run takes a second or two, so the tests that derive exact parameter values, and the equalities
+between modes, run here. A server cannot be stopped in TF1, so each run gets fresh ones, which
+live, idle, until the test process ends; a step that would wait forever fails after
+OPERATION_TIMEOUT instead.
+"""
+
+import json
+import threading
+
+import numpy as np
+
+from parallel_tf import cluster as cluster_lib
+from parallel_tf import devices
+from parallel_tf.compat import tf
+from parallel_tf.data import Dataset
+from parallel_tf.flags import Settings
+from parallel_tf.launch import free_loopback_addresses
+from parallel_tf.recipe import Recipe
+from parallel_tf.trainer import Trainer
+
+OPERATION_TIMEOUT = 60
+RUN_TIMEOUT = 120
+
+
+def start_cluster(num_ps=1, num_workers=2, groups=None):
+    """Fresh servers for every task; returns the ClusterConfig."""
+    jobs = {"ps": num_ps, "worker": num_workers, **({"local_ps": len(groups)} if groups else {})}
+    addresses = iter(free_loopback_addresses(sum(jobs.values())))
+    spec = {"cluster": {job: [next(addresses) for _ in range(count)] for job, count in jobs.items()}}
+    if groups:
+        spec["groups"] = groups
+    config = cluster_lib.parse(spec, "test cluster")
+    server_config = devices.session_config()
+    # Every server of the cluster shares this process: the default pools (one thread per core) can be
+    # taken up by one task's blocking ops (a queue's dequeue) while another's would release them.
+    server_config.inter_op_parallelism_threads = 64
+    servers = [
+        tf.train.Server(tf.train.ClusterSpec(config.as_dict()), job_name=job, task_index=i, config=server_config)
+        for job, hosts in config.jobs.items()
+        for i in range(len(hosts))
+    ]
+    return config, {(s.server_def.job_name, s.server_def.task_index): s for s in servers}
+
+
+def train(recipe, dataset, logdir, mode="sync", num_ps=1, num_workers=2, groups=None, **flags):
+    """Trains `recipe` on `dataset` with every worker in a thread; returns the chief's summary.json,
+    its metrics.jsonl lines and its params.npz as a dict. `flags` are Settings fields (train_steps, ...)."""
+    logdir.mkdir(parents=True, exist_ok=True)
+    settings = dict(global_batch_size=len(dataset.train_x), train_steps=3, learning_rate=0.5, log_every=1)
+    settings.update(flags)
+    if mode == "single":
+        trainers = [Trainer(recipe, dataset, _settings("single", None, 0, logdir, settings))]
+    else:
+        config, servers = start_cluster(num_ps, num_workers, groups)
+        trainers = [
+            Trainer(
+                recipe,
+                dataset,
+                _settings(mode, config, i, logdir if i == 0 else None, settings),
+                servers[("worker", i)].target,
+            )
+            for i in range(num_workers)
+        ]
+    errors = []
+
+    def run(trainer):
+        try:
+            trainer.run()
+        except Exception as e:  # reported by the test, with the worker it came from
+            errors.append(f"worker:{trainer.settings.task_index}: {type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=run, args=(trainer,), daemon=True) for trainer in trainers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(RUN_TIMEOUT)
+    assert not errors, errors
+    assert not [t for t in threads if t.is_alive()], f"still training after {RUN_TIMEOUT}s"
+    return read_outputs(logdir)
+
+
+def read_outputs(logdir):
+    with np.load(logdir / "params.npz") as params:
+        named = {name: params[name] for name in params.files}
+    return {
+        "summary": json.loads((logdir / "summary.json").read_text()),
+        "metrics": [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()],
+        "params": named,
+    }
+
+
+def _settings(mode, config, task_index, logdir, fields):
+    options = {"replicas_to_aggregate": fields.pop("replicas_to_aggregate", 0)}
+    return Settings(
+        mode=mode,
+        job_name="worker",
+        task_index=task_index,
+        cluster=config,
+        optimizer=fields.pop("optimizer", "sgd"),
+        seed=fields.pop("seed", 0),
+        logdir=str(logdir) if logdir else None,
+        dataset="test",
+        operation_timeout=OPERATION_TIMEOUT,
+        startup_timeout=OPERATION_TIMEOUT,
+        options=options,
+        **fields,
+    )
+
+
+def scalar_recipe(loss_fn, w0):
+    """A model with one parameter `w` (initially w0) whose 'logits' are features - w, and `loss_fn` of them:
+    the gradient is known in closed form, so the parameters after k steps can be worked out by hand."""
+
+    def model_fn(features, num_classes):
+        w = tf.get_variable("w", [1], initializer=tf.constant_initializer(w0))
+        return features - w
+
+    return Recipe(name="scalar", model_fn=model_fn, datasets={}, loss_fn=loss_fn)
+
+
+def half_mean_square(labels, residuals):
+    """½ mean (x - w)²: its gradient is w - mean(x), so a step depends on the w it was computed at."""
+    return 0.5 * tf.reduce_mean(tf.square(residuals))
+
+
+def linear(labels, residuals):
+    """mean(y (x - w)), where the dataset's labels y are its values x: the gradient is -mean(x) whatever w
+    is, so where updates are not ordered (async, hierarchical groups) the sum of them still is exact."""
+    return tf.reduce_mean(tf.cast(labels, tf.float32) * residuals)
+
+
+def scalar_dataset(*values):
+    """One feature per example (its label is the same whole number); global batch t is a shuffle of them,
+    worker i takes value i of it."""
+    x = np.array([[v] for v in values], np.float32)
+    y = np.array(values, np.int64)
+    return Dataset(x, y, x, y, num_classes=1, name="scalar")

@@ -1,0 +1,84 @@
+"""Every mode and technique computes the numbers it should: exact parameter values worked out by hand,
+in the style of TensorFlow's sync_replicas_optimizer_test.py, on in-process clusters (inprocess.py).
+
+The model has one parameter w. Its 'logits' are x - w, so with the loss ½ mean (x - w)² a worker's
+gradient is w - mean(x of its slice), and with the linear loss mean(x (x - w)) it is -mean(x),
+whatever w is. The dataset is x = {1, 3} and the global batch is both examples, so each step one
+worker of two sees 1 and the other 3 (in an order the shuffle decides), and their mean is 2.
+Every value below is exact in float32.
+"""
+
+import pytest
+from inprocess import half_mean_square, linear, scalar_dataset, scalar_recipe, train
+
+pytestmark = pytest.mark.inprocess
+
+ONE_AND_THREE = scalar_dataset(1, 3)
+QUADRATIC = scalar_recipe(half_mean_square, w0=0.0)
+LINEAR = scalar_recipe(linear, w0=1.0)
+
+
+def w(run):
+    return float(run["params"]["model/w:0"][0])
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [{}, {"strict_determinism": True, "microbatches": 2}, {"aggregation": "accumulator"}],
+    ids=["ordered", "strict", "accumulator"],
+)
+@pytest.mark.parametrize("num_workers", [1, 2])
+def test_sync_takes_the_mean_gradient_of_the_global_batch_at_each_step(tmp_path, flags, num_workers):
+    """w ← w - ½ (w - 2): 0 → 1 → 1.5 → 1.75. The loss logged at step t is that of w before the step,
+    ½ ((1 - w)² + (3 - w)²) / 2: 2.5, 1, 0.625; the final loss is 0.53125, at w = 1.75."""
+    run = train(QUADRATIC, ONE_AND_THREE, tmp_path, "sync", num_workers=num_workers, **flags)
+    assert w(run) == 1.75
+    assert [(m["step"], m["loss"]) for m in run["metrics"]] == [(1, 2.5), (2, 1.0), (3, 0.625)]
+    assert run["summary"]["final_loss"] == 0.53125
+
+
+def test_the_one_process_reference_takes_the_same_steps(tmp_path):
+    run = train(QUADRATIC, ONE_AND_THREE, tmp_path, "single")
+    assert w(run) == 1.75
+    assert [m["loss"] for m in run["metrics"]] == [2.5, 1.0, 0.625]
+
+
+def test_async_downpour_pushes_every_second_step_and_fetches_every_third(tmp_path):
+    """One worker, push_every=2, fetch_every=3, w ← w - ½ (sum of gradients since the last push):
+    step 0: fetch w=0 → copy 0; g = 0 - 2 = -2, sum -2
+    step 1: g = -2, sum -4; push: w = 0 + 2 = 2
+    step 2: g = -2 (copy still 0), sum -2
+    step 3: fetch → copy 2; g = 0, sum -2; push: w = 2 + 1 = 3
+    step 4: g = 0; step 5: g = 0; push: w = 3.
+    The logged loss is the worker's copy's: 2.5 for steps 1-3 (copy 0), 0.5 for steps 4-6 (copy 2);
+    the final loss is evaluated at w = 3: ½ (4 + 0) / 2 = 1."""
+    run = train(QUADRATIC, ONE_AND_THREE, tmp_path, "async", num_workers=1, push_every=2, fetch_every=3, train_steps=6)
+    assert w(run) == 3.0
+    assert [m["loss"] for m in run["metrics"]] == [2.5, 2.5, 2.5, 0.5, 0.5, 0.5]
+    assert run["summary"]["updates_by_worker"] == [3]
+    assert run["summary"]["final_loss"] == 1.0
+
+
+def test_async_workers_push_every_gradient_exactly_once(tmp_path):
+    """Two workers, linear loss, 5 steps, push_every=2 (pushes after steps 1, 3 and the last, 4): each
+    step adds ½ (1 + 3) = 2 to w, in whatever order the pushes land, so w = 1 + 5·2 = 11."""
+    run = train(LINEAR, ONE_AND_THREE, tmp_path, "async", push_every=2, fetch_every=2, train_steps=5)
+    assert w(run) == 11.0
+    assert run["summary"]["updates_by_worker"] == [3, 3]
+
+
+def test_hierarchical_single_group_is_sync_whatever_central_every(tmp_path):
+    """One group of both workers: the group steps are sync's (0 → 1 → 1.5 → 1.75); the central ps gets
+    the group's summed update after step 1 (1.5) and after the last step (1.75), and is the result."""
+    run = train(QUADRATIC, ONE_AND_THREE, tmp_path, "hierarchical", groups=[[0, 1]], central_every=2)
+    assert w(run) == 1.75
+    assert [m["loss"] for m in run["metrics"]] == [2.5, 1.0, 0.625]
+    assert run["summary"]["central_exchanges_by_group"] == [2]
+
+
+def test_hierarchical_groups_each_send_every_update_to_the_central_ps_once(tmp_path):
+    """Two groups of one worker, linear loss, 4 steps, central_every=3 (exchanges after steps 2 and 3):
+    each step the groups add ½·1 and ½·3 to w, so central w = 1 + 4·2 = 9."""
+    run = train(LINEAR, ONE_AND_THREE, tmp_path, "hierarchical", groups=[[0], [1]], central_every=3, train_steps=4)
+    assert w(run) == 9.0
+    assert run["summary"]["central_exchanges_by_group"] == [2, 2]
