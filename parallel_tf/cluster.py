@@ -84,6 +84,14 @@ class ClusterConfig:
             )
 
 
+def check_shardable(global_batch_size, num_shards):
+    if global_batch_size % num_shards:
+        raise ConfigError(
+            f"--global_batch_size={global_batch_size} is not divisible by the worker count {num_shards}; "
+            "every worker must get an equal slice"
+        )
+
+
 def parse(data, source):
     """Validates a spec mapping ({"cluster": {...}}, optionally "groups") read from `source` (a name for messages)."""
     if not isinstance(data, dict) or not isinstance(data.get("cluster"), dict):

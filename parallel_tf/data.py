@@ -11,6 +11,7 @@ import functools
 
 import numpy as np
 
+from parallel_tf.cluster import check_shardable
 from parallel_tf.errors import ConfigError
 
 
@@ -26,14 +27,6 @@ class Dataset:
     @property
     def feature_shape(self):
         return self.train_x.shape[1:]
-
-
-def check_shardable(global_batch_size, num_shards):
-    if global_batch_size % num_shards:
-        raise ConfigError(
-            f"--global_batch_size={global_batch_size} is not divisible by the worker count {num_shards}; "
-            "every worker must get an equal slice"
-        )
 
 
 class GlobalBatchSharder:

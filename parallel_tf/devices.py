@@ -4,8 +4,6 @@ Worker i computes on GPU (i mod G) when its process sees G > 0 GPUs, else on its
 Parameters always live on a ps task's CPU, spread by size (greedy, largest load first out).
 """
 
-import numpy as np
-
 from parallel_tf.compat import tf
 
 
@@ -41,7 +39,7 @@ class ByteSizeLoadBalancer:
         self._loads = [0] * num_tasks
 
     def __call__(self, op):
-        task = int(np.argmin(self._loads))
+        task = self._loads.index(min(self._loads))  # the first least loaded, as numpy's argmin
         self._loads[task] += _variable_bytes(op)
         return task
 

@@ -22,7 +22,6 @@ from absl import flags
 
 from parallel_tf import cluster as cluster_lib
 from parallel_tf import techniques
-from parallel_tf.data import check_shardable
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import OPTIMIZERS
 from parallel_tf.modes import MODES
@@ -256,7 +255,7 @@ def settings_from_flags():
             raise ConfigError(f"--job_name is required in a cluster: {' or '.join(cluster.jobs)}")
         cluster.check_mode(mode)
         cluster.check_task(job_name, task_index)
-        check_shardable(FLAGS.global_batch_size, cluster.num_workers)
+        cluster_lib.check_shardable(FLAGS.global_batch_size, cluster.num_workers)
         _check_groups(cluster, FLAGS.global_batch_size)
         options = _technique_options(mode, cluster)
         if not FLAGS["aggregation"].present:  # backup workers aggregate in arrival order

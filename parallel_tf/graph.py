@@ -10,8 +10,6 @@ from __future__ import annotations  # the tf.Tensor annotations below must not i
 import dataclasses
 import random
 
-import numpy as np
-
 from parallel_tf.compat import tf
 
 # Variables rewritten every step before they are read (gradient slots): not worth a checkpoint.
@@ -36,6 +34,8 @@ class ModelGraph:
 
 def seed_everything(seed):
     """Fixes Python's, numpy's and the default graph's seeds; call before data or variables exist."""
+    import numpy as np  # here, not at the top: the launcher imports this module and must stay single-threaded
+
     random.seed(seed)
     np.random.seed(seed)
     tf.set_random_seed(seed)

@@ -14,7 +14,8 @@ Rerun on the same --logdir after a crash resumes from the chief's latest checkpo
 On Linux the whole cluster runs in a private network namespace (--isolate_network, network.py):
 TensorFlow's servers accept unauthenticated graphs on every interface, and this keeps them unreachable.
 
-Deliberately free of TensorFlow: it only manages processes.
+Deliberately free of TensorFlow and numpy, and so single-threaded until it starts the tasks: it only
+manages processes, and the kernel lets only a single-threaded process enter a user namespace.
 """
 
 import json

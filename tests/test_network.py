@@ -1,6 +1,8 @@
 """What a task warns about, and which ports the launcher refuses, without starting TensorFlow."""
 
 import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -36,3 +38,11 @@ def test_backup_workers_let_the_launcher_lose_only_spare_non_chief_workers():
     cluster.lost.append("worker:2")
     assert not cluster._can_lose("worker:1")
     assert not Cluster(tasks=[], cuda_devices={})._can_lose("worker:1")
+
+
+def test_the_launcher_stays_single_threaded_so_it_can_enter_a_private_network():
+    """unshare(CLONE_NEWUSER) refuses a multi-threaded process (EINVAL), and numpy's BLAS starts a thread
+    when it is imported: the launcher, and every module it imports, must not import numpy or TensorFlow."""
+    probe = "import os, parallel_tf.launch; print(len(os.listdir('/proc/self/task')))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "1"

@@ -50,8 +50,14 @@ def test_study_refuses_an_out_dir_holding_a_report(procs, tmp_path):
     assert (tmp_path / "report.json").read_text() == "{}"
 
 
-def test_study_stops_at_a_task_flag_the_runs_refuse_with_their_one_line(procs, tmp_path):
+def test_study_refuses_a_bad_run_flag_before_any_run(procs, tmp_path):
     run = procs.start(study_command(f"--out={tmp_path}", "--train_steps=0"))
     assert run.wait(120) == 2
-    assert run.lines[-1] == "error: run reference: flag --train_steps=0: 0 is not a positive integer"
+    assert run.lines == ["error: flag --train_steps=0: 0 is not a positive integer"]
+
+
+def test_study_stops_at_a_recipe_flag_the_runs_refuse_with_their_one_line(procs, tmp_path):
+    run = procs.start(study_command(f"--out={tmp_path}", "--model=rnn"))
+    assert run.wait(120) == 2
+    assert run.lines[-1] == "error: run reference: flag --model=rnn: value should be one of <mlp|cnn>"
     assert "Traceback" not in run.output
