@@ -1,43 +1,45 @@
-"""The starting points every mode and technique keeps, bitwise, on the digits MLP (200 steps), trained
-on in-process clusters (inprocess.py): one process = async with one worker pushing and fetching every
-step; hierarchical with one group = sync accumulator with that many workers; 2 parameter servers = 1."""
+"""The equalities every mode and technique keeps, bitwise, trained on in-process clusters (inprocess.py):
+on the digits MLP (200 steps), one process = async with one worker pushing and fetching every step,
+hierarchical with one group = sync accumulator with that many workers, 2 parameter servers = 1, and
+strict determinism gives one model for 1, 2 and 4 workers; on the CIFAR-10 CNN with augmentation,
+sync repeats bitwise."""
 
 import importlib.util
 
 import pytest
-from conftest import RECIPE
+from conftest import CIFAR_RECIPE, RECIPE
 from inprocess import train
 
 from parallel_tf import datasets
+from parallel_tf.data import random_crop_and_flip
 from parallel_tf.flags import Settings
 from parallel_tf.recipe import Recipe
 
 pytestmark = pytest.mark.inprocess
 
 
-def _mnist_recipe_module():
-    spec = importlib.util.spec_from_file_location("mnist_recipe", RECIPE)
+def _recipe_module(name, path):
+    spec = importlib.util.spec_from_file_location(f"{name}_recipe", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # defines its --model flag, as running the recipe does
+    spec.loader.exec_module(module)  # defines its own flags, as running the recipe does
     return module
 
 
-MLP = Recipe(name="mnist", model_fn=_mnist_recipe_module().mlp, datasets={})
-DIGITS = datasets.digits(
-    Settings(
-        mode="single",
-        job_name="worker",
-        task_index=0,
-        cluster=None,
-        global_batch_size=120,
-        train_steps=200,
-        learning_rate=0.1,
-        optimizer="sgd",
-        seed=0,
-        logdir=None,
-        dataset="digits",
-    )
+MLP = Recipe(name="mnist", model_fn=_recipe_module("mnist", RECIPE).mlp, datasets={})
+DEFAULTS = Settings(
+    mode="single",
+    job_name="worker",
+    task_index=0,
+    cluster=None,
+    global_batch_size=120,
+    train_steps=200,
+    learning_rate=0.1,
+    optimizer="sgd",
+    seed=0,
+    logdir=None,
+    dataset="digits",
 )
+DIGITS = datasets.digits(DEFAULTS)
 FLAGS = {"global_batch_size": 120, "train_steps": 200, "learning_rate": 0.1, "log_every": 50}
 
 
@@ -58,3 +60,23 @@ def test_hierarchical_with_one_group_is_sync_accumulator_with_that_many_workers(
 def test_two_parameter_servers_train_what_one_does(tmp_path, mode):
     flags = {"num_workers": 1} if mode == "async" else {}  # async with two workers is not repeatable
     assert sha(tmp_path, "two", mode, num_ps=2, **flags) == sha(tmp_path, "one", mode, num_ps=1, **flags)
+
+
+def test_strict_determinism_trains_the_same_parameters_for_1_2_and_4_workers(tmp_path):
+    strict = {"strict_determinism": True, "microbatches": 8}
+    hashes = {sha(tmp_path, f"strict{n}", "sync", num_workers=n, **strict) for n in (1, 2, 4)}
+    assert len(hashes) == 1
+
+
+def test_cifar10_cnn_with_augmentation_repeats_bitwise_on_a_sync_cluster(tmp_path):
+    cifar = datasets.synthetic_cifar10(DEFAULTS, num_train=240, num_eval=24)
+    recipe = Recipe(
+        name="cifar10", model_fn=_recipe_module("cifar10", CIFAR_RECIPE).model, datasets={}, augment=_augment
+    )
+    flags = {"global_batch_size": 24, "train_steps": 10, "learning_rate": 0.01, "log_every": 5}
+    first, second = (train(recipe, cifar, tmp_path / name, "sync", **flags)["summary"] for name in ("first", "second"))
+    assert first["params_sha256"] == second["params_sha256"]
+
+
+def _augment(images, step, positions, settings):
+    return random_crop_and_flip(images, step, positions, settings.global_batch_size, settings.seed)
