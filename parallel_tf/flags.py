@@ -294,9 +294,14 @@ def settings_from_flags():
     )
 
 
+def technique_flag_values():
+    """{flag name: parsed value} for every technique's flags: what Settings.options holds."""
+    return {name: FLAGS[name].value for name in techniques.flag_scopes()}
+
+
 def _technique_options(mode, cluster):
     """The techniques' flag values, checked together with the flags they imply that the user gave."""
-    options = {name: FLAGS[name].value for name in techniques.flag_scopes()}
+    options = technique_flag_values()
     given = {flag: FLAGS[flag].value for flag in techniques.implied_flags() if FLAGS[flag].present}
     techniques.check(mode, {**options, **given}, cluster)
     return options

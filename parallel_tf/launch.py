@@ -95,8 +95,7 @@ def main(argv):
         *task_flags.given_task_flags(FLAGS.mode),
         *recipe_flags,
     ]
-    options = {name: FLAGS[name].value for name in techniques.flag_scopes()}
-    spare_workers = techniques.spare_workers(FLAGS.mode, options, cluster)
+    spare_workers = techniques.spare_workers(FLAGS.mode, task_flags.technique_flag_values(), cluster)
     tasks = [
         (f"{job}:{index}", [sys.executable, "-u", recipe_path, f"--job_name={job}", f"--task_index={index}", *common])
         for job in cluster.jobs
