@@ -53,14 +53,14 @@ def train(recipe, dataset, logdir, mode="sync", num_ps=1, num_workers=2, groups=
     settings = dict(global_batch_size=len(dataset.train_x), train_steps=3, learning_rate=0.5, log_every=1)
     settings.update(flags)
     if mode == "single":
-        trainers = [Trainer(recipe, dataset, _settings("single", None, 0, logdir, settings))]
+        trainers = [Trainer(recipe, dataset, worker_settings("single", None, 0, logdir, settings))]
     else:
         config, servers = start_cluster(num_ps, num_workers, groups)
         trainers = [
             Trainer(
                 recipe,
                 dataset,
-                _settings(mode, config, i, logdir if i == 0 else None, settings),
+                worker_settings(mode, config, i, logdir if i == 0 else None, settings),
                 servers[("worker", i)].target,
             )
             for i in range(num_workers)
@@ -93,21 +93,21 @@ def read_outputs(logdir):
     }
 
 
-def _settings(mode, config, task_index, logdir, fields):
+def worker_settings(mode, config, task_index, logdir, fields):
+    """Settings for worker `task_index`; `fields` (Settings fields, and technique flags) override the defaults."""
+    fields = dict(fields)
     options = {"replicas_to_aggregate": fields.pop("replicas_to_aggregate", 0)}
+    defaults = dict(
+        optimizer="sgd", seed=0, dataset="test", operation_timeout=OPERATION_TIMEOUT, startup_timeout=OPERATION_TIMEOUT
+    )
     return Settings(
         mode=mode,
         job_name="worker",
         task_index=task_index,
         cluster=config,
-        optimizer=fields.pop("optimizer", "sgd"),
-        seed=fields.pop("seed", 0),
         logdir=str(logdir) if logdir else None,
-        dataset="test",
-        operation_timeout=OPERATION_TIMEOUT,
-        startup_timeout=OPERATION_TIMEOUT,
         options=options,
-        **fields,
+        **{**defaults, **fields},
     )
 
 

@@ -250,14 +250,3 @@ def test_parameter_server_gives_up_on_a_worker_that_never_comes(procs):
     )
     assert run.wait(60) == 1
     assert f"ps:0 failed: worker:0 at {worker_address} is not running and has not finished" in run.output
-
-
-def test_a_step_waiting_on_a_missing_worker_times_out(procs, tmp_path):
-    """The chief and its ps are up; worker 1 never comes, and the ps is patient: the chief's first step
-    fails after --operation_timeout instead of waiting forever."""
-    addresses = free_loopback_addresses(3)
-    hosts = [f"--ps_hosts={addresses[0]}", f"--worker_hosts={addresses[1]},{addresses[2]}"]
-    procs.start(recipe_command(*hosts, "--job_name=ps", "--startup_timeout=120"))
-    chief = procs.start(recipe_command(*hosts, "--job_name=worker", "--operation_timeout=3", f"--logdir={tmp_path}"))
-    assert chief.wait(120) == 1, chief.output
-    assert "worker:0 failed: DeadlineExceededError" in chief.output

@@ -1,11 +1,12 @@
-"""The equalities every mode and technique keeps, bitwise, trained on in-process clusters (inprocess.py):
-on the digits MLP (200 steps), one process = async with one worker pushing and fetching every step,
-hierarchical with one group = sync accumulator with that many workers, 2 parameter servers = 1, and
-strict determinism gives one model for 1, 2 and 4 workers; on the CIFAR-10 CNN with augmentation,
-sync repeats bitwise."""
+"""The equalities every mode and technique keeps, trained on in-process clusters (inprocess.py). On the
+digits MLP (200 steps), bitwise: one process = sync with one worker = async with one worker pushing and
+fetching every step; hierarchical with one group = sync accumulator with that many workers; 2 parameter
+servers = 1; strict determinism gives one model for 1, 2 and 4 workers (50 steps). Up to rounding:
+ordered sync on 3 workers = 1 worker. On the CIFAR-10 CNN with augmentation, sync repeats bitwise."""
 
 import importlib.util
 
+import numpy as np
 import pytest
 from conftest import CIFAR_RECIPE, RECIPE
 from inprocess import train
@@ -51,6 +52,16 @@ def test_async_with_one_worker_pushing_and_fetching_every_step_is_the_one_proces
     assert sha(tmp_path, "async", "async", num_workers=1) == sha(tmp_path, "single", "single")
 
 
+def test_sync_with_one_worker_is_the_one_process_run(tmp_path):
+    assert sha(tmp_path, "sync", "sync", num_workers=1) == sha(tmp_path, "single", "single")
+
+
+def test_ordered_sync_on_three_workers_is_one_worker_up_to_rounding(tmp_path):
+    """Three workers sum three partial gradients where one worker sums one: the same model, up to float rounding."""
+    one, three = (train(MLP, DIGITS, tmp_path / f"{n}", "sync", num_workers=n, **FLAGS)["params"] for n in (1, 3))
+    assert max(np.abs(one[name] - three[name]).max() for name in one) < 1e-5
+
+
 def test_hierarchical_with_one_group_is_sync_accumulator_with_that_many_workers(tmp_path):
     hierarchical = sha(tmp_path, "hierarchical", "hierarchical", groups=[[0, 1]])
     assert hierarchical == sha(tmp_path, "sync", "sync", aggregation="accumulator")
@@ -63,7 +74,7 @@ def test_two_parameter_servers_train_what_one_does(tmp_path, mode):
 
 
 def test_strict_determinism_trains_the_same_parameters_for_1_2_and_4_workers(tmp_path):
-    strict = {"strict_determinism": True, "microbatches": 8}
+    strict = {"strict_determinism": True, "microbatches": 8, "train_steps": 50}
     hashes = {sha(tmp_path, f"strict{n}", "sync", num_workers=n, **strict) for n in (1, 2, 4)}
     assert len(hashes) == 1
 

@@ -1,7 +1,8 @@
 """Sync mode's reproducibility promises, checked as a user would check them: with the study tool.
 
-A study runs the one-process reference and several real clusters one after another. (Strict
-determinism across worker counts is checked on in-process clusters: test_equalities.py.)"""
+A study runs the one-process reference and several real clusters one after another. (How one worker
+compares with the one process and with three workers, and strict determinism across worker counts,
+are checked on in-process clusters: test_equalities.py.)"""
 
 import json
 
@@ -20,19 +21,17 @@ def study(procs, out, *args):
     return run, json.loads((out / "report.json").read_text())
 
 
-def test_ordered_sync_repeats_bitwise_at_three_workers_and_one_worker_is_the_reference(procs, tmp_path):
+def test_ordered_sync_repeats_bitwise_on_three_workers(procs, tmp_path):
     out = tmp_path / "study"
-    run, report = study(procs, out, "--workers=1,3", "--repeats=2")
+    run, report = study(procs, out, "--workers=3", "--repeats=2")
     sync = report["verdicts"]["sync"]
     assert sync["repeats_identical"]
-    assert sync["final_loss_rel_spread_across_workers"] < 1e-5
-    assert sync["max_abs_param_diff_across_workers"] < 1e-5  # 1 and 3 workers: the same model up to rounding
-    one_worker = [row for row in report["runs"] if row["workers"] == 1]
-    assert {row["params_sha256"] for row in one_worker} == {report["reference"]["params_sha256"]}
+    assert [row["workers"] for row in report["runs"]] == [3, 3]
+    assert len(report["reference"]["params_sha256"]) == 64
     assert "[study] sync: repeats identical: yes" in run.output
-    assert "[study] 5/5 sync-3w-r2 done" in run.output  # progress, run by run
+    assert "[study] 3/3 sync-3w-r2 done" in run.output  # progress, run by run
     table = [line for line in (out / "report.md").read_text().splitlines() if line.startswith("| sync |")]
-    assert len(table) == 4
+    assert len(table) == 2
     assert (out / "loss_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
