@@ -58,9 +58,13 @@ def exposure_warning(address):
 
 def check_port_free(address, task):
     """Raises ConfigError if the port of `address` is taken: TF's server would fail with a bare
-    'Could not start gRPC server' and a screen of gRPC log lines. It binds 0.0.0.0, so this does."""
+    'Could not start gRPC server' and a screen of gRPC log lines. It binds 0.0.0.0, so this does.
+
+    With SO_REUSEADDR, as gRPC binds: connections of a finished run left in TIME_WAIT do not count
+    (a task restarted on its port right away must start), a listener does."""
     port = host_and_port(address)[1]
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("0.0.0.0", port))
         except OSError as e:

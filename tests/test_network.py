@@ -1,5 +1,6 @@
 """What a task warns about, and which ports the launcher refuses, without starting TensorFlow."""
 
+import errno
 import socket
 import subprocess
 import sys
@@ -22,13 +23,36 @@ def test_other_addresses_warn_that_the_port_runs_unauthenticated_graphs(address)
     assert "accepts unauthenticated graph execution" in exposure_warning(address)
 
 
-def test_a_taken_port_is_a_config_error_naming_the_task():
+@pytest.mark.parametrize(
+    "reuse_address", [False, True], ids=["plain listener", "listener with SO_REUSEADDR, as gRPC's"]
+)
+def test_a_taken_port_is_a_config_error_naming_the_task(reuse_address):
     with socket.socket() as held:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, int(reuse_address))
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
         with pytest.raises(ConfigError, match=f"worker:1's port {port} .* is already in use"):
             check_port_free(f"127.0.0.1:{port}", "worker:1")
+
+
+def test_a_port_left_in_time_wait_by_a_finished_run_is_free():
+    """A server that closes its connections first leaves them in TIME_WAIT on its port for a minute: a
+    plain bind there fails, but gRPC's (SO_REUSEADDR, like its listener's) succeeds, so a task restarted
+    on that port right away must start."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC's server sets it
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = listener.accept()
+        accepted.close()  # the server's side closes first: its end of the connection waits in TIME_WAIT
+        client.close()
+    with socket.socket() as plain, pytest.raises(OSError) as refused:
+        plain.bind(("0.0.0.0", port))
+    assert refused.value.errno == errno.EADDRINUSE  # the connection is in TIME_WAIT, as after a run
+    check_port_free(f"127.0.0.1:{port}", "worker:1")
 
 
 def test_backup_workers_let_the_launcher_lose_only_spare_non_chief_workers():
