@@ -46,9 +46,10 @@ def start_cluster(num_ps=1, num_workers=2, groups=None):
     return config, {(s.server_def.job_name, s.server_def.task_index): s for s in servers}
 
 
-def train(recipe, dataset, logdir, mode="sync", num_ps=1, num_workers=2, groups=None, **flags):
+def train(recipe, dataset, logdir, mode="sync", num_ps=1, num_workers=2, groups=None, missing=(), **flags):
     """Trains `recipe` on `dataset` with every worker in a thread; returns the chief's summary.json,
-    its metrics.jsonl lines and its params.npz as a dict. `flags` are Settings fields (train_steps, ...)."""
+    its metrics.jsonl lines and its params.npz as a dict. `flags` are Settings fields (train_steps, ...);
+    the workers in `missing` never start (their servers run, as for a task that died)."""
     logdir.mkdir(parents=True, exist_ok=True)
     settings = dict(global_batch_size=len(dataset.train_x), train_steps=3, learning_rate=0.5, log_every=1)
     settings.update(flags)
@@ -64,6 +65,7 @@ def train(recipe, dataset, logdir, mode="sync", num_ps=1, num_workers=2, groups=
                 servers[("worker", i)].target,
             )
             for i in range(num_workers)
+            if i not in missing
         ]
     errors = []
 

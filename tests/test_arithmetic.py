@@ -14,6 +14,7 @@ from inprocess import half_mean_square, linear, scalar_dataset, scalar_recipe, t
 pytestmark = pytest.mark.inprocess
 
 ONE_AND_THREE = scalar_dataset(1, 3)
+TWOS = scalar_dataset(2, 2, 2, 2, 2, 2)
 QUADRATIC = scalar_recipe(half_mean_square, w0=0.0)
 LINEAR = scalar_recipe(linear, w0=1.0)
 
@@ -82,3 +83,30 @@ def test_hierarchical_groups_each_send_every_update_to_the_central_ps_once(tmp_p
     run = train(LINEAR, ONE_AND_THREE, tmp_path, "hierarchical", groups=[[0], [1]], central_every=3, train_steps=4)
     assert w(run) == 9.0
     assert run["summary"]["central_exchanges_by_group"] == [2, 2]
+
+
+@pytest.mark.parametrize(
+    "replicas, num_workers, missing",
+    [(1, 2, ()), (2, 3, ()), (1, 2, (1,))],
+    ids=["1 of 2", "2 of 3", "1 of 2, worker 1 dead"],
+)
+def test_backup_workers_apply_each_step_once_from_gradients_at_that_step(tmp_path, replicas, num_workers, missing):
+    """Every worker sees x = 2, so every gradient computed at w_t is w_t - 2, and so is the mean of any R
+    of them: w ← w - ½ (w - 2), 0 → 1 → 1.5 → 1.75 → 1.875 after 4 steps, whichever R arrive first.
+    A step applied twice, or a gradient computed at an older w (stale: the accumulators drop it) that was
+    applied anyway, would move w elsewhere (w_1's gradient applied at step 2 gives 2, not 1.75). A
+    worker that never comes holds nothing up."""
+    run = train(
+        QUADRATIC,
+        TWOS,
+        tmp_path,
+        "sync",
+        num_workers=num_workers,
+        missing=missing,
+        replicas_to_aggregate=replicas,
+        aggregation="accumulator",
+        train_steps=4,
+    )
+    assert w(run) == 1.875
+    assert run["summary"]["replicas_to_aggregate"] == replicas
+    assert run["summary"]["stale_gradients_dropped"] >= 0
