@@ -84,21 +84,24 @@ def test_chief_writes_the_documented_outputs(two_workers):
     assert all(address.startswith("127.0.0.1:") for hosts in spec["cluster"].values() for address in hosts)
 
 
-def test_manual_per_process_launch_matches_the_launcher_bitwise(two_workers, tracker, tmp_path):
-    """The three-terminal launch from the README, as three processes: same params_sha256."""
+def test_manual_per_process_launch_matches_the_launcher_bitwise_twice_on_the_same_ports(two_workers, tracker, tmp_path):
+    """The three-terminal launch from the README, as three processes: same params_sha256. Then again at
+    once on the same spec, as a cluster manager restarts tasks: the ports' old connections are still in
+    TIME_WAIT, and every task must start."""
     _, launcher_logdir = two_workers
     spec = write_spec(tmp_path / "spec.json", num_ps=1, num_workers=2)
-    logdir = tmp_path / "manual"
-    common = [f"--cluster_spec={spec}", *STEPS]
-    tasks = [
-        tracker.start(recipe_command("--job_name=ps", "--task_index=0", *common)),
-        tracker.start(recipe_command("--job_name=worker", "--task_index=1", *common)),
-        tracker.start(recipe_command("--job_name=worker", "--task_index=0", f"--logdir={logdir}", *common)),
-    ]
-    for task in tasks:
-        assert task.wait(RUN_TIMEOUT) == 0, task.output
-    assert "all workers finished" in tasks[0].output  # the ps exited by itself
-    assert read_summary(logdir)["params_sha256"] == read_summary(launcher_logdir)["params_sha256"]
+    for run in ("first", "again"):
+        logdir = tmp_path / run
+        common = [f"--cluster_spec={spec}", *STEPS]
+        tasks = [
+            tracker.start(recipe_command("--job_name=ps", "--task_index=0", *common)),
+            tracker.start(recipe_command("--job_name=worker", "--task_index=1", *common)),
+            tracker.start(recipe_command("--job_name=worker", "--task_index=0", f"--logdir={logdir}", *common)),
+        ]
+        for task in tasks:
+            assert task.wait(RUN_TIMEOUT) == 0, f"{run}:\n{task.output}"
+        assert "all workers finished" in tasks[0].output  # the ps exited by itself
+        assert read_summary(logdir)["params_sha256"] == read_summary(launcher_logdir)["params_sha256"]
 
 
 def test_hierarchical_two_groups_launched_by_hand(tracker, tmp_path):
@@ -214,19 +217,19 @@ def test_cluster_killed_mid_run_resumes_to_the_uninterrupted_result(two_workers,
 
 
 def test_backup_workers_finish_without_a_killed_worker_and_count_stale_gradients(procs, tmp_path):
-    flags = ["--num_workers=3", "--replicas_to_aggregate=2", "--train_steps=200", "--log_every=10"]
+    flags = ["--num_workers=3", "--replicas_to_aggregate=2", "--train_steps=100", "--log_every=10"]
     # The ps gives worker:2 --startup_timeout to come back; the workers wait as long for the ps to come up.
-    run = procs.start(launcher_command(f"--logdir={tmp_path}", *flags, "--startup_timeout=15"))
+    run = procs.start(launcher_command(f"--logdir={tmp_path}", *flags, "--startup_timeout=10"))
     run.wait_for_line(r"\[worker:0\] .*step 10/", timeout=RUN_TIMEOUT)
     os.kill(run.task_pids["worker:2"], signal.SIGKILL)
     assert run.wait(RUN_TIMEOUT) == 0, run.output
     assert "worker:2 was killed by signal SIGKILL; training goes on without it (backup workers)" in run.output
     assert "worker:2 is gone; carrying on without it" in run.output  # the ps, once it noticed
     summary = read_summary(tmp_path)
-    assert (summary["train_steps"], summary["replicas_to_aggregate"], summary["aggregation"]) == (200, 2, "accumulator")
+    assert (summary["train_steps"], summary["replicas_to_aggregate"], summary["aggregation"]) == (100, 2, "accumulator")
     assert summary["stale_gradients_dropped"] >= 0
     metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert metrics[-1]["step"] == 200 and "stale_gradients_dropped" in metrics[-1]
+    assert metrics[-1]["step"] == 100 and "stale_gradients_dropped" in metrics[-1]
     assert not [name for name, pid in run.task_pids.items() if alive(pid)]
 
 
