@@ -23,6 +23,7 @@ from parallel_tf.recipe import Recipe
 from parallel_tf.trainer import Trainer
 
 OPERATION_TIMEOUT = 60
+TECHNIQUE_DEFAULTS = {"replicas_to_aggregate": 0, "local_updates": True}  # the techniques' flags' defaults
 RUN_TIMEOUT = 120
 
 
@@ -98,7 +99,7 @@ def read_outputs(logdir):
 def worker_settings(mode, config, task_index, logdir, fields):
     """Settings for worker `task_index`; `fields` (Settings fields, and technique flags) override the defaults."""
     fields = dict(fields)
-    options = {"replicas_to_aggregate": fields.pop("replicas_to_aggregate", 0)}
+    options = {name: fields.pop(name, default) for name, default in TECHNIQUE_DEFAULTS.items()}
     defaults = dict(
         optimizer="sgd", seed=0, dataset="test", operation_timeout=OPERATION_TIMEOUT, startup_timeout=OPERATION_TIMEOUT
     )

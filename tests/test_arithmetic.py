@@ -45,7 +45,7 @@ def test_the_one_process_reference_takes_the_same_steps(tmp_path):
 
 
 def test_async_downpour_pushes_every_second_step_and_fetches_every_third(tmp_path):
-    """One worker, push_every=2, fetch_every=3, w ← w - ½ (sum of gradients since the last push):
+    """One worker, push_every=2, fetch_every=3, --nolocal_updates, w ← w - ½ (sum of gradients since the last push):
     step 0: fetch w=0 → copy 0; g = 0 - 2 = -2, sum -2
     step 1: g = -2, sum -4; push: w = 0 + 2 = 2
     step 2: g = -2 (copy still 0), sum -2
@@ -53,11 +53,29 @@ def test_async_downpour_pushes_every_second_step_and_fetches_every_third(tmp_pat
     step 4: g = 0; step 5: g = 0; push: w = 3.
     The logged loss is the worker's copy's: 2.5 for steps 1-3 (copy 0), 0.5 for steps 4-6 (copy 2);
     the final loss is evaluated at w = 3: ½ (4 + 0) / 2 = 1."""
-    run = train(QUADRATIC, ONE_AND_THREE, tmp_path, "async", num_workers=1, push_every=2, fetch_every=3, train_steps=6)
+    downpour = {"push_every": 2, "fetch_every": 3, "train_steps": 6}
+    run = train(QUADRATIC, ONE_AND_THREE, tmp_path, "async", num_workers=1, local_updates=False, **downpour)
     assert w(run) == 3.0
     assert [m["loss"] for m in run["metrics"]] == [2.5, 2.5, 2.5, 0.5, 0.5, 0.5]
     assert run["summary"]["updates_by_worker"] == [3]
     assert run["summary"]["final_loss"] == 1.0
+
+
+def test_downpour_local_updates_move_the_copy_by_each_gradient_between_fetches(tmp_path):
+    """As above, with local updates (the default): the copy c also takes c ← c - ½ g after every step.
+    step 0: fetch c = 0; g = -2, sum -2; c = 1
+    step 1: g = -1, sum -3; push: w = 0 + 1.5 = 1.5; c = 1.5
+    step 2: g = -0.5, sum -0.5; c = 1.75
+    step 3: fetch c = 1.5; g = -0.5, sum -1; push: w = 2; c = 1.75
+    step 4: g = -0.25, sum -0.25; c = 1.875
+    step 5: g = -0.125, sum -0.375; push: w = 2.1875.
+    The loss logged is the copy's before the step, ((1 - c)² + (3 - c)²) / 4; the final loss is at w."""
+    downpour = {"push_every": 2, "fetch_every": 3, "train_steps": 6}
+    run = train(QUADRATIC, ONE_AND_THREE, tmp_path, "async", num_workers=1, **downpour)
+    assert w(run) == 2.1875
+    assert [m["loss"] for m in run["metrics"]] == [2.5, 1.0, 0.625, 0.625, 0.53125, 0.5078125]
+    assert run["summary"]["local_updates"] is True
+    assert run["summary"]["final_loss"] == 0.517578125
 
 
 def test_async_workers_push_every_gradient_exactly_once(tmp_path):

@@ -217,6 +217,10 @@ def cases(tmp):
             recipe_command(good, *CLUSTER, "--strict_determinism", "--aggregation=accumulator"),
             "--strict_determinism sums in a fixed order: it needs --aggregation=ordered",
         ),
+        "local updates in sync mode": (
+            recipe_command(good, *CLUSTER, "--nolocal_updates"),
+            "--local_updates does not apply to --mode=sync; it is for --mode=async",
+        ),
         "aggregation in async mode": (
             recipe_command(good, *CLUSTER, "--mode=async", "--aggregation=accumulator"),
             "--aggregation does not apply to --mode=async; it is for --mode=sync",

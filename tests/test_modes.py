@@ -26,7 +26,7 @@ SPECS = {
 }
 SETTINGS = types.SimpleNamespace(
     mode=None,  # set by build()
-    options={"replicas_to_aggregate": 0},
+    options={"replicas_to_aggregate": 0, "local_updates": True},
     startup_timeout=60,
     num_gpus=2,
     optimizer="adagrad",
@@ -89,8 +89,11 @@ def test_async_workers_compute_on_a_local_copy():
     # Downpour's schedule: fetch before steps 0, 3, 6, 9; push after steps 1, 3, 5, 7, 9
     plans = [built.plan(step) for step in range(SETTINGS.train_steps)]
     assert [step for step, runs in enumerate(plans) if len(runs) == 2] == [0, 3, 6, 9]
-    pushes = {id(runs[-1]) for step, runs in enumerate(plans) if step % 2 == 1}
-    assert len(pushes) == 1 and all(id(runs[-1]) not in pushes for step, runs in enumerate(plans) if step % 2 == 0)
+    trains = [runs[-1]["train"] for runs in plans]
+    pushes = set(trains[1::2])
+    assert len(pushes) == 1 and not pushes & set(trains[::2])
+    # Downpour's local update (fetch_every > 1): every step also moves the copy, on the worker
+    assert {runs[-1]["local_update"].device for runs in plans} == {"/job:worker/task:2/device:GPU:0"}
 
 
 def test_hierarchical_groups_train_on_their_own_local_ps():

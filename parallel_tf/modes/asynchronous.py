@@ -10,6 +10,8 @@ No barrier and no tokens: a worker never waits for another, so the order in whic
 reach the parameters depends on timing, and results are not repeatable.
 """
 
+import dataclasses
+
 from parallel_tf.compat import tf
 from parallel_tf.devices import device_setter, worker_device
 from parallel_tf.graph import build_model_on_copies, make_optimizer, refresh_copies
@@ -18,6 +20,14 @@ from parallel_tf.pushes import GradientSum, push_counter
 from parallel_tf.schedules import fetches_before, sends_after
 
 LOCAL = ["local_variables"]  # tf.GraphKeys.LOCAL_VARIABLES, without importing TensorFlow
+
+
+@dataclasses.dataclass(frozen=True)
+class AsyncGraph(CopiesGraph):
+    """What techniques of async mode build on: the worker's copies and this step's gradients of them."""
+
+    copies: tuple = ()
+    gradients: tuple = ()
 
 
 def build(recipe, dataset, settings, cluster, task_index):
@@ -44,7 +54,7 @@ def build(recipe, dataset, settings, cluster, task_index):
         runs.append(step_and_push if sends_after(step, settings.push_every, settings.train_steps) else step_only)
         return runs
 
-    return CopiesGraph(
+    return AsyncGraph(
         model=model,
         # Steps whose gradients were pushed are done; a worker's unpushed sum is lost with it.
         position=tf.minimum(updates[task_index] * settings.push_every, settings.train_steps),
@@ -55,4 +65,6 @@ def build(recipe, dataset, settings, cluster, task_index):
         ready_for_local_init_op=tf.report_uninitialized_variables(tf.global_variables()),
         counters={"updates_by_worker": updates},
         refresh_op=fetch,
+        copies=copies,
+        gradients=tuple(gradients),
     )

@@ -17,9 +17,9 @@ all a new technique touches in the library; it also gets a README row and a hand
 
 import functools
 
-from parallel_tf.techniques import backup_workers
+from parallel_tf.techniques import backup_workers, local_updates
 
-TECHNIQUES = (backup_workers,)
+TECHNIQUES = (backup_workers, local_updates)
 
 
 def define_flags():
