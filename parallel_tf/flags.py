@@ -257,7 +257,7 @@ def settings_from_flags():
         cluster.check_task(job_name, task_index)
         cluster_lib.check_shardable(FLAGS.global_batch_size, cluster.num_workers)
         _check_groups(cluster, FLAGS.global_batch_size)
-        options = _technique_options(mode, cluster)
+        options = technique_options(mode, cluster)
         if not FLAGS["aggregation"].present:  # backup workers aggregate in arrival order
             aggregation = techniques.implied(mode, options, cluster).get("aggregation", aggregation)
     if FLAGS.strict_determinism:
@@ -294,14 +294,10 @@ def settings_from_flags():
     )
 
 
-def technique_flag_values():
-    """{flag name: parsed value} for every technique's flags: what Settings.options holds."""
-    return {name: FLAGS[name].value for name in techniques.flag_scopes()}
-
-
-def _technique_options(mode, cluster):
-    """The techniques' flag values, checked together with the flags they imply that the user gave."""
-    options = technique_flag_values()
+def technique_options(mode, cluster):
+    """{flag name: parsed value} for every technique's flags (what Settings.options holds), checked
+    together with the flags they imply that the user gave."""
+    options = {name: FLAGS[name].value for name in techniques.flag_scopes()}
     given = {flag: FLAGS[flag].value for flag in techniques.implied_flags() if FLAGS[flag].present}
     techniques.check(mode, {**options, **given}, cluster)
     return options

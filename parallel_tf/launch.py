@@ -78,6 +78,7 @@ def main(argv):
         fenced = fence(FLAGS.isolate_network, spec)
         cluster = spec or local_cluster(FLAGS.mode, FLAGS.num_ps, FLAGS.num_workers, FLAGS.num_groups)
         cluster.check_mode(FLAGS.mode)
+        options = task_flags.technique_options(FLAGS.mode, cluster)  # before any task starts: one line, exit 2
         run_dir = FLAGS.logdir or default_logdir(recipe_name(recipe_path), FLAGS.mode)
         moved_to = prepare_logdir(run_dir, fresh=FLAGS.fresh)
     except ConfigError as e:
@@ -95,7 +96,7 @@ def main(argv):
         *task_flags.given_task_flags(FLAGS.mode),
         *recipe_flags,
     ]
-    spare_workers = techniques.spare_workers(FLAGS.mode, task_flags.technique_flag_values(), cluster)
+    spare_workers = techniques.spare_workers(FLAGS.mode, options, cluster)
     tasks = [
         (f"{job}:{index}", [sys.executable, "-u", recipe_path, f"--job_name={job}", f"--task_index={index}", *common])
         for job in cluster.jobs

@@ -137,6 +137,8 @@ class Trainer:
         interval_steps = 0
         step = first_step
         while step < settings.train_steps:
+            if train_graph.pause_before_step:
+                time.sleep(train_graph.pause_before_step)
             feed = {**self._batch(step, positions), **train_graph.feed(step)}
             for fetches in train_graph.plan(step):
                 result = sess.run(fetches, feed)

@@ -23,7 +23,8 @@ from parallel_tf.recipe import Recipe
 from parallel_tf.trainer import Trainer
 
 OPERATION_TIMEOUT = 60
-TECHNIQUE_DEFAULTS = {"replicas_to_aggregate": 0, "local_updates": True}  # the techniques' flags' defaults
+# The defaults of the techniques' flags
+TECHNIQUE_DEFAULTS = {"replicas_to_aggregate": 0, "local_updates": True, "worker_delay_ms": ""}
 RUN_TIMEOUT = 120
 
 
@@ -76,7 +77,10 @@ def train(recipe, dataset, logdir, mode="sync", num_ps=1, num_workers=2, groups=
         except Exception as e:  # reported by the test, with the worker it came from
             errors.append(f"worker:{trainer.settings.task_index}: {type(e).__name__}: {e}")
 
-    threads = [threading.Thread(target=run, args=(trainer,), daemon=True) for trainer in trainers]
+    threads = [
+        threading.Thread(target=run, args=(trainer,), name=f"worker:{trainer.settings.task_index}", daemon=True)
+        for trainer in trainers
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

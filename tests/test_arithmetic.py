@@ -8,6 +8,9 @@ worker of two sees 1 and the other 3 (in an order the shuffle decides), and thei
 Every value below is exact in float32.
 """
 
+import threading
+import time
+
 import pytest
 from inprocess import half_mean_square, linear, scalar_dataset, scalar_recipe, train
 
@@ -128,3 +131,19 @@ def test_backup_workers_apply_each_step_once_from_gradients_at_that_step(tmp_pat
     assert w(run) == 1.875
     assert run["summary"]["replicas_to_aggregate"] == replicas
     assert run["summary"]["stale_gradients_dropped"] >= 0
+
+
+def test_a_straggler_pauses_before_each_of_its_steps_and_sync_trains_the_same(tmp_path, monkeypatch):
+    """--worker_delay_ms=1:40: worker 1 sleeps 0.04 s before each of its 3 steps, worker 0 never; sync waits
+    for it, so w is sync's 1.75 (0 → 1 → 1.5 → 1.75)."""
+    real_sleep, pauses = time.sleep, []
+
+    def sleep(seconds):
+        pauses.append((threading.current_thread().name, seconds))
+        real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    run = train(QUADRATIC, ONE_AND_THREE, tmp_path, "sync", worker_delay_ms="1:40")
+    assert w(run) == 1.75
+    assert [name for name, seconds in pauses if seconds == 0.04] == ["worker:1"] * 3
+    assert run["summary"]["worker_delay_ms"] == "1:40"

@@ -234,6 +234,14 @@ def cases(tmp):
             launcher_command("--recipe=nope"),
             "--recipe=nope: no such recipe (available: cifar10, mnist)",
         ),
+        "launcher: a straggler that is not a worker": (
+            launcher_command("--num_workers=2", "--worker_delay_ms=2:50"),
+            "--worker_delay_ms=2:50: there is no worker 2 (workers 0-1)",
+        ),
+        "a straggler's delay that is not a number": (
+            recipe_command(good, *CLUSTER, "--worker_delay_ms=1:fast"),
+            "--worker_delay_ms=1:fast: '1:fast' is not WORKER:MILLISECONDS (e.g. 1:50)",
+        ),
         "launcher: zero workers": (launcher_command("--num_workers=0"), "--num_workers=0: 0 is not a positive integer"),
         "launcher: bad spec": (
             launcher_command(spec(tmp, "launch_bad", {"ps": ["x"], "worker": ["127.0.0.1:2"]})),

@@ -26,7 +26,7 @@ SPECS = {
 }
 SETTINGS = types.SimpleNamespace(
     mode=None,  # set by build()
-    options={"replicas_to_aggregate": 0, "local_updates": True},
+    options={"replicas_to_aggregate": 0, "local_updates": True, "worker_delay_ms": ""},
     startup_timeout=60,
     num_gpus=2,
     optimizer="adagrad",

@@ -34,6 +34,7 @@ class TrainGraph:
     chief_waits_for_all: bool = True  # the chief evaluates only once every worker has run its last step
     initialise_on_join: object = None  # (sess) -> None: run while joining, before this worker counts as ready
     background: object = None  # (sess) -> None: run in a thread from the first step; awaited after the last
+    pause_before_step: float = 0.0  # seconds this worker sleeps before each step (a straggler, for studies)
 
     def feed(self, step):
         """Tensors to feed at `step` besides the batch (e.g. the step itself)."""

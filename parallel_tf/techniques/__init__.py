@@ -17,9 +17,9 @@ all a new technique touches in the library; it also gets a README row and a hand
 
 import functools
 
-from parallel_tf.techniques import backup_workers, local_updates
+from parallel_tf.techniques import backup_workers, local_updates, stragglers
 
-TECHNIQUES = (backup_workers, local_updates)
+TECHNIQUES = (backup_workers, local_updates, stragglers)
 
 
 def define_flags():
