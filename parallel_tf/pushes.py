@@ -1,6 +1,6 @@
 """Summed gradients sent to the parameter servers, and counted: Downpour's push (async mode) and a
 group's exchange with the central parameter servers (hierarchical mode) are the same three steps:
-apply the sum with the optimizer, zero it, count the push."""
+apply the sum with the optimizer, zero it, count the push. Async pushes also record their staleness."""
 
 from parallel_tf.compat import tf
 
@@ -32,3 +32,23 @@ class GradientSum:
                 tf.scatter_add(counter, [index], tf.constant([1], tf.int64)),
                 *[s.assign(tf.zeros_like(s)) for s in self.variables],
             )
+
+
+class StalenessHistogram:
+    """How stale async pushes are: σ = updates applied (the global step) at the push minus at the pusher's
+    last fetch, counted per σ in an int64 vector on the parameter servers (the last bin: that or more)."""
+
+    BINS = 64
+
+    def __init__(self):
+        self.counts = tf.get_variable(
+            "staleness_histogram", [self.BINS], tf.int64, tf.zeros_initializer(), trainable=False
+        )
+
+    def record(self, staleness):
+        return tf.scatter_add(self.counts, [tf.minimum(staleness, self.BINS - 1)], tf.constant([1], tf.int64))
+
+    def nonzero(self):
+        """[[σ, pushes], ...] for every σ seen: what the chief logs and summarises."""
+        seen = tf.where(self.counts > 0)
+        return tf.concat([seen, tf.expand_dims(tf.gather_nd(self.counts, seen), 1)], axis=1)

@@ -51,7 +51,7 @@ class Trainer:
         with self.graph.as_default():  # for _named_params' trainable_variables()
             started = time.time()
             # Not `with`: on a failure the task exits at once (task.py); closing waits on peers that may be gone.
-            sess = self._join()
+            sess = self.join()
             first_step = int(sess.run(train_graph.position))
             writer = self._open_outputs(first_step) if settings.is_chief else None
             background = _Background(train_graph.background, sess)
@@ -78,7 +78,7 @@ class Trainer:
             sess.close()
             return summary
 
-    def _join(self):
+    def join(self):
         """A session on the cluster. The chief (worker 0) initialises the shared parameters, or restores
         them from its latest checkpoint; a graph may initialise more of its own (a group chief's local
         ps). The others wait until the model is ready."""

@@ -24,7 +24,12 @@ from parallel_tf.trainer import Trainer
 
 OPERATION_TIMEOUT = 60
 # The defaults of the techniques' flags
-TECHNIQUE_DEFAULTS = {"replicas_to_aggregate": 0, "local_updates": True, "worker_delay_ms": ""}
+TECHNIQUE_DEFAULTS = {
+    "replicas_to_aggregate": 0,
+    "local_updates": True,
+    "staleness_aware": False,
+    "worker_delay_ms": "",
+}
 RUN_TIMEOUT = 120
 
 
@@ -90,6 +95,23 @@ def train(recipe, dataset, logdir, mode="sync", num_ps=1, num_workers=2, groups=
     return read_outputs(logdir)
 
 
+def joined_workers(recipe, dataset, logdir, mode, num_workers=2, **flags):
+    """[(trainer, session), ...]: every worker's Trainer joined to fresh servers, the chief first, for
+    tests that script the order of fetches and pushes themselves (plan(step) gives them)."""
+    config, servers = start_cluster(1, num_workers)
+    fields = {"global_batch_size": len(dataset.train_x), "train_steps": 3, "learning_rate": 0.5, **flags}
+    trainers = [
+        Trainer(
+            recipe,
+            dataset,
+            worker_settings(mode, config, i, logdir if i == 0 else None, fields),
+            servers[("worker", i)].target,
+        )
+        for i in range(num_workers)
+    ]
+    return [(trainer, trainer.join()) for trainer in trainers]
+
+
 def read_outputs(logdir):
     with np.load(logdir / "params.npz") as params:
         named = {name: params[name] for name in params.files}
@@ -132,6 +154,11 @@ def scalar_recipe(loss_fn, w0):
 def half_mean_square(labels, residuals):
     """½ mean (x - w)²: its gradient is w - mean(x), so a step depends on the w it was computed at."""
     return 0.5 * tf.reduce_mean(tf.square(residuals))
+
+
+def slope(labels, residuals):
+    """w - mean(x): the gradient is 1 whatever w and the data are."""
+    return -tf.reduce_mean(residuals)
 
 
 def linear(labels, residuals):

@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from inprocess import half_mean_square, linear, scalar_dataset, scalar_recipe, train
+from inprocess import half_mean_square, joined_workers, linear, scalar_dataset, scalar_recipe, slope, train
 
 pytestmark = pytest.mark.inprocess
 
@@ -79,6 +79,36 @@ def test_downpour_local_updates_move_the_copy_by_each_gradient_between_fetches(t
     assert [m["loss"] for m in run["metrics"]] == [2.5, 1.0, 0.625, 0.625, 0.53125, 0.5078125]
     assert run["summary"]["local_updates"] is True
     assert run["summary"]["final_loss"] == 0.517578125
+
+
+@pytest.mark.parametrize("staleness_aware, expected_w", [(False, 0.7), (True, 0.75)], ids=["plain", "staleness-aware"])
+def test_a_push_of_staleness_2_is_applied_at_half_the_rate_when_staleness_aware(tmp_path, staleness_aware, expected_w):
+    """Zhang et al.'s example: loss w - mean(x) (gradient 1), w0 = 1, α = 0.1, pushing and fetching every
+    step, in a scripted order: A (worker 1) fetches; B (worker 0) fetches and pushes, twice, each with
+    staleness σ = 0 (w: 0.9, 0.8); then A pushes with σ = 2 (two updates since its fetch):
+    w = 0.8 - 0.1 / 2 = 0.75 staleness-aware, 0.8 - 0.1 = 0.7 plain. Staleness: 0 twice, 2 once."""
+    workers = joined_workers(
+        scalar_recipe(slope, w0=1.0),
+        ONE_AND_THREE,
+        tmp_path,
+        "async",
+        learning_rate=0.1,
+        staleness_aware=staleness_aware,
+    )
+    (b, b_session), (a, a_session) = workers
+
+    def run(worker, session, part):
+        fetch, step_and_push = worker.train_graph.plan(0)
+        model = worker.train_graph.model
+        session.run(fetch if part == "fetch" else step_and_push, {model.features: [[1.0]], model.labels: [1]})
+
+    run(a, a_session, "fetch")
+    for _ in range(2):
+        run(b, b_session, "fetch")
+        run(b, b_session, "push")
+    run(a, a_session, "push")
+    assert float(b_session.run(b.graph.get_tensor_by_name("model/w:0"))[0]) == pytest.approx(expected_w, abs=1e-6)
+    assert b_session.run(b.train_graph.counters["staleness_histogram"]).tolist() == [[0, 2], [2, 1]]
 
 
 def test_async_workers_push_every_gradient_exactly_once(tmp_path):

@@ -26,7 +26,7 @@ SPECS = {
 }
 SETTINGS = types.SimpleNamespace(
     mode=None,  # set by build()
-    options={"replicas_to_aggregate": 0, "local_updates": True, "worker_delay_ms": ""},
+    options={"replicas_to_aggregate": 0, "local_updates": True, "staleness_aware": False, "worker_delay_ms": ""},
     startup_timeout=60,
     num_gpus=2,
     optimizer="adagrad",
@@ -85,7 +85,7 @@ def test_async_workers_compute_on_a_local_copy():
     graph, built = build("async", task_index=2)
     copies = graph.get_collection(tf.GraphKeys.LOCAL_VARIABLES)
     assert {v.device for v in copies} == {"/job:worker/task:2/device:GPU:0"}
-    assert built.counters.keys() == {"updates_by_worker"}
+    assert built.counters.keys() == {"updates_by_worker", "staleness_histogram"}
     # Downpour's schedule: fetch before steps 0, 3, 6, 9; push after steps 1, 3, 5, 7, 9
     plans = [built.plan(step) for step in range(SETTINGS.train_steps)]
     assert [step for step, runs in enumerate(plans) if len(runs) == 2] == [0, 3, 6, 9]
@@ -125,7 +125,7 @@ def test_backup_workers_have_no_barrier_and_count_what_the_accumulators_drop():
     """R of N (2 of 3): no step barrier, which would wait for a dead worker; the step each gradient is
     for is fed; the chief runs the sync op in the background; the dropped count is a counter."""
     backup = types.SimpleNamespace(
-        **dict(vars(SETTINGS), aggregation="accumulator", options={"replicas_to_aggregate": 2})
+        **dict(vars(SETTINGS), aggregation="accumulator", options=dict(SETTINGS.options, replicas_to_aggregate=2))
     )
     for task_index in (0, 1):
         graph, built = build("sync", task_index, backup)

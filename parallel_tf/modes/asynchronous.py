@@ -12,11 +12,12 @@ reach the parameters depends on timing, and results are not repeatable.
 
 import dataclasses
 
+from parallel_tf import techniques
 from parallel_tf.compat import tf
 from parallel_tf.devices import device_setter, worker_device
 from parallel_tf.graph import build_model_on_copies, make_optimizer, refresh_copies
 from parallel_tf.modes import CopiesGraph
-from parallel_tf.pushes import GradientSum, push_counter
+from parallel_tf.pushes import GradientSum, StalenessHistogram, push_counter
 from parallel_tf.schedules import fetches_before, sends_after
 
 LOCAL = ["local_variables"]  # tf.GraphKeys.LOCAL_VARIABLES, without importing TensorFlow
@@ -37,13 +38,20 @@ def build(recipe, dataset, settings, cluster, task_index):
         parameters, copies = zip(*pairs, strict=True)
         global_step = tf.train.get_or_create_global_step()  # counts updates applied, by all workers
         updates = push_counter("updates_by_worker", cluster.num_workers)
-        optimizer = make_optimizer(settings.optimizer, settings.learning_rate)
+        histogram = StalenessHistogram()
+        with tf.device(on_worker):
+            read_step = tf.Variable(tf.zeros([], tf.int64), trainable=False, collections=LOCAL, name="read_step")
+        with tf.device(global_step.device):  # read where it changes, just before this push changes it
+            staleness = global_step.read_value() - read_step
+        learning_rate = techniques.push_learning_rate(settings, cluster, staleness)
+        optimizer = make_optimizer(settings.optimizer, learning_rate)
         gradients = [g for g, _ in optimizer.compute_gradients(model.loss, var_list=list(copies))]
         with tf.device(on_worker):
             gradient_sum = GradientSum(copies, LOCAL, "gradient_sum")
             accumulate = gradient_sum.add(gradients)
-        pushed = gradient_sum.push(optimizer, accumulate, parameters, global_step, updates, task_index)
-        fetch = refresh_copies(pairs)
+        with tf.control_dependencies([histogram.record(staleness)]):
+            pushed = gradient_sum.push(optimizer, accumulate, parameters, global_step, updates, task_index)
+        fetch = tf.group(refresh_copies(pairs), read_step.assign(global_step))
 
     report = {"workers": tf.constant([task_index]), "losses": tf.reshape(model.loss, [1])}
     step_and_push = dict(report, train=pushed)
@@ -63,7 +71,7 @@ def build(recipe, dataset, settings, cluster, task_index):
         ready_op=tf.report_uninitialized_variables(),
         local_init_op=tf.local_variables_initializer(),
         ready_for_local_init_op=tf.report_uninitialized_variables(tf.global_variables()),
-        counters={"updates_by_worker": updates},
+        counters={"updates_by_worker": updates, "staleness_histogram": histogram.nonzero()},
         refresh_op=fetch,
         copies=copies,
         gradients=tuple(gradients),

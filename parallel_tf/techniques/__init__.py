@@ -9,17 +9,20 @@ A technique module has
     check(options, cluster)     raises ConfigError for a bad combination (`options` here also holds
                                 the flags of IMPLIES the user gave)
     spare_workers(options, cluster)  optional: non-chief workers the run may lose and go on
+    push_learning_rate(learning_rate, staleness)  optional, async: the rate a push of that
+                                staleness (an int64 tensor) is applied with
     build(build_mode, recipe, dataset, settings, cluster, task_index) -> TrainGraph
-                                wraps the mode's builder (calls it and adds hooks) or replaces it
+                                optional: wraps the mode's builder (calls it and adds hooks) or
+                                replaces it
 and a line in TECHNIQUES. `options` maps its flag names to their values (Settings.options). That is
 all a new technique touches in the library; it also gets a README row and a hand-computed test.
 """
 
 import functools
 
-from parallel_tf.techniques import backup_workers, local_updates, stragglers
+from parallel_tf.techniques import backup_workers, local_updates, staleness_aware, stragglers
 
-TECHNIQUES = (backup_workers, local_updates, stragglers)
+TECHNIQUES = (backup_workers, local_updates, staleness_aware, stragglers)
 
 
 def define_flags():
@@ -54,6 +57,16 @@ def spare_workers(mode, options, cluster):
     return max(losable, default=0)
 
 
+def push_learning_rate(settings, cluster, staleness):
+    """The learning rate an async push of `staleness` is applied with: --learning_rate, unless a
+    technique makes it depend on the staleness."""
+    learning_rate = settings.learning_rate
+    for technique in enabled(settings.mode, settings.options, cluster):
+        if hasattr(technique, "push_learning_rate"):
+            learning_rate = technique.push_learning_rate(learning_rate, staleness)
+    return learning_rate
+
+
 def implied(mode, options, cluster):
     """{flag: value} the run's techniques decide for flags the user did not give."""
     return {flag: value for t in enabled(mode, options, cluster) for flag, value in t.IMPLIES.items()}
@@ -65,7 +78,8 @@ def wrap(build_mode):
     def build(recipe, dataset, settings, cluster, task_index):
         build_run = build_mode
         for technique in enabled(settings.mode, settings.options, cluster):
-            build_run = functools.partial(technique.build, build_run)
+            if hasattr(technique, "build"):
+                build_run = functools.partial(technique.build, build_run)
         return build_run(recipe, dataset, settings, cluster, task_index)
 
     return build
