@@ -1,5 +1,5 @@
 """The equalities every mode and technique keeps, trained on in-process clusters (inprocess.py). On the
-digits MLP (200 steps), bitwise: one process = sync with one worker = async with one worker pushing and
+digits MLP (100 steps), bitwise: one process = sync with one worker = async with one worker pushing and
 fetching every step; hierarchical with one group = sync accumulator with that many workers; 2 parameter
 servers = 1; strict determinism gives one model for 1, 2 and 4 workers (50 steps). Up to rounding:
 ordered sync on 3 workers = 1 worker. On the CIFAR-10 CNN with augmentation, sync repeats bitwise."""
@@ -41,7 +41,7 @@ DEFAULTS = Settings(
     dataset="digits",
 )
 DIGITS = datasets.digits(DEFAULTS)
-FLAGS = {"global_batch_size": 120, "train_steps": 200, "learning_rate": 0.1, "log_every": 50}
+FLAGS = {"global_batch_size": 120, "train_steps": 100, "learning_rate": 0.1, "log_every": 50}
 
 
 def sha(tmp_path, name, mode, **flags):
