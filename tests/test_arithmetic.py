@@ -111,6 +111,24 @@ def test_a_push_of_staleness_2_is_applied_at_half_the_rate_when_staleness_aware(
     assert b_session.run(b.train_graph.counters["staleness_histogram"]).tolist() == [[0, 2], [2, 1]]
 
 
+@pytest.mark.parametrize("scale, expected_w", [(0.0, 0.7), (1.0, 0.72)], ids=["plain", "lambda=1"])
+def test_delay_compensation_corrects_a_gradient_for_the_drift_since_its_fetch(tmp_path, scale, expected_w):
+    """Zheng et al.'s rule with f = ½ w² (x = 0), η = 0.1: the worker fetches w_bak = 1, then w moves to 0.8
+    (as others' pushes would move it); its gradient, taken at 1, is 1, and is applied as
+    1 + λ·1·1·(0.8 - 1) = 0.8: w = 0.8 - 0.08 = 0.72 with λ = 1, 0.8 - 0.1 = 0.7 plain."""
+    flags = {"learning_rate": 0.1, "delay_compensation": scale}
+    ((worker, session),) = joined_workers(
+        scalar_recipe(half_mean_square, w0=1.0), scalar_dataset(0), tmp_path, "async", num_workers=1, **flags
+    )
+    fetch, step_and_push = worker.train_graph.plan(0)
+    (w_on_ps,) = worker.graph.get_collection("trainable_variables")
+    session.run(fetch)
+    w_on_ps.load([0.8], session)
+    model = worker.train_graph.model
+    session.run(step_and_push, {model.features: [[0.0]], model.labels: [0]})
+    assert float(session.run(w_on_ps)[0]) == pytest.approx(expected_w, abs=1e-6)
+
+
 def test_async_workers_push_every_gradient_exactly_once(tmp_path):
     """Two workers, linear loss, 5 steps, push_every=2 (pushes after steps 1, 3 and the last, 4): each
     step adds ½ (1 + 3) = 2 to w, in whatever order the pushes land, so w = 1 + 5·2 = 11."""

@@ -242,6 +242,10 @@ def cases(tmp):
             recipe_command(good, *CLUSTER, "--worker_delay_ms=1:fast"),
             "--worker_delay_ms=1:fast: '1:fast' is not WORKER:MILLISECONDS (e.g. 1:50)",
         ),
+        "launcher: a negative delay compensation": (
+            launcher_command("--mode=async", "--delay_compensation=-1"),
+            "--delay_compensation=-1.0: λ must be 0 (off) or more",
+        ),
         "launcher: zero workers": (launcher_command("--num_workers=0"), "--num_workers=0: 0 is not a positive integer"),
         "launcher: bad spec": (
             launcher_command(spec(tmp, "launch_bad", {"ps": ["x"], "worker": ["127.0.0.1:2"]})),

@@ -8,6 +8,7 @@ import types
 
 import numpy as np
 import pytest
+from inprocess import TECHNIQUE_DEFAULTS
 
 from parallel_tf import cluster
 from parallel_tf.compat import tf
@@ -26,7 +27,7 @@ SPECS = {
 }
 SETTINGS = types.SimpleNamespace(
     mode=None,  # set by build()
-    options={"replicas_to_aggregate": 0, "local_updates": True, "staleness_aware": False, "worker_delay_ms": ""},
+    options=TECHNIQUE_DEFAULTS,
     startup_timeout=60,
     num_gpus=2,
     optimizer="adagrad",

@@ -49,9 +49,10 @@ def build(recipe, dataset, settings, cluster, task_index):
         with tf.device(on_worker):
             gradient_sum = GradientSum(copies, LOCAL, "gradient_sum")
             accumulate = gradient_sum.add(gradients)
+        sums, on_fetch = techniques.push_gradients(settings, cluster, task_index, parameters, accumulate)
         with tf.control_dependencies([histogram.record(staleness)]):
-            pushed = gradient_sum.push(optimizer, accumulate, parameters, global_step, updates, task_index)
-        fetch = tf.group(refresh_copies(pairs), read_step.assign(global_step))
+            pushed = gradient_sum.push(optimizer, sums, parameters, global_step, updates, task_index)
+        fetch = tf.group(refresh_copies(pairs), read_step.assign(global_step), *on_fetch)
 
     report = {"workers": tf.constant([task_index]), "losses": tf.reshape(model.loss, [1])}
     step_and_push = dict(report, train=pushed)

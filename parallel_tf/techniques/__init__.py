@@ -11,6 +11,9 @@ A technique module has
     spare_workers(options, cluster)  optional: non-chief workers the run may lose and go on
     push_learning_rate(learning_rate, staleness)  optional, async: the rate a push of that
                                 staleness (an int64 tensor) is applied with
+    push_gradients(options, cluster, task_index, parameters, sums) -> (sums, fetch_ops)
+                                optional, async: what a push applies instead of the summed
+                                gradients, and ops to run with each fetch
     build(build_mode, recipe, dataset, settings, cluster, task_index) -> TrainGraph
                                 optional: wraps the mode's builder (calls it and adds hooks) or
                                 replaces it
@@ -20,9 +23,15 @@ all a new technique touches in the library; it also gets a README row and a hand
 
 import functools
 
-from parallel_tf.techniques import backup_workers, local_updates, staleness_aware, stragglers
+from parallel_tf.techniques import (
+    backup_workers,
+    delay_compensation,
+    local_updates,
+    staleness_aware,
+    stragglers,
+)
 
-TECHNIQUES = (backup_workers, local_updates, staleness_aware, stragglers)
+TECHNIQUES = (backup_workers, local_updates, staleness_aware, delay_compensation, stragglers)
 
 
 def define_flags():
@@ -65,6 +74,17 @@ def push_learning_rate(settings, cluster, staleness):
         if hasattr(technique, "push_learning_rate"):
             learning_rate = technique.push_learning_rate(learning_rate, staleness)
     return learning_rate
+
+
+def push_gradients(settings, cluster, task_index, parameters, sums):
+    """What an async push applies to `parameters` instead of the summed gradients `sums`, and the ops
+    each fetch runs besides refreshing the copies: (sums, []) unless a technique changes them."""
+    fetch_ops = []
+    for technique in enabled(settings.mode, settings.options, cluster):
+        if hasattr(technique, "push_gradients"):
+            sums, more = technique.push_gradients(settings.options, cluster, task_index, parameters, sums)
+            fetch_ops += more
+    return sums, fetch_ops
 
 
 def implied(mode, options, cluster):
