@@ -1,16 +1,19 @@
 """Reproducibility study: does a recipe train the same parameters on repeat, and across worker counts?
 
     python -m parallel_tf.study [--recipe=mnist] [--workers=1,2,4] [--repeats=2] [--out=DIR]
-                                [--modes=sync,async,hierarchical] [--strict_determinism]
-                                [run and mode flags, e.g. --train_steps=200] [the recipe's own flags]
+                                [--modes=sync,async,hierarchical | --variants="async;async --staleness_aware"]
+                                [--strict_determinism] [run and mode flags, e.g. --train_steps=200]
+                                [the recipe's own flags]
 
-Runs the recipe once in one plain process (the reference), then a local cluster for every mode,
-worker count and repeat, one after another, and writes to DIR:
+Runs the recipe once in one plain process (the reference), then a local cluster for every mode
+(or variant: a mode and flags of its own), worker count and repeat, one after another, and writes
+to DIR:
 
     report.json      every run's results, and the verdicts
-    report.md        the same as a table: mode, N, repeat, params_sha256, final loss, eval
-                     accuracy, max |Δparam| against the reference, examples/sec
-    loss_curves.png  loss against step, one line per run
+    report.md        the same as a table: variant, N, repeat, params_sha256, final loss, eval
+                     accuracy, max |Δparam| against the reference, examples/sec, and for async
+                     runs the mean and largest staleness of their pushes
+    loss_curves.png  loss against step and against time, one line per run
     runs/            each run's logdir and output log
 
 The report is rewritten after every run, so an interrupted study keeps what it has measured.
@@ -40,6 +43,12 @@ def define_study_flags():
     runs.define_tool_flags("study")
     flags.DEFINE_integer("repeats", 2, "Runs of each mode and worker count.", lower_bound=1)
     flags.DEFINE_list("modes", ["sync"], f"Modes to study, comma-separated, from {', '.join(MODES)}.")
+    flags.DEFINE_string(
+        "variants",
+        None,
+        'Instead of --modes: variants to compare, separated by ";", each a mode and its own flags, e.g. '
+        '"async;async --staleness_aware;async --delay_compensation=0.5".',
+    )
 
 
 def main(argv):
@@ -47,16 +56,16 @@ def main(argv):
     try:
         recipe = resolve_recipe(FLAGS.recipe)
         worker_counts = positive_ints("workers", FLAGS.workers)
-        modes = _modes(FLAGS.modes)
+        variants = _variants(FLAGS.variants) if FLAGS.variants else [(mode, mode, []) for mode in _modes(FLAGS.modes)]
         out = runs.out_dir(FLAGS.out, "study")
         prepare_logdir(out, flag="--out", markers=("report.json",))
     except ConfigError as e:
         exit_config_error(str(e))
     os.makedirs(os.path.join(out, "runs"), exist_ok=True)
-    plan = _plan(recipe, modes, worker_counts)
+    plan = _plan(recipe, variants, worker_counts)
     study = Study(out, recipe)
-    for index, (mode, n, repeat, command, given) in enumerate(plan, 1):
-        name = "reference" if mode == "reference" else f"{mode}-{n}w-r{repeat}"
+    for index, (variant, n, repeat, command, given) in enumerate(plan, 1):
+        name = "reference" if variant == "reference" else f"{_slug(variant)}-{n}w-r{repeat}"
         logdir = os.path.join(out, "runs", name)
         print(f"[study] {index}/{len(plan)} {name} ...", flush=True)
         started = time.time()
@@ -67,7 +76,7 @@ def main(argv):
                 exit_config_error(f"run {name}: {e.error_line()}")
             print(f"error: run {name} {e}", file=sys.stderr)
             sys.exit(1)
-        row = study.add(mode, n, repeat, logdir, summary)
+        row = study.add(variant, n, repeat, logdir, summary)
         print(
             f"[study] {index}/{len(plan)} {name} done in {time.time() - started:.0f}s: "
             f"loss {row['final_loss']:.6f}  params_sha256 {row['params_sha256'][:16]}",
@@ -78,17 +87,41 @@ def main(argv):
     print(f"[study] report: {os.path.join(out, 'report.md')}")
 
 
-def _plan(recipe, modes, worker_counts):
-    """(mode, N, repeat, command, task flags) of every run: the reference first, then the clusters."""
+def _plan(recipe, variants, worker_counts):
+    """(variant, N, repeat, command, task flags) of every run: the reference first, then the clusters."""
     plan = [
         ("reference", 1, 1, runs.single_process_command(recipe), task_flags.given_task_flags(task_flags.NO_CLUSTER))
     ]
-    for mode in modes:
-        given = task_flags.given_task_flags(mode)
+    for variant, mode, variant_flags in variants:
+        given = [*task_flags.given_task_flags(mode), *variant_flags]
         for n in worker_counts:
             command = runs.cluster_command(recipe, mode, n, *_launcher_flags(mode, n))
-            plan += [(mode, n, repeat, command, given) for repeat in range(1, FLAGS.repeats + 1)]
+            plan += [(variant, n, repeat, command, given) for repeat in range(1, FLAGS.repeats + 1)]
     return plan
+
+
+def _variants(text):
+    """[(name, mode, flags), ...] from --variants: each a mode and the flags of that variant alone. The
+    runs check the flags themselves (a bad one stops the study with the run's one line)."""
+    if FLAGS["modes"].present:
+        raise ConfigError("--variants and --modes: give one (a variant names its mode)")
+    variants = []
+    for item in filter(None, (part.strip() for part in text.split(";"))):
+        mode, *variant_flags = item.split()
+        if mode not in MODES:
+            raise ConfigError(f"--variants: {item!r} must start with a mode, one of {', '.join(MODES)}")
+        if not all(flag.startswith("--") for flag in variant_flags):
+            raise ConfigError(f"--variants: {item!r}: after the mode, only --flags")
+        variants.append((item, mode, variant_flags))
+    if not variants:
+        raise ConfigError("--variants: empty")
+    _modes(list(dict.fromkeys(mode for _, mode, _ in variants)))
+    return variants
+
+
+def _slug(variant):
+    """A run's directory name for a variant: 'async --staleness_aware' -> 'async_staleness_aware'."""
+    return "_".join(part.lstrip("-").replace("=", "-") for part in variant.split())
 
 
 def _modes(names):
@@ -118,9 +151,10 @@ class Study:
         self.reference = None
         self.rows = []
 
-    def add(self, mode, num_workers, repeat, logdir, summary):
+    def add(self, variant, num_workers, repeat, logdir, summary):
+        metrics = runs.read_metrics(logdir)
         row = {
-            "mode": mode,
+            "variant": variant,
             "workers": num_workers,
             "repeat": repeat,
             "params_sha256": summary["params_sha256"],
@@ -128,9 +162,11 @@ class Study:
             "eval_accuracy": summary["eval_accuracy"],
             "examples_per_sec": summary["examples_per_sec"],
             "logdir": logdir,
-            "losses": [(m["step"], m["loss"]) for m in runs.read_metrics(logdir)],
+            "losses": [(m["step"], m["loss"]) for m in metrics],
+            "seconds": [m["wall_time"] - metrics[0]["wall_time"] for m in metrics],
+            **_staleness(summary.get("staleness_histogram")),
         }
-        if mode == "reference":
+        if variant == "reference":
             self.reference = row
         else:
             row["max_abs_param_diff_vs_reference"] = runs.max_param_difference(logdir, self.reference["logdir"])
@@ -139,16 +175,16 @@ class Study:
         return row
 
     def verdicts(self):
-        """Per mode: are repeats identical, and are all worker counts identical (or how far apart)."""
+        """Per variant: are repeats identical, and are all worker counts identical (or how far apart)."""
         verdicts = {}
-        for mode in dict.fromkeys(row["mode"] for row in self.rows):
-            rows = [row for row in self.rows if row["mode"] == mode]
+        for variant in dict.fromkeys(row["variant"] for row in self.rows):
+            rows = [row for row in self.rows if row["variant"] == variant]
             by_n = {}
             for row in rows:
                 by_n.setdefault(row["workers"], []).append(row)
             first_repeats = [group[0] for group in by_n.values()]
             losses = [row["final_loss"] for row in first_repeats]
-            verdicts[mode] = {
+            verdicts[variant] = {
                 "repeats_identical": all(len({r["params_sha256"] for r in group}) == 1 for group in by_n.values()),
                 "identical_across_workers": len({row["params_sha256"] for row in rows}) == 1,
                 "max_abs_param_diff_across_workers": max(
@@ -160,10 +196,10 @@ class Study:
 
     def verdict_lines(self):
         lines = []
-        for mode, v in self.verdicts().items():
-            lines.append(f"{mode}: repeats identical: {_yes(v['repeats_identical'])}")
+        for variant, v in self.verdicts().items():
+            lines.append(f"{variant}: repeats identical: {_yes(v['repeats_identical'])}")
             lines.append(
-                f"{mode}: identical across N: {_yes(v['identical_across_workers'])} "
+                f"{variant}: identical across N: {_yes(v['identical_across_workers'])} "
                 f"(max |Δparam| = {v['max_abs_param_diff_across_workers']:.3g}, "
                 f"final loss spread {v['final_loss_rel_spread_across_workers']:.3g} relative)"
             )
@@ -179,47 +215,65 @@ class Study:
         lines = [
             f"# Reproducibility study: {os.path.basename(self.recipe)}",
             "",
-            "| mode | N | repeat | params_sha256 | final loss | eval accuracy "
-            "| max \\|Δparam\\| vs reference | examples/sec |",
-            "|---|---|---|---|---|---|---|---|",
+            "| variant | N | repeat | params_sha256 | final loss | eval accuracy "
+            "| max \\|Δparam\\| vs reference | examples/sec | mean staleness | max staleness |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for row in [self.reference, *self.rows]:
             diff = row.get("max_abs_param_diff_vs_reference")
             lines.append(
-                f"| {row['mode']} | {row['workers']} | {row['repeat']} | `{row['params_sha256'][:16]}` "
-                f"| {row['final_loss']:.9g} | {row['eval_accuracy']:.4f} | {'—' if diff is None else f'{diff:.3g}'} "
-                f"| {row['examples_per_sec']:.0f} |"
+                f"| {row['variant']} | {row['workers']} | {row['repeat']} | `{row['params_sha256'][:16]}` "
+                f"| {row['final_loss']:.9g} | {row['eval_accuracy']:.4f} | {_or_dash(diff, '.3g')} "
+                f"| {row['examples_per_sec']:.0f} | {_or_dash(row['mean_staleness'], '.2f')} "
+                f"| {_or_dash(row['max_staleness'], 'd')} |"
             )
         lines += ["", *[f"- {line}" for line in self.verdict_lines()], ""]
         return "\n".join(lines)
 
 
 def plot_loss_curves(rows, path):
-    """One line per run, loss against step; the reference dashed and black."""
+    """One line per run, loss against step (left) and against time (right); the reference dashed and black."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
     from matplotlib import pyplot
 
-    figure, axes = pyplot.subplots(figsize=(9, 5.5))
+    figure, (by_step, by_time) = pyplot.subplots(1, 2, figsize=(14, 5.5), sharey=True)
     for row in rows:
         steps, losses = zip(*row["losses"], strict=True)
-        if row["mode"] == "reference":
-            axes.plot(steps, losses, "k--", linewidth=2, label="reference (one process)", zorder=3)
+        if row["variant"] == "reference":
+            style = {"color": "k", "linestyle": "--", "linewidth": 2, "zorder": 3, "label": "reference (one process)"}
         else:
-            axes.plot(
-                steps, losses, linewidth=1.2, alpha=0.8, label=f"{row['mode']} N={row['workers']} r{row['repeat']}"
-            )
-    axes.set_xlabel("global step")
-    axes.set_ylabel("training loss (logged batch)")
-    axes.set_yscale("log")
-    axes.set_title(f"Loss curves: {len(rows) - 1} cluster runs and the one-process reference (equal runs overlap)")
-    axes.grid(True, which="both", alpha=0.3)
-    axes.legend(fontsize="small", ncol=2)
+            style = {"linewidth": 1.2, "alpha": 0.8, "label": f"{row['variant']} N={row['workers']} r{row['repeat']}"}
+        line = by_step.plot(steps, losses, **style)[0]
+        by_time.plot(row["seconds"], losses, **{**style, "color": line.get_color()})
+    by_step.set_xlabel("global step")
+    by_time.set_xlabel("seconds since the run's first logged step")
+    by_step.set_ylabel("training loss (logged batch)")
+    by_step.set_yscale("log")
+    figure.suptitle(f"Loss curves: {len(rows) - 1} cluster runs and the one-process reference (equal runs overlap)")
+    for axes in (by_step, by_time):
+        axes.grid(True, which="both", alpha=0.3)
+    by_step.legend(fontsize="small", ncol=2)
     figure.tight_layout()
     figure.savefig(path + ".tmp.png", dpi=110)
     pyplot.close(figure)
     os.replace(path + ".tmp.png", path)
+
+
+def _staleness(histogram):
+    """Mean and largest staleness of an async run's pushes, from its [[σ, pushes], ...]; None otherwise."""
+    if not histogram:
+        return {"mean_staleness": None, "max_staleness": None}
+    pushes = sum(count for _, count in histogram)
+    return {
+        "mean_staleness": sum(sigma * count for sigma, count in histogram) / pushes,
+        "max_staleness": max(sigma for sigma, _ in histogram),
+    }
+
+
+def _or_dash(value, spec):
+    return "—" if value is None else format(value, spec)
 
 
 def _write_atomically(path, text):

@@ -54,3 +54,30 @@ def test_study_stops_at_a_recipe_flag_the_runs_refuse_with_their_one_line(procs,
     assert run.wait(120) == 2
     assert run.lines[-1] == "error: run reference: flag --model=rnn: value should be one of <mlp|cnn>"
     assert "Traceback" not in run.output
+
+
+@pytest.mark.parametrize(
+    "variants, error",
+    [
+        (
+            "nope --push_every=2",
+            "--variants: 'nope --push_every=2' must start with a mode, one of sync, async, hierarchical",
+        ),
+        ("async push_every=2", "--variants: 'async push_every=2': after the mode, only --flags"),
+    ],
+)
+def test_study_refuses_a_variant_that_is_not_a_mode_and_flags(procs, tmp_path, variants, error):
+    run = procs.start(study_command(f"--out={tmp_path}", f"--variants={variants}"))
+    assert run.wait(60) == 2
+    assert run.lines[0].startswith(f"error: {error}") and len(run.lines) == 1
+
+
+def test_a_variants_flags_reach_its_runs_which_refuse_one_that_is_not_for_its_mode(procs, tmp_path):
+    run = procs.start(
+        study_command(f"--out={tmp_path}", "--variants=sync --staleness_aware;async", "--workers=1", "--repeats=1")
+    )
+    assert run.wait(300) == 2
+    assert "[study] 1/3 reference done" in run.output
+    assert run.lines[-1] == (
+        "error: run sync_staleness_aware-1w-r1: --staleness_aware does not apply to --mode=sync; it is for --mode=async"
+    )
