@@ -2,6 +2,8 @@
 group's exchange with the central parameter servers (hierarchical mode) are the same three steps:
 apply the sum with the optimizer, zero it, count the push. Async pushes also record their staleness."""
 
+import dataclasses
+
 from parallel_tf.compat import tf
 
 
@@ -23,10 +25,9 @@ class GradientSum:
         """The op values of the sums once `gradients` (one per variable) are added."""
         return [tf.identity(s.assign_add(g)) for s, g in zip(self.variables, gradients, strict=True)]
 
-    def push(self, optimizer, sums, parameters, global_step, counter, index):
-        """Applies `sums` (this sum's values) to `parameters` with `optimizer`; then zeroes the sum and
-        adds 1 to counter[index]."""
-        applied = optimizer.apply_gradients(zip(sums, parameters, strict=True), global_step=global_step)
+    def push(self, applied, counter, index):
+        """Once `applied` (the op that hands this sum's values to the parameter servers) has run, zeroes
+        the sum and adds 1 to counter[index]."""
         with tf.control_dependencies([applied]):
             return tf.group(
                 tf.scatter_add(counter, [index], tf.constant([1], tf.int64)),
@@ -52,3 +53,13 @@ class StalenessHistogram:
         """[[σ, pushes], ...] for every σ seen: what the chief logs and summarises."""
         seen = tf.where(self.counts > 0)
         return tf.concat([seen, tf.expand_dims(tf.gather_nd(self.counts, seen), 1)], axis=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Send:
+    """How an async push reaches the parameters: `op` runs in the pushing worker's step; a technique
+    that applies pushes later also gives the chief work to do on joining and in the background."""
+
+    op: object
+    chief_on_join: object = None  # (sess) -> None
+    chief_background: object = None  # (sess) -> None

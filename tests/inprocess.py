@@ -28,6 +28,7 @@ TECHNIQUE_DEFAULTS = {
     "replicas_to_aggregate": 0,
     "local_updates": True,
     "staleness_aware": False,
+    "softsync": 0,
     "delay_compensation": 0.0,
     "worker_delay_ms": "",
 }

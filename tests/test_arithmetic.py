@@ -129,6 +129,24 @@ def test_delay_compensation_corrects_a_gradient_for_the_drift_since_its_fetch(tm
     assert float(session.run(w_on_ps)[0]) == pytest.approx(expected_w, abs=1e-6)
 
 
+@pytest.mark.parametrize("n, expected_w", [(1, 4.0), (2, 7.0)], ids=["1-softsync", "2-softsync"])
+def test_softsync_applies_the_mean_of_every_floor_n_over_N_pushes(tmp_path, n, expected_w):
+    """Two workers, linear loss, 3 steps, pushing every step: 6 pushes whose x sum to 3·(1 + 3) = 12.
+    1-softsync averages them two at a time: 3 updates adding ½·(their x)/2 each, w = 1 + ½·12/2 = 4.
+    2-softsync applies each push alone, as plain async does: w = 1 + ½·12 = 7."""
+    run = train(LINEAR, ONE_AND_THREE, tmp_path, "async", softsync=n)
+    assert w(run) == expected_w
+    assert run["summary"]["updates_by_worker"] == [3, 3]
+
+
+def test_softsync_applies_the_pushes_left_over_at_the_end(tmp_path):
+    """Five workers, 2-softsync: c = ⌊5/2⌋ = 2; one step, so 5 pushes of gradient -2 (x = 2 everywhere):
+    updates of 2, 2 and the last 1 left over, each adding ½·2: w = 1 + 3 = 4 (plain async: 6; dropping
+    the one left over: 3)."""
+    run = train(LINEAR, scalar_dataset(2, 2, 2, 2, 2), tmp_path, "async", num_workers=5, softsync=2, train_steps=1)
+    assert w(run) == 4.0
+
+
 def test_async_workers_push_every_gradient_exactly_once(tmp_path):
     """Two workers, linear loss, 5 steps, push_every=2 (pushes after steps 1, 3 and the last, 4): each
     step adds ½ (1 + 3) = 2 to w, in whatever order the pushes land, so w = 1 + 5·2 = 11."""

@@ -246,6 +246,10 @@ def cases(tmp):
             launcher_command("--mode=async", "--delay_compensation=-1"),
             "--delay_compensation=-1.0: λ must be 0 (off) or more",
         ),
+        "launcher: softsync over more workers than there are": (
+            launcher_command("--mode=async", "--num_workers=2", "--softsync=3"),
+            "--softsync=3 is more than the 2 workers: n-softsync takes floor(N/n) pushes",
+        ),
         "launcher: zero workers": (launcher_command("--num_workers=0"), "--num_workers=0: 0 is not a positive integer"),
         "launcher: bad spec": (
             launcher_command(spec(tmp, "launch_bad", {"ps": ["x"], "worker": ["127.0.0.1:2"]})),

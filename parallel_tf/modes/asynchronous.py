@@ -50,8 +50,9 @@ def build(recipe, dataset, settings, cluster, task_index):
             gradient_sum = GradientSum(copies, LOCAL, "gradient_sum")
             accumulate = gradient_sum.add(gradients)
         sums, on_fetch = techniques.push_gradients(settings, cluster, task_index, parameters, accumulate)
-        with tf.control_dependencies([histogram.record(staleness)]):
-            pushed = gradient_sum.push(optimizer, sums, parameters, global_step, updates, task_index)
+        recorded = histogram.record(staleness)  # before the push changes the global step
+        send = techniques.send_push(settings, cluster, optimizer, sums, parameters, global_step, recorded)
+        pushed = gradient_sum.push(send.op, updates, task_index)
         fetch = tf.group(refresh_copies(pairs), read_step.assign(global_step), *on_fetch)
 
     report = {"workers": tf.constant([task_index]), "losses": tf.reshape(model.loss, [1])}
@@ -73,6 +74,8 @@ def build(recipe, dataset, settings, cluster, task_index):
         local_init_op=tf.local_variables_initializer(),
         ready_for_local_init_op=tf.report_uninitialized_variables(tf.global_variables()),
         counters={"updates_by_worker": updates, "staleness_histogram": histogram.nonzero()},
+        initialise_on_join=send.chief_on_join if task_index == 0 else None,
+        background=send.chief_background if task_index == 0 else None,
         refresh_op=fetch,
         copies=copies,
         gradients=tuple(gradients),

@@ -91,7 +91,8 @@ def build(recipe, dataset, settings, cluster, task_index):
         with tf.control_dependencies(step_ops):  # read_value, not the variable: it must read after the step
             group_update = [s.read_value() for s in group_sum.variables]
         central_optimizer = make_optimizer(settings.optimizer, settings.learning_rate)
-        sent = group_sum.push(central_optimizer, group_update, parameters, central_step, exchanges, group)
+        applied = central_optimizer.apply_gradients(zip(group_update, parameters, strict=True), central_step)
+        sent = group_sum.push(applied, exchanges, group)
         with tf.control_dependencies([sent]):
             exchange = refresh_copies(pairs)
         refresh = refresh_copies(pairs)

@@ -14,6 +14,10 @@ A technique module has
     push_gradients(options, cluster, task_index, parameters, sums) -> (sums, fetch_ops)
                                 optional, async: what a push applies instead of the summed
                                 gradients, and ops to run with each fetch
+    send_push(settings, cluster, optimizer, sums, parameters, global_step, after) -> Send
+                                optional, async: how a push reaches the parameters, if not by
+                                the optimizer at once, once op `after` has run (at most one
+                                technique may say)
     build(build_mode, recipe, dataset, settings, cluster, task_index) -> TrainGraph
                                 optional: wraps the mode's builder (calls it and adds hooks) or
                                 replaces it
@@ -23,15 +27,18 @@ all a new technique touches in the library; it also gets a README row and a hand
 
 import functools
 
+from parallel_tf.compat import tf
+from parallel_tf.pushes import Send
 from parallel_tf.techniques import (
     backup_workers,
     delay_compensation,
     local_updates,
+    softsync,
     staleness_aware,
     stragglers,
 )
 
-TECHNIQUES = (backup_workers, local_updates, staleness_aware, delay_compensation, stragglers)
+TECHNIQUES = (backup_workers, local_updates, staleness_aware, softsync, delay_compensation, stragglers)
 
 
 def define_flags():
@@ -85,6 +92,16 @@ def push_gradients(settings, cluster, task_index, parameters, sums):
             sums, more = technique.push_gradients(settings.options, cluster, task_index, parameters, sums)
             fetch_ops += more
     return sums, fetch_ops
+
+
+def send_push(settings, cluster, optimizer, sums, parameters, global_step, after):
+    """A push, once op `after` has run: `optimizer` applies `sums` to `parameters` at once, unless a
+    technique sends them otherwise."""
+    for technique in enabled(settings.mode, settings.options, cluster):
+        if hasattr(technique, "send_push"):
+            return technique.send_push(settings, cluster, optimizer, sums, parameters, global_step, after)
+    with tf.control_dependencies([after]):
+        return Send(optimizer.apply_gradients(zip(sums, parameters, strict=True), global_step=global_step))
 
 
 def implied(mode, options, cluster):
