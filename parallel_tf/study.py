@@ -184,9 +184,14 @@ class Study:
                 by_n.setdefault(row["workers"], []).append(row)
             first_repeats = [group[0] for group in by_n.values()]
             losses = [row["final_loss"] for row in first_repeats]
-            verdicts[variant] = {
-                "repeats_identical": all(len({r["params_sha256"] for r in group}) == 1 for group in by_n.values()),
-                "identical_across_workers": len({row["params_sha256"] for row in rows}) == 1,
+            repeated = any(len(group) > 1 for group in by_n.values())
+            verdicts[variant] = {  # None: not measured (one repeat, or one worker count)
+                "repeats_identical": all(len({r["params_sha256"] for r in group}) == 1 for group in by_n.values())
+                if repeated
+                else None,
+                "identical_across_workers": len({row["params_sha256"] for row in rows}) == 1
+                if len(by_n) > 1
+                else None,
                 "max_abs_param_diff_across_workers": max(
                     runs.max_param_difference(first_repeats[0]["logdir"], row["logdir"]) for row in first_repeats
                 ),
@@ -283,7 +288,7 @@ def _write_atomically(path, text):
 
 
 def _yes(value):
-    return "yes" if value else "no"
+    return "not measured" if value is None else "yes" if value else "no"
 
 
 if __name__ == "__main__":
