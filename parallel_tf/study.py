@@ -189,9 +189,7 @@ class Study:
                 "repeats_identical": all(len({r["params_sha256"] for r in group}) == 1 for group in by_n.values())
                 if repeated
                 else None,
-                "identical_across_workers": len({row["params_sha256"] for row in rows}) == 1
-                if len(by_n) > 1
-                else None,
+                "identical_across_workers": len({row["params_sha256"] for row in rows}) == 1 if len(by_n) > 1 else None,
                 "max_abs_param_diff_across_workers": max(
                     runs.max_param_difference(first_repeats[0]["logdir"], row["logdir"]) for row in first_repeats
                 ),
@@ -203,11 +201,13 @@ class Study:
         lines = []
         for variant, v in self.verdicts().items():
             lines.append(f"{variant}: repeats identical: {_yes(v['repeats_identical'])}")
-            lines.append(
-                f"{variant}: identical across N: {_yes(v['identical_across_workers'])} "
-                f"(max |Δparam| = {v['max_abs_param_diff_across_workers']:.3g}, "
-                f"final loss spread {v['final_loss_rel_spread_across_workers']:.3g} relative)"
-            )
+            across = f"{variant}: identical across N: {_yes(v['identical_across_workers'])}"
+            if v["identical_across_workers"] is not None:
+                across += (
+                    f" (max |Δparam| = {v['max_abs_param_diff_across_workers']:.3g}, "
+                    f"final loss spread {v['final_loss_rel_spread_across_workers']:.3g} relative)"
+                )
+            lines.append(across)
         return lines
 
     def _write(self):

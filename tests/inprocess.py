@@ -60,22 +60,12 @@ def train(recipe, dataset, logdir, mode="sync", num_ps=1, num_workers=2, groups=
     its metrics.jsonl lines and its params.npz as a dict. `flags` are Settings fields (train_steps, ...);
     the workers in `missing` never start (their servers run, as for a task that died)."""
     logdir.mkdir(parents=True, exist_ok=True)
-    settings = dict(global_batch_size=len(dataset.train_x), train_steps=3, learning_rate=0.5, log_every=1)
-    settings.update(flags)
+    flags = {"log_every": 1, **flags}
     if mode == "single":
-        trainers = [Trainer(recipe, dataset, worker_settings("single", None, 0, logdir, settings))]
+        trainers = [Trainer(recipe, dataset, worker_settings("single", None, 0, logdir, _fields(dataset, flags)))]
     else:
-        config, servers = start_cluster(num_ps, num_workers, groups)
-        trainers = [
-            Trainer(
-                recipe,
-                dataset,
-                worker_settings(mode, config, i, logdir if i == 0 else None, settings),
-                servers[("worker", i)].target,
-            )
-            for i in range(num_workers)
-            if i not in missing
-        ]
+        workers = [i for i in range(num_workers) if i not in missing]
+        trainers = cluster_trainers(recipe, dataset, logdir, mode, num_ps, num_workers, groups, workers, flags)
     errors = []
 
     def run(trainer):
@@ -100,18 +90,28 @@ def train(recipe, dataset, logdir, mode="sync", num_ps=1, num_workers=2, groups=
 def joined_workers(recipe, dataset, logdir, mode, num_workers=2, **flags):
     """[(trainer, session), ...]: every worker's Trainer joined to fresh servers, the chief first, for
     tests that script the order of fetches and pushes themselves (plan(step) gives them)."""
-    config, servers = start_cluster(1, num_workers)
-    fields = {"global_batch_size": len(dataset.train_x), "train_steps": 3, "learning_rate": 0.5, **flags}
-    trainers = [
+    trainers = cluster_trainers(recipe, dataset, logdir, mode, 1, num_workers, None, range(num_workers), flags)
+    return [(trainer, trainer.join()) for trainer in trainers]
+
+
+def cluster_trainers(recipe, dataset, logdir, mode, num_ps, num_workers, groups, workers, flags):
+    """A Trainer for each worker in `workers`, on fresh servers for the whole cluster; the chief writes to `logdir`."""
+    config, servers = start_cluster(num_ps, num_workers, groups)
+    fields = _fields(dataset, flags)
+    return [
         Trainer(
             recipe,
             dataset,
             worker_settings(mode, config, i, logdir if i == 0 else None, fields),
             servers[("worker", i)].target,
         )
-        for i in range(num_workers)
+        for i in workers
     ]
-    return [(trainer, trainer.join()) for trainer in trainers]
+
+
+def _fields(dataset, flags):
+    """The tests' defaults: the whole dataset as the global batch, 3 steps, learning rate 0.5."""
+    return {"global_batch_size": len(dataset.train_x), "train_steps": 3, "learning_rate": 0.5, **flags}
 
 
 def read_outputs(logdir):
