@@ -101,8 +101,9 @@ def _plan(recipe, variants, worker_counts):
 
 
 def _variants(text):
-    """[(name, mode, flags), ...] from --variants: each a mode and the flags of that variant alone. The
-    runs check the flags themselves (a bad one stops the study with the run's one line)."""
+    """[(name, mode, flags), ...] from --variants: each a mode and the flags of that variant alone. A mode
+    option of another mode is refused here; the runs check the values (a bad one stops the study with
+    the run's one line)."""
     if FLAGS["modes"].present:
         raise ConfigError("--variants and --modes: give one (a variant names its mode)")
     variants = []
@@ -112,11 +113,26 @@ def _variants(text):
             raise ConfigError(f"--variants: {item!r} must start with a mode, one of {', '.join(MODES)}")
         if not all(flag.startswith("--") for flag in variant_flags):
             raise ConfigError(f"--variants: {item!r}: after the mode, only --flags")
+        for flag in variant_flags:  # a mode option of another mode: caught before any run
+            scope = _mode_option_scope(flag[2:].split("=")[0])
+            if mode not in scope:
+                raise ConfigError(
+                    f"--variants: {item!r}: {flag.split('=')[0]} does not apply to --mode={mode}; "
+                    f"it is for --mode={'|'.join(scope)}"
+                )
         variants.append((item, mode, variant_flags))
     if not variants:
         raise ConfigError("--variants: empty")
     _modes(list(dict.fromkeys(mode for _, mode, _ in variants)))
     return variants
+
+
+def _mode_option_scope(name):
+    """The modes a flag (maybe a boolean's --noNAME) applies to: every mode unless it is a mode option."""
+    scopes = task_flags.MODE_OPTION_SCOPES
+    if name not in scopes and name.startswith("no") and name[2:] in scopes:
+        name = name[2:]
+    return scopes.get(name, MODES)
 
 
 def _slug(variant):

@@ -14,19 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from parallel_tf.launch import free_loopback_addresses
-
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = str(REPO / "recipes" / "mnist.py")
 CIFAR_RECIPE = str(REPO / "recipes" / "cifar10.py")
 PID_LINE = re.compile(r"started (\S+) \(pid (\d+)\)")
-
-
-def write_spec(path, num_ps, num_workers):
-    addresses = free_loopback_addresses(num_ps + num_workers)
-    spec = {"cluster": {"ps": addresses[:num_ps], "worker": addresses[num_ps:]}}
-    Path(path).write_text(json.dumps(spec))
-    return str(path)
 
 
 def alive(pid):
