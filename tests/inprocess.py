@@ -29,6 +29,7 @@ TECHNIQUE_DEFAULTS = {
     "local_updates": True,
     "staleness_aware": False,
     "softsync": 0,
+    "max_staleness": -1,
     "delay_compensation": 0.0,
     "worker_delay_ms": "",
 }

@@ -147,6 +147,17 @@ def test_softsync_applies_the_pushes_left_over_at_the_end(tmp_path):
     assert w(run) == 4.0
 
 
+@pytest.mark.parametrize("s", [0, 1, 3])
+def test_bounded_staleness_holds_the_fastest_worker_s_steps_ahead_of_a_straggler(tmp_path, s):
+    """Three workers, worker 1 pausing 40 ms before each of its 12 steps, the others not: the others run
+    ahead until they are s steps ahead of it and wait there, so the largest clock gap is exactly s. The
+    arithmetic is plain async's: every push adds ½·2 to w, so w = 1 + 3·12 = 37."""
+    flags = {"max_staleness": s, "worker_delay_ms": "1:40", "train_steps": 12}
+    run = train(LINEAR, scalar_dataset(2, 2, 2), tmp_path, "async", num_workers=3, **flags)
+    assert run["summary"]["largest_clock_gap"] == s
+    assert w(run) == 37.0
+
+
 def test_async_workers_push_every_gradient_exactly_once(tmp_path):
     """Two workers, linear loss, 5 steps, push_every=2 (pushes after steps 1, 3 and the last, 4): each
     step adds ½ (1 + 3) = 2 to w, in whatever order the pushes land, so w = 1 + 5·2 = 11."""

@@ -250,6 +250,10 @@ def cases(tmp):
             launcher_command("--mode=async", "--num_workers=2", "--softsync=3"),
             "--softsync=3 is more than the 2 workers: n-softsync takes floor(N/n) pushes",
         ),
+        "bounded staleness in sync mode": (
+            launcher_command("--max_staleness=2"),
+            "--max_staleness does not apply to --mode=sync; it is for --mode=async",
+        ),
         "launcher: zero workers": (launcher_command("--num_workers=0"), "--num_workers=0: 0 is not a positive integer"),
         "launcher: bad spec": (
             launcher_command(spec(tmp, "launch_bad", {"ps": ["x"], "worker": ["127.0.0.1:2"]})),

@@ -31,6 +31,7 @@ from parallel_tf.compat import tf
 from parallel_tf.pushes import Send
 from parallel_tf.techniques import (
     backup_workers,
+    bounded_staleness,
     delay_compensation,
     local_updates,
     softsync,
@@ -38,7 +39,15 @@ from parallel_tf.techniques import (
     stragglers,
 )
 
-TECHNIQUES = (backup_workers, local_updates, staleness_aware, softsync, delay_compensation, stragglers)
+TECHNIQUES = (
+    backup_workers,
+    local_updates,
+    staleness_aware,
+    softsync,
+    bounded_staleness,
+    delay_compensation,
+    stragglers,
+)
 
 
 def define_flags():
