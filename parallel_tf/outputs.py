@@ -1,7 +1,8 @@
 """What the chief writes in --logdir, and the parameter fingerprint reproducibility is judged by.
 
 metrics.jsonl    one line per logged step: step, loss, examples_per_sec, wall_time, and the mode's counters
-events.*         TensorBoard scalars (loss, examples_per_sec, eval_accuracy)
+events.*         TensorBoard: loss, examples_per_sec, eval_accuracy, the mode's single-number counters,
+                 and the staleness of async pushes as a histogram
 run.json         what defines the run (recipe, seed, batch, ...): a resume must match it
 model.ckpt-*     checkpoints every --checkpoint_every steps and at the end (see checkpoints.py)
 params.npz       final trainable parameters by name, for comparing runs
@@ -56,7 +57,25 @@ class RunWriter:
         }
         with open(self._metrics_path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
-        self._scalars(step, loss=loss, examples_per_sec=examples_per_sec)
+        numbers = {name: value for name, value in counters.items() if isinstance(value, (int, float))}
+        self._scalars(step, loss=loss, examples_per_sec=examples_per_sec, **numbers)
+        if counters.get("staleness_histogram"):
+            self._histogram(step, "staleness", counters["staleness_histogram"])
+
+    def _histogram(self, step, tag, pairs):
+        """A TensorBoard histogram from [[value, count], ...] (each value its own bucket)."""
+        values, counts = np.array(pairs, dtype=np.float64).T
+        histogram = tf.HistogramProto(
+            min=values.min(),
+            max=values.max(),
+            num=counts.sum(),
+            sum=(values * counts).sum(),
+            sum_squares=(values * values * counts).sum(),
+            bucket_limit=[*values[1:] - 0.5, values.max() + 0.5],
+            bucket=counts,
+        )
+        self._events.add_summary(tf.Summary(value=[tf.Summary.Value(tag=tag, histo=histogram)]), step)
+        self._events.flush()
 
     def _scalars(self, step, **values):
         summary = tf.Summary(value=[tf.Summary.Value(tag=tag, simple_value=v) for tag, v in values.items()])

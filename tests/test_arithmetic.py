@@ -14,6 +14,8 @@ import time
 import pytest
 from inprocess import half_mean_square, joined_workers, linear, scalar_dataset, scalar_recipe, slope, train
 
+from parallel_tf.compat import tf
+
 pytestmark = pytest.mark.inprocess
 
 ONE_AND_THREE = scalar_dataset(1, 3)
@@ -164,6 +166,12 @@ def test_async_workers_push_every_gradient_exactly_once(tmp_path):
     run = train(LINEAR, ONE_AND_THREE, tmp_path, "async", push_every=2, fetch_every=2, train_steps=5)
     assert w(run) == 11.0
     assert run["summary"]["updates_by_worker"] == [3, 3]
+    assert sum(count for _, count in run["summary"]["staleness_histogram"]) == 6  # every push, by staleness
+    # TensorBoard gets the staleness histogram metrics.jsonl logs, as a histogram
+    (events,) = tmp_path.glob("events.out.tfevents.*")
+    values = [value for event in tf.train.summary_iterator(str(events)) for value in event.summary.value]
+    histograms = [value.histo for value in values if value.tag == "staleness"]
+    assert histograms[-1].num == sum(count for _, count in run["metrics"][-1]["staleness_histogram"])
 
 
 def test_hierarchical_single_group_is_sync_whatever_central_every(tmp_path):
