@@ -86,11 +86,11 @@ def build(build_mode, recipe, dataset, settings, cluster, task_index):
     tell_gate = then_record_gap(told_one)
     with tf.control_dependencies([told_one]):
         wait_gate = then_record_gap(take(1))
-    started = []
+    started = [False]  # whether this process has run a step yet
 
     def plan(step):
-        gate = wait_gate if started and step > s else tell_gate if started else first_gate
-        started.append(step)
+        gate = (wait_gate if step > s else tell_gate) if started[0] else first_gate
+        started[0] = True
         return [gate, *graph.plan(step)]
 
     # Variables made here: the chief must initialise (and checkpoint) them, and every worker wait for them.
