@@ -217,19 +217,19 @@ def test_cluster_killed_mid_run_resumes_to_the_uninterrupted_result(two_workers,
 
 
 def test_backup_workers_finish_without_a_killed_worker_and_count_stale_gradients(procs, tmp_path):
-    flags = ["--num_workers=3", "--replicas_to_aggregate=2", "--train_steps=100", "--log_every=10"]
+    flags = ["--num_workers=3", "--replicas_to_aggregate=2", "--train_steps=300", "--log_every=10"]
     # The ps gives worker:2 --startup_timeout to come back; the workers wait as long for the ps to come up.
     run = procs.start(launcher_command(f"--logdir={tmp_path}", *flags, "--startup_timeout=15"))
-    run.wait_for_line(r"\[worker:0\] .*step 10/", timeout=RUN_TIMEOUT)
+    run.wait_for_line(r"\[worker:0\] .*step \d+/", timeout=RUN_TIMEOUT)  # steps skipped: 10 may log as 11
     os.kill(run.task_pids["worker:2"], signal.SIGKILL)
     assert run.wait(RUN_TIMEOUT) == 0, run.output
     assert "worker:2 was killed by signal SIGKILL; training goes on without it (backup workers)" in run.output
     assert "worker:2 is gone; carrying on without it" in run.output  # the ps, once it noticed
     summary = read_summary(tmp_path)
-    assert (summary["train_steps"], summary["replicas_to_aggregate"], summary["aggregation"]) == (100, 2, "accumulator")
+    assert (summary["train_steps"], summary["replicas_to_aggregate"], summary["aggregation"]) == (300, 2, "accumulator")
     assert summary["stale_gradients_dropped"] >= 0
     metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert metrics[-1]["step"] == 100 and "stale_gradients_dropped" in metrics[-1]
+    assert metrics[-1]["step"] == 300 and "stale_gradients_dropped" in metrics[-1]
     assert not [name for name, pid in run.task_pids.items() if alive(pid)]
 
 
