@@ -171,7 +171,11 @@ def check_flag_scopes(mode, names=tuple(FLAG_SCOPES)):
                     f"--{name} applies only to cluster tasks, and no cluster was given "
                     "(--cluster_spec, --ps_hosts/--worker_hosts or TF_CONFIG)"
                 )
-            raise ConfigError(f"--{name} does not apply to --mode={mode}; it is for --mode={'|'.join(scope)}")
+            raise not_for_mode(f"--{name}", mode, scope)
+
+
+def not_for_mode(flag, mode, scope):
+    return ConfigError(f"{flag} does not apply to --mode={mode}; it is for --mode={'|'.join(scope)}")
 
 
 def given_task_flags(mode):
@@ -210,7 +214,7 @@ class Settings:
     push_every: int = 1
     fetch_every: int = 1
     central_every: int = 1
-    options: dict = dataclasses.field(default_factory=dict)  # the techniques' flag values, by name
+    options: dict = dataclasses.field(default_factory=techniques.default_options)  # techniques' flags, by name
     num_gpus: int = 0
 
     @property

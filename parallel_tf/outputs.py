@@ -2,7 +2,7 @@
 
 metrics.jsonl    one line per logged step: step, loss, examples_per_sec, wall_time, and the mode's counters
 events.*         TensorBoard: loss, examples_per_sec, eval_accuracy, the mode's single-number counters,
-                 and the staleness of async pushes as a histogram
+                 and its *_histogram counters ([[value, count], ...], e.g. async staleness) as histograms
 run.json         what defines the run (recipe, seed, batch, ...): a resume must match it
 model.ckpt-*     checkpoints every --checkpoint_every steps and at the end (see checkpoints.py)
 params.npz       final trainable parameters by name, for comparing runs
@@ -57,13 +57,15 @@ class RunWriter:
         }
         with open(self._metrics_path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
+        for name, pairs in counters.items():
+            if name.endswith("_histogram") and pairs:
+                self._histogram(step, name.removesuffix("_histogram"), pairs)
         numbers = {name: value for name, value in counters.items() if isinstance(value, (int, float))}
         self._scalars(step, loss=loss, examples_per_sec=examples_per_sec, **numbers)
-        if counters.get("staleness_histogram"):
-            self._histogram(step, "staleness", counters["staleness_histogram"])
 
     def _histogram(self, step, tag, pairs):
-        """A TensorBoard histogram from [[value, count], ...] (each value its own bucket)."""
+        """A TensorBoard histogram from a counter's [[value, count], ...] (each value its own bucket);
+        written with the next scalars."""
         values, counts = np.array(pairs, dtype=np.float64).T
         histogram = tf.HistogramProto(
             min=values.min(),
@@ -75,7 +77,6 @@ class RunWriter:
             bucket=counts,
         )
         self._events.add_summary(tf.Summary(value=[tf.Summary.Value(tag=tag, histo=histogram)]), step)
-        self._events.flush()
 
     def _scalars(self, step, **values):
         summary = tf.Summary(value=[tf.Summary.Value(tag=tag, simple_value=v) for tag, v in values.items()])

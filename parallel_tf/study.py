@@ -116,10 +116,7 @@ def _variants(text):
         for flag in variant_flags:  # a mode option of another mode: caught before any run
             scope = _mode_option_scope(flag[2:].split("=")[0])
             if mode not in scope:
-                raise ConfigError(
-                    f"--variants: {item!r}: {flag.split('=')[0]} does not apply to --mode={mode}; "
-                    f"it is for --mode={'|'.join(scope)}"
-                )
+                raise ConfigError(f"--variants: {item!r}: {task_flags.not_for_mode(flag.split('=')[0], mode, scope)}")
         variants.append((item, mode, variant_flags))
     if not variants:
         raise ConfigError("--variants: empty")

@@ -14,7 +14,7 @@ import threading
 import numpy as np
 
 from parallel_tf import cluster as cluster_lib
-from parallel_tf import devices
+from parallel_tf import devices, techniques
 from parallel_tf.compat import tf
 from parallel_tf.data import Dataset
 from parallel_tf.flags import Settings
@@ -23,16 +23,6 @@ from parallel_tf.recipe import Recipe
 from parallel_tf.trainer import Trainer
 
 OPERATION_TIMEOUT = 60
-# The defaults of the techniques' flags
-TECHNIQUE_DEFAULTS = {
-    "replicas_to_aggregate": 0,
-    "local_updates": True,
-    "staleness_aware": False,
-    "softsync": 0,
-    "max_staleness": -1,
-    "delay_compensation": 0.0,
-    "worker_delay_ms": "",
-}
 RUN_TIMEOUT = 120
 
 
@@ -128,7 +118,7 @@ def read_outputs(logdir):
 def worker_settings(mode, config, task_index, logdir, fields):
     """Settings for worker `task_index`; `fields` (Settings fields, and technique flags) override the defaults."""
     fields = dict(fields)
-    options = {name: fields.pop(name, default) for name, default in TECHNIQUE_DEFAULTS.items()}
+    options = {name: fields.pop(name, default) for name, default in techniques.default_options().items()}
     defaults = dict(
         optimizer="sgd", seed=0, dataset="test", operation_timeout=OPERATION_TIMEOUT, startup_timeout=OPERATION_TIMEOUT
     )

@@ -8,9 +8,8 @@ import types
 
 import numpy as np
 import pytest
-from inprocess import TECHNIQUE_DEFAULTS
 
-from parallel_tf import cluster
+from parallel_tf import cluster, techniques
 from parallel_tf.compat import tf
 from parallel_tf.data import Dataset
 from parallel_tf.layers import dense
@@ -27,7 +26,7 @@ SPECS = {
 }
 SETTINGS = types.SimpleNamespace(
     mode=None,  # set by build()
-    options=TECHNIQUE_DEFAULTS,
+    options=techniques.default_options(),
     startup_timeout=60,
     num_gpus=2,
     optimizer="adagrad",

@@ -2,7 +2,7 @@
 
 A technique module has
     MODES                       the modes its flags apply to (any other mode refuses them, exit 2)
-    FLAGS, define_flags()       the names of its flags, and their absl definitions
+    FLAGS, define_flags(flag_values=FLAGS)  the names of its flags, and their absl definitions
     IMPLIES                     {flag: value} it needs of other flags: the value when the flag is not
                                 given; a different given value is a ConfigError from check()
     enabled(options, cluster)   whether a run with these flag values uses it
@@ -26,6 +26,8 @@ all a new technique touches in the library; it also gets a README row and a hand
 """
 
 import functools
+
+from absl import flags
 
 from parallel_tf.compat import tf
 from parallel_tf.pushes import Send
@@ -53,6 +55,14 @@ TECHNIQUES = (
 def define_flags():
     for technique in TECHNIQUES:
         technique.define_flags()
+
+
+def default_options():
+    """{flag name: default} for every technique's flags: the options of a run that gives none of them."""
+    scratch = flags.FlagValues()
+    for technique in TECHNIQUES:
+        technique.define_flags(scratch)
+    return {name: scratch[name].default for name in flag_scopes()}
 
 
 def flag_scopes():

@@ -29,7 +29,7 @@ FLAGS = ("replicas_to_aggregate",)
 IMPLIES = {"aggregation": "accumulator"}
 
 
-def define_flags():
+def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_integer(
         "replicas_to_aggregate",
         0,
@@ -37,6 +37,7 @@ def define_flags():
         "if the others die; late gradients are dropped and counted). 0: all workers. Implies "
         "--aggregation=accumulator and gives up bitwise repeats.",
         lower_bound=0,
+        flag_values=flag_values,
     )
 
 

@@ -24,13 +24,14 @@ FLAGS = ("max_staleness",)
 IMPLIES = {}
 
 
-def define_flags():
+def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_integer(
         "max_staleness",
         -1,
         "async: bounded staleness (SSP, Ho et al., NIPS 2013): a worker starts step c only once every worker "
         "has finished c - s steps; 0 is lockstep. -1: unbounded (plain async).",
         lower_bound=-1,
+        flag_values=flag_values,
     )
 
 

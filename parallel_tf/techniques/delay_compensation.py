@@ -16,11 +16,12 @@ FLAGS = ("delay_compensation",)
 IMPLIES = {}
 
 
-def define_flags():
+def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_float(
         "delay_compensation",
         0.0,
         "async: DC-ASGD's λ (Zheng et al., ICML 2017): push g + λ·g·g·(w − w at the worker's fetch); 0: off.",
+        flag_values=flag_values,
     )
 
 

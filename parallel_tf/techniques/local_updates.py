@@ -19,13 +19,14 @@ FLAGS = ("local_updates",)
 IMPLIES = {}
 
 
-def define_flags():
+def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_bool(
         "local_updates",
         True,
         "async: between fetches, apply each gradient to the worker's own copy with plain SGD (Downpour's "
         "local update), so the --fetch_every steps between fetches do not all compute at the same point. "
         "--nolocal_updates: sum them at the fetched point.",
+        flag_values=flag_values,
     )
 
 

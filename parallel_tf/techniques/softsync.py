@@ -26,13 +26,14 @@ FLAGS = ("softsync",)
 IMPLIES = {}
 
 
-def define_flags():
+def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_integer(
         "softsync",
         0,
         "async: n-softsync (Zhang et al., IJCAI 2016): apply the average of every floor(N/n) pushes, late ones "
         "included; 1 waits for all N workers, N applies each push. 0: off.",
         lower_bound=0,
+        flag_values=flag_values,
     )
 
 

@@ -13,12 +13,13 @@ FLAGS = ("staleness_aware",)
 IMPLIES = {}
 
 
-def define_flags():
+def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_bool(
         "staleness_aware",
         False,
         "async: apply each push with learning rate / max(staleness, 1), staleness being the updates applied "
         "since the pushing worker fetched (Zhang et al., IJCAI 2016).",
+        flag_values=flag_values,
     )
 
 

@@ -16,11 +16,12 @@ FLAGS = ("worker_delay_ms",)
 IMPLIES = {}
 
 
-def define_flags():
+def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_string(
         "worker_delay_ms",
         "",
         "Stragglers for studies: I:MS[,I:MS...] makes worker I pause MS milliseconds before each step.",
+        flag_values=flag_values,
     )
 
 
