@@ -60,6 +60,10 @@ class ClusterConfig:
         """The indices of the workers that use server (job, task): those it waits for before exiting."""
         return sorted(self.groups[task]) if job == "local_ps" else list(range(self.num_workers))
 
+    def task_at(self, address):
+        """(job, index) of the task listening at `address`."""
+        return next((job, hosts.index(address)) for job, hosts in self.jobs.items() if address in hosts)
+
     def check_mode(self, mode):
         """Raises ConfigError unless this cluster's shape fits `mode`: groups for hierarchical only."""
         if mode == GROUPED_MODE and not self.groups:
@@ -90,6 +94,27 @@ def check_shardable(global_batch_size, num_shards):
             f"--global_batch_size={global_batch_size} is not divisible by the worker count {num_shards}; "
             "every worker must get an equal slice"
         )
+
+
+def assign_jobs(addresses, mode, num_ps, num_groups, source):
+    """A cluster from addresses in start order: the central ps tasks first, then (hierarchical) one
+    local ps per group, then the workers, worker i in group i mod G as in the seed."""
+    num_local_ps = num_groups if mode == GROUPED_MODE else 0
+    num_workers = len(addresses) - num_ps - num_local_ps
+    if num_workers < 1:
+        raise ConfigError(
+            f"{source} has {len(addresses)} task(s): too few for {num_ps} ps"
+            + (f", {num_local_ps} local ps" if num_local_ps else "")
+            + " and at least one worker"
+        )
+    if num_local_ps > num_workers:
+        raise ConfigError(f"--num_groups={num_groups} is more than the {num_workers} worker(s) of {source}")
+    addresses = iter(addresses)
+    sizes = {"ps": num_ps, "local_ps": num_local_ps, "worker": num_workers}
+    spec = {"cluster": {job: [next(addresses) for _ in range(size)] for job, size in sizes.items() if size}}
+    if num_local_ps:
+        spec["groups"] = [list(range(g, num_workers, num_groups)) for g in range(num_groups)]
+    return parse(spec, source)
 
 
 def parse(data, source):

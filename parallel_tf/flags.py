@@ -2,7 +2,9 @@
 
     group             defined by                      flags
     cluster           tasks                           --job_name --task_index --ps_hosts --worker_hosts
+                                                      --cluster_resolver --port_base
     cluster spec      tasks, launcher                 --cluster_spec
+    cluster shape     tasks, launcher                 --num_ps --num_groups
     mode              tasks, launcher, bench          --mode
     mode options      tasks, launcher, bench, study   --push_every ... and every technique's flags
     run               tasks, launcher, bench, study   --global_batch_size --train_steps --seed ...
@@ -17,11 +19,12 @@ and exit 2 (see cli.py).
 """
 
 import dataclasses
+import os
 
 from absl import flags
 
 from parallel_tf import cluster as cluster_lib
-from parallel_tf import techniques
+from parallel_tf import slurm, techniques
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import OPTIMIZERS
 from parallel_tf.modes import MODES
@@ -58,6 +61,7 @@ def define_task_flags(dataset_names):
     """Every flag of a task; `dataset_names` are the recipe's datasets, the first the default."""
     define_cluster_flags()
     define_cluster_spec_flag()
+    define_cluster_shape_flags()
     define_mode_flag()
     define_mode_option_flags()
     define_run_flags()
@@ -70,6 +74,20 @@ def define_cluster_flags():
     flags.DEFINE_integer("task_index", 0, "This process's index within its job; worker 0 is the chief.", lower_bound=0)
     flags.DEFINE_list("ps_hosts", [], "Comma-separated host:port of the parameter servers (instead of a spec).")
     flags.DEFINE_list("worker_hosts", [], "Comma-separated host:port of the workers (instead of a spec).")
+    flags.DEFINE_enum(
+        "cluster_resolver",
+        None,
+        ["slurm"],
+        "Build the cluster from a cluster manager's environment instead of a spec: slurm reads the srun "
+        "step's variables (SLURM_PROCID, SLURM_STEP_NODELIST, ...); the first --num_ps ranks are the ps tasks.",
+    )
+    flags.DEFINE_integer(
+        "port_base",
+        8888,
+        "With --cluster_resolver: each task listens on this port plus its index on its node.",
+        lower_bound=1,
+        upper_bound=65535,
+    )
 
 
 def define_cluster_spec_flag():
@@ -78,6 +96,17 @@ def define_cluster_spec_flag():
         None,
         'JSON file: {"cluster": {"ps": ["host:port"], "worker": ["host:port", ...]}}; the launcher picks free '
         "ports without one.",
+    )
+
+
+def define_cluster_shape_flags():
+    """How many tasks of each server job: the launcher starts them; a resolver assigns them ranks."""
+    flags.DEFINE_integer("num_ps", 1, "(Central) parameter server tasks.", lower_bound=1)
+    flags.DEFINE_integer(
+        "num_groups",
+        2,
+        "hierarchical: worker groups, each with a local ps; worker i joins group i mod G.",
+        lower_bound=1,
     )
 
 
@@ -246,7 +275,7 @@ def settings_from_flags():
         raise ConfigError("--download_url only applies with --download")
     if FLAGS.learning_rate <= 0:
         raise ConfigError(f"--learning_rate={FLAGS.learning_rate}: must be greater than 0")
-    cluster, env_job, env_index = cluster_lib.resolve(FLAGS.cluster_spec, FLAGS.ps_hosts, FLAGS.worker_hosts)
+    cluster, env_job, env_index = _resolve_cluster()
     mode = FLAGS.mode if cluster else NO_CLUSTER
     check_flag_scopes(mode)
     job_name, task_index = "worker", 0
@@ -296,6 +325,26 @@ def settings_from_flags():
         central_every=FLAGS.central_every,
         options=options,
     )
+
+
+def _resolve_cluster():
+    """(cluster or None, job, index) from the one source given: a resolver, a spec, hosts or TF_CONFIG."""
+    if not FLAGS.cluster_resolver:
+        for name in ("num_ps", "num_groups", "port_base"):
+            if FLAGS[name].present:
+                raise ConfigError(
+                    f"--{name} applies only with --cluster_resolver; a spec, hosts or TF_CONFIG name every task"
+                )
+        return cluster_lib.resolve(FLAGS.cluster_spec, FLAGS.ps_hosts, FLAGS.worker_hosts)
+    for name in ("cluster_spec", "ps_hosts", "worker_hosts", "job_name", "task_index"):
+        if FLAGS[name].present:
+            raise ConfigError(
+                f"--cluster_resolver={FLAGS.cluster_resolver} decides the cluster and each task's job; drop --{name}"
+            )
+    if FLAGS["num_groups"].present and FLAGS.mode != cluster_lib.GROUPED_MODE:
+        raise ConfigError(f"--num_groups applies only to --mode=hierarchical, not {FLAGS.mode}")
+    task = slurm.placement(os.environ, FLAGS.mode, FLAGS.num_ps, FLAGS.num_groups, FLAGS.port_base)
+    return task.cluster, task.job_name, task.task_index
 
 
 def technique_options(mode, cluster):

@@ -50,14 +50,8 @@ def define_launcher_flags():
     task_flags.define_run_flags()
     task_flags.define_logdir_flags()
     task_flags.define_cluster_spec_flag()
+    task_flags.define_cluster_shape_flags()
     flags.DEFINE_integer("num_workers", 2, "Worker processes to start.", lower_bound=1)
-    flags.DEFINE_integer("num_ps", 1, "(Central) parameter server processes to start.", lower_bound=1)
-    flags.DEFINE_integer(
-        "num_groups",
-        2,
-        "hierarchical: worker groups, each with a local ps; worker i joins group i mod G.",
-        lower_bound=1,
-    )
     flags.DEFINE_enum(
         "isolate_network",
         "auto",
@@ -139,16 +133,11 @@ def recipe_name(path):
 
 def local_cluster(mode, num_ps, num_workers, num_groups):
     """A spec on free loopback ports; in hierarchical mode worker i joins group i mod G, as in the seed."""
-    sizes = {"ps": num_ps, "worker": num_workers}
-    if mode == cluster_lib.GROUPED_MODE:
-        if num_groups > num_workers:
-            raise ConfigError(f"--num_groups={num_groups} is more than --num_workers={num_workers}")
-        sizes["local_ps"] = num_groups
-    addresses = iter(free_loopback_addresses(sum(sizes.values())))
-    spec = {"cluster": {job: [next(addresses) for _ in range(size)] for job, size in sizes.items()}}
-    if mode == cluster_lib.GROUPED_MODE:
-        spec["groups"] = [list(range(g, num_workers, num_groups)) for g in range(num_groups)]
-    return cluster_lib.parse(spec, "generated spec")
+    num_local_ps = num_groups if mode == cluster_lib.GROUPED_MODE else 0
+    if num_local_ps > num_workers:
+        raise ConfigError(f"--num_groups={num_groups} is more than --num_workers={num_workers}")
+    addresses = free_loopback_addresses(num_ps + num_local_ps + num_workers)
+    return cluster_lib.assign_jobs(addresses, mode, num_ps, num_groups, "generated spec")
 
 
 def free_loopback_addresses(count):

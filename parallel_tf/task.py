@@ -12,7 +12,7 @@ import time
 
 from absl import app, flags, logging
 
-from parallel_tf import devices, logdir
+from parallel_tf import devices, logdir, slurm
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit
 from parallel_tf.cluster import SERVER_JOBS
 from parallel_tf.compat import tf
@@ -40,6 +40,8 @@ def main(recipe, argv):
     _configure_logging()
     try:
         settings = settings_from_flags()
+        if flags.FLAGS.cluster_resolver == "slurm":  # before TensorFlow sees a GPU
+            _narrow_gpus(slurm.narrowed_gpus(os.environ, settings.job_name))
         if settings.job_name in SERVER_JOBS:
             serve(settings)
         else:
@@ -67,6 +69,11 @@ def train(recipe, settings):
     dataset = recipe.datasets[settings.dataset](settings)
     settings = dataclasses.replace(settings, num_gpus=devices.visible_gpu_count())
     Trainer(recipe, dataset, settings, target).run()
+
+
+def _narrow_gpus(cuda_visible_devices):
+    if cuda_visible_devices is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
 
 
 def _claim_logdir(recipe, settings):

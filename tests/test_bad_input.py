@@ -254,6 +254,14 @@ def cases(tmp):
             launcher_command("--max_staleness=2"),
             "--max_staleness does not apply to --mode=sync; it is for --mode=async",
         ),
+        "slurm resolver outside a Slurm step": (
+            recipe_command("--cluster_resolver=slurm"),
+            "--cluster_resolver=slurm: SLURM_STEP_NODELIST is not set; run the task under srun",
+        ),
+        "a task's --num_ps without a resolver": (
+            recipe_command(good, *CLUSTER, "--num_ps=2"),
+            "--num_ps applies only with --cluster_resolver; a spec, hosts or TF_CONFIG name every task",
+        ),
         "launcher: zero workers": (launcher_command("--num_workers=0"), "--num_workers=0: 0 is not a positive integer"),
         "launcher: bad spec": (
             launcher_command(spec(tmp, "launch_bad", {"ps": ["x"], "worker": ["127.0.0.1:2"]})),

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -52,9 +53,35 @@ def launch(tracker, logdir, *args):
 
 @pytest.fixture(scope="module")
 def two_workers(tracker, tmp_path_factory):
+    """The launcher's run of ps:0, worker:0, worker:1 on consecutive ports, as a Slurm step on one node
+    would place them (--port_base + local index), so the Slurm-driven launch can rerun it on them."""
     logdir = tmp_path_factory.mktemp("launch") / "two_workers"
-    # In this network namespace, so the manual launch can restart on its ports right after it.
-    return launch(tracker, logdir, "--isolate_network=off"), logdir
+    base = consecutive_free_ports(3)
+    spec = logdir.parent / "consecutive.json"
+    spec.write_text(
+        json.dumps(
+            {"cluster": {"ps": [f"127.0.0.1:{base}"], "worker": [f"127.0.0.1:{base + 1}", f"127.0.0.1:{base + 2}"]}}
+        )
+    )
+    # In this network namespace, so the tasks started by hand can restart on its ports right after it.
+    return launch(tracker, logdir, f"--cluster_spec={spec}", "--isolate_network=off"), logdir
+
+
+def consecutive_free_ports(count):
+    """The first of `count` consecutive free 127.0.0.1 ports."""
+    for _ in range(100):
+        base = int(free_loopback_addresses(1)[0].split(":")[1])
+        sockets = [socket.socket() for _ in range(count)]
+        try:
+            for offset, s in enumerate(sockets):
+                s.bind(("127.0.0.1", base + offset))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    pytest.fail(f"found no {count} consecutive free ports")
 
 
 def test_launcher_runs_every_task_and_leaves_none_running(two_workers):
@@ -85,21 +112,21 @@ def test_chief_writes_the_documented_outputs(two_workers):
     assert all(address.startswith("127.0.0.1:") for hosts in spec["cluster"].values() for address in hosts)
 
 
-def test_manual_per_process_launch_on_the_launchers_ports_matches_it_bitwise(two_workers, tracker, tmp_path):
-    """The three-terminal launch from the README, as three processes, on the spec (and ports) the launcher's
-    run has just used, as a cluster manager restarts tasks: those ports' connections are still in
-    TIME_WAIT, every task must start, and the result is the launcher's params_sha256."""
+def test_slurm_step_on_the_launchers_ports_matches_it_bitwise(two_workers, tracker, tmp_path):
+    """Three tasks started by hand as srun would start them: the same command, and only Slurm's
+    variables (faked for one node) to tell them apart. They reuse the ports the launcher's run has
+    just closed, as a cluster manager restarts tasks (those connections are still in TIME_WAIT),
+    and they must train the launcher's params_sha256."""
     _, launcher_logdir = two_workers
-    logdir = tmp_path / "manual"
-    common = [f"--cluster_spec={launcher_logdir / 'cluster_spec.json'}", *STEPS]
-    tasks = [
-        tracker.start(recipe_command("--job_name=ps", "--task_index=0", *common)),
-        tracker.start(recipe_command("--job_name=worker", "--task_index=1", *common)),
-        tracker.start(recipe_command("--job_name=worker", "--task_index=0", f"--logdir={logdir}", *common)),
-    ]
+    logdir = tmp_path / "slurm"
+    spec = json.loads((launcher_logdir / "cluster_spec.json").read_text())
+    port_base = int(spec["cluster"]["ps"][0].split(":")[1])
+    command = recipe_command("--cluster_resolver=slurm", f"--port_base={port_base}", f"--logdir={logdir}", *STEPS)
+    step = {"SLURM_STEP_NODELIST": "127.0.0.1", "SLURM_STEP_TASKS_PER_NODE": "3", "SLURM_STEP_NUM_TASKS": "3"}
+    tasks = [tracker.start(command, env=dict(step, SLURM_PROCID=str(r), SLURM_LOCALID=str(r))) for r in range(3)]
     for task in tasks:
         assert task.wait(RUN_TIMEOUT) == 0, task.output
-    assert "all workers finished" in tasks[0].output  # the ps exited by itself
+    assert "all workers finished" in tasks[0].output  # rank 0, the ps, exited by itself
     assert read_summary(logdir)["params_sha256"] == read_summary(launcher_logdir)["params_sha256"]
 
 
