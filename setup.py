@@ -16,6 +16,6 @@ setup(
     extras_require={
         "cpu": [f"tensorflow-cpu{TENSORFLOW}"],
         "gpu": [f"tensorflow{TENSORFLOW}"],
-        "dev": ["pytest>=7", "pytest-timeout", "ruff"],
+        "dev": ["pytest>=7", "pytest-timeout", "ruff", "jsonschema"],
     },
 )

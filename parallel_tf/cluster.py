@@ -219,6 +219,19 @@ def from_tf_config(text):
     return config, task.get("type"), index
 
 
+def from_tfjob_config(text, mode, num_ps, num_groups):
+    """(ClusterConfig, job, index) from the TF_CONFIG Kubeflow's TFJob operator injects, whose only
+    server replica type is PS: its first `num_ps` tasks are the central ps, the next `num_groups`
+    (hierarchical) the groups' local parameter servers, in start order as `assign_jobs` lays out."""
+    config, job, index = from_tf_config(text)
+    if job is None or index is None:
+        raise ConfigError('TF_CONFIG: task: expected {"type": ..., "index": ...}, as the TFJob operator sets')
+    config.check_task(job, index)
+    addresses = [*config.jobs["ps"], *config.jobs["worker"]]
+    cluster = assign_jobs(addresses, mode, num_ps, num_groups, "TF_CONFIG")
+    return (cluster, *cluster.task_at(config.jobs[job][index]))
+
+
 def resolve(cluster_spec, ps_hosts, worker_hosts, environ=os.environ):
     """Picks the one cluster source the user gave; returns (config or None, job, index) from it.
 

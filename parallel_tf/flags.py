@@ -31,6 +31,7 @@ from parallel_tf.modes import MODES
 
 FLAGS = flags.FLAGS
 NO_CLUSTER = "single"
+RESOLVERS = ("slurm", "tfjob")
 
 # The options of each mode: a flag set where it does not apply is an error, because a flag
 # silently ignored is a wrong experiment the user believes they ran.
@@ -77,9 +78,18 @@ def define_cluster_flags():
     flags.DEFINE_enum(
         "cluster_resolver",
         None,
-        ["slurm"],
+        RESOLVERS,
         "Build the cluster from a cluster manager's environment instead of a spec: slurm reads the srun "
-        "step's variables (SLURM_PROCID, SLURM_STEP_NODELIST, ...); the first --num_ps ranks are the ps tasks.",
+        "step's variables (SLURM_PROCID, SLURM_STEP_NODELIST, ...), the first --num_ps ranks being the ps "
+        "tasks; tfjob reads Kubeflow's TF_CONFIG, whose PS tasks after the first --num_ps are the local ps.",
+    )
+    flags.DEFINE_integer(
+        "failure_exit_code",
+        1,
+        "Exit code of a failure at run time (a lost peer, a timeout): one a restart can cure. Kubeflow's "
+        "ExitCode restart policy retries only 128-255; k8s manifests set 138. A mistake always exits 2.",
+        lower_bound=1,
+        upper_bound=255,
     )
     flags.DEFINE_integer(
         "port_base",
@@ -273,6 +283,8 @@ def settings_from_flags():
     """Reads the parsed flags into Settings; raises ConfigError for contradictions."""
     if FLAGS.download_url and not FLAGS.download:
         raise ConfigError("--download_url only applies with --download")
+    if FLAGS.failure_exit_code == 2:
+        raise ConfigError("--failure_exit_code=2: 2 means a mistake, which no restart cures; choose another code")
     if FLAGS.learning_rate <= 0:
         raise ConfigError(f"--learning_rate={FLAGS.learning_rate}: must be greater than 0")
     cluster, env_job, env_index = _resolve_cluster()
@@ -294,7 +306,7 @@ def settings_from_flags():
         if not FLAGS["aggregation"].present:  # backup workers aggregate in arrival order
             aggregation = techniques.implied(mode, options, cluster).get("aggregation", aggregation)
     if FLAGS.strict_determinism:
-        _check_strict(aggregation, FLAGS.microbatches, FLAGS.global_batch_size, cluster)
+        check_strict(aggregation, FLAGS.microbatches, FLAGS.global_batch_size, cluster)
     elif FLAGS["microbatches"].present:
         raise ConfigError("--microbatches applies only with --strict_determinism")
     return Settings(
@@ -343,8 +355,24 @@ def _resolve_cluster():
             )
     if FLAGS["num_groups"].present and FLAGS.mode != cluster_lib.GROUPED_MODE:
         raise ConfigError(f"--num_groups applies only to --mode=hierarchical, not {FLAGS.mode}")
+    if FLAGS.cluster_resolver == "tfjob":
+        if FLAGS["port_base"].present:
+            raise ConfigError("--port_base applies only to --cluster_resolver=slurm; TF_CONFIG names every port")
+        if not os.environ.get("TF_CONFIG"):
+            raise ConfigError("--cluster_resolver=tfjob: TF_CONFIG is not set; the TFJob operator sets it in each pod")
+        return cluster_lib.from_tfjob_config(os.environ["TF_CONFIG"], FLAGS.mode, FLAGS.num_ps, FLAGS.num_groups)
     task = slurm.placement(os.environ, FLAGS.mode, FLAGS.num_ps, FLAGS.num_groups, FLAGS.port_base)
     return task.cluster, task.job_name, task.task_index
+
+
+def check_run_fits(cluster):
+    """Raises ConfigError unless the run's flags fit `cluster` (batch shards, groups, strict microbatches,
+    techniques): what its tasks would check, for the tools that start them to check first."""
+    cluster_lib.check_shardable(FLAGS.global_batch_size, cluster.num_workers)
+    _check_groups(cluster, FLAGS.global_batch_size)
+    if FLAGS.strict_determinism:
+        check_strict(FLAGS.aggregation, FLAGS.microbatches, FLAGS.global_batch_size, cluster)
+    technique_options(FLAGS.mode, cluster)
 
 
 def technique_options(mode, cluster):
@@ -364,7 +392,7 @@ def _check_groups(cluster, global_batch_size):
             )
 
 
-def _check_strict(aggregation, microbatches, global_batch_size, cluster):
+def check_strict(aggregation, microbatches, global_batch_size, cluster):
     """Strict determinism cuts the global batch into the same microbatches for every worker count."""
     if aggregation != "ordered":
         raise ConfigError("--strict_determinism sums in a fixed order: it needs --aggregation=ordered")

@@ -10,6 +10,8 @@ with its task, and waits. If any task fails, or on Ctrl-C / SIGTERM, it stops ev
 by PID and exits non-zero naming the task. The run and mode flags it was given (flags.py) and the
 flags it does not know (the recipe's own, e.g. --model=cnn) go to every task.
 Rerun on the same --logdir after a crash resumes from the chief's latest checkpoint; --fresh starts over.
+With --max_restarts=K the launcher does that itself when a task fails, up to K times (exit 2, a
+mistake, never restarts); with --min_workers a sync restart goes on without the worker that failed.
 
 On Linux the whole cluster runs in a private network namespace (--isolate_network, network.py):
 TensorFlow's servers accept unauthenticated graphs on every interface, and this keeps them unreachable.
@@ -52,6 +54,20 @@ def define_launcher_flags():
     task_flags.define_cluster_spec_flag()
     task_flags.define_cluster_shape_flags()
     flags.DEFINE_integer("num_workers", 2, "Worker processes to start.", lower_bound=1)
+    flags.DEFINE_integer(
+        "max_restarts",
+        0,
+        "When a task fails (not a mistake: exit 2 never restarts), stop the others and restart the whole "
+        "cluster from the chief's latest checkpoint, up to this many times.",
+        lower_bound=0,
+    )
+    flags.DEFINE_integer(
+        "min_workers",
+        None,
+        "sync, with --max_restarts: a worker that failed is left out of the restart, which goes on with the "
+        "most workers left that the run's batch (and --microbatches) divide, if at least this many.",
+        lower_bound=1,
+    )
     flags.DEFINE_enum(
         "isolate_network",
         "auto",
@@ -72,33 +88,95 @@ def main(argv):
         fenced = fence(FLAGS.isolate_network, spec)
         cluster = spec or local_cluster(FLAGS.mode, FLAGS.num_ps, FLAGS.num_workers, FLAGS.num_groups)
         cluster.check_mode(FLAGS.mode)
-        options = task_flags.technique_options(FLAGS.mode, cluster)  # before any task starts: one line, exit 2
+        task_flags.check_run_fits(cluster)  # before any task starts: one line, exit 2
         run_dir = FLAGS.logdir or default_logdir(recipe_name(recipe_path), FLAGS.mode)
+        check_min_workers(FLAGS.min_workers, cluster)
         moved_to = prepare_logdir(run_dir, fresh=FLAGS.fresh)
     except ConfigError as e:
         exit_config_error(str(e))
     say(fenced)
     if moved_to:
         say(f"--fresh: moved the old {run_dir} aside to {moved_to}")
-    spec_path = os.path.join(run_dir, "cluster_spec.json")
-    with open(spec_path, "w", encoding="utf-8") as f:
-        f.write(cluster.to_json())
     common = [
-        f"--cluster_spec={spec_path}",
         f"--mode={FLAGS.mode}",
         f"--logdir={run_dir}",
         *task_flags.given_task_flags(FLAGS.mode),
         *recipe_flags,
     ]
-    spare_workers = techniques.spare_workers(FLAGS.mode, options, cluster)
+    sys.exit(run_with_restarts(cluster, recipe_path, run_dir, common))
+
+
+def run_with_restarts(cluster, recipe_path, run_dir, common):
+    """Runs the cluster; after a failure (not a mistake), restarts it up to --max_restarts times. Returns
+    the exit code: 0, 2 for a task's mistake, 1 for a failure with no restart left."""
+    for restart in range(FLAGS.max_restarts + 1):
+        options = task_flags.technique_options(FLAGS.mode, cluster)
+        spare_workers = techniques.spare_workers(FLAGS.mode, options, cluster)
+        tasks = task_commands(cluster, recipe_path, run_dir, common)
+        failed = Cluster(tasks, gpu_environments(cluster), spare_workers).run()
+        if not failed:
+            report_summary(run_dir)
+            return 0
+        name, code = failed
+        if code == 2 or restart == FLAGS.max_restarts:
+            say(f"{name} {describe_exit(code)}; stopped the other tasks")
+            return 2 if code == 2 else 1
+        cluster = cluster_for_restart(cluster, name, FLAGS.min_workers, fits)
+        say(
+            f"{name} {describe_exit(code)}; stopped the other tasks; restart {restart + 1} of "
+            f"{FLAGS.max_restarts} from the latest checkpoint with {cluster.num_workers} workers"
+        )
+
+
+def task_commands(cluster, recipe_path, run_dir, common):
+    """(name, command) of every task, in start order, after writing the spec they share into the logdir."""
+    spec_path = os.path.join(run_dir, "cluster_spec.json")
+    with open(spec_path, "w", encoding="utf-8") as f:
+        f.write(cluster.to_json())
     tasks = [
-        (f"{job}:{index}", [sys.executable, "-u", recipe_path, f"--job_name={job}", f"--task_index={index}", *common])
+        (f"{job}:{index}", [sys.executable, "-u", recipe_path, f"--job_name={job}", f"--task_index={index}"])
         for job in cluster.jobs
         for index in range(len(cluster.jobs[job]))
     ]
     counts = ", ".join(f"{len(hosts)} {'workers' if job == 'worker' else job}" for job, hosts in cluster.jobs.items())
     say(f"{len(tasks)} tasks ({counts}), mode {FLAGS.mode}; logdir {run_dir}")
-    sys.exit(Cluster(tasks, gpu_environments(cluster), spare_workers).run(run_dir))
+    return [(name, [*command, f"--cluster_spec={spec_path}", *common]) for name, command in tasks]
+
+
+def check_min_workers(min_workers, cluster):
+    if min_workers is None:
+        return
+    if FLAGS.mode != "sync":
+        raise ConfigError(
+            f"--min_workers applies only to --mode=sync, not {FLAGS.mode}: a resume must keep its worker count"
+        )
+    if not FLAGS.max_restarts:
+        raise ConfigError("--min_workers applies with --max_restarts: only a restart can go on with fewer workers")
+    if min_workers > cluster.num_workers:
+        raise ConfigError(f"--min_workers={min_workers} is more than the {cluster.num_workers} workers")
+
+
+def cluster_for_restart(cluster, failed, min_workers, fits):
+    """The cluster to restart: the same one; or, with --min_workers and a failed worker, the same one
+    without that worker, cut to the most workers left that `fits` (the run's arithmetic) allows."""
+    if min_workers is None or not failed.startswith("worker:"):
+        return cluster
+    lost = cluster.jobs["worker"][int(failed.split(":")[1])]
+    left = [address for address in cluster.jobs["worker"] if address != lost]
+    for count in range(len(left), min_workers - 1, -1):
+        smaller = cluster_lib.parse({"cluster": {**cluster.as_dict(), "worker": left[:count]}}, "restart")
+        if fits(smaller):
+            return smaller
+    say(f"no worker count from {len(left)} down to --min_workers={min_workers} fits the run; restarting all")
+    return cluster
+
+
+def fits(cluster):
+    try:
+        task_flags.check_run_fits(cluster)
+    except ConfigError:
+        return False
+    return True
 
 
 def fence(isolate_network, spec):
@@ -185,7 +263,8 @@ class Cluster:
         self.relays = []
         self.print_lock = threading.Lock()
 
-    def run(self, run_dir):
+    def run(self):
+        """Runs every task to the end; returns (name, exit code) of the first that failed, or None."""
         started = time.time()
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -196,17 +275,14 @@ class Cluster:
         finally:
             self.stop()
         if failed:
-            name, code = failed
-            say(f"{name} {describe_exit(code)}; stopped the other tasks")
-            return 2 if code == 2 else 1
+            return failed
         elapsed = time.time() - started
         if self.lost:
             survivors = len(self.procs) - len(self.lost)
             say(f"the other {survivors} tasks exited 0 in {elapsed:.1f}s; lost {', '.join(self.lost)}")
         else:
             say(f"all {len(self.procs)} tasks exited 0 in {elapsed:.1f}s")
-        report_summary(run_dir)
-        return 0
+        return None
 
     def _start(self, name, command):
         env = dict(os.environ, PYTHONUNBUFFERED="1")

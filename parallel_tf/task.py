@@ -92,7 +92,7 @@ def _fail(settings, message):
     logging.flush()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(1)
+    os._exit(flags.FLAGS.failure_exit_code)
 
 
 def _configure_logging():

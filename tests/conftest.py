@@ -111,6 +111,10 @@ def launcher_command(*args):
     return [sys.executable, "-m", "parallel_tf.launch", *args]
 
 
+def k8s_command(*args):
+    return [sys.executable, "-m", "parallel_tf.k8s", *args]
+
+
 def recipe_command(*args):
     return [sys.executable, RECIPE, *args]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from cifar_files import write_cifar10
-from conftest import cifar_command, launcher_command, recipe_command, study_command
+from conftest import cifar_command, k8s_command, launcher_command, recipe_command, study_command
 from idx_files import write_mnist
 
 TIMEOUT = 120
@@ -261,6 +261,31 @@ def cases(tmp):
         "a task's --num_ps without a resolver": (
             recipe_command(good, *CLUSTER, "--num_ps=2"),
             "--num_ps applies only with --cluster_resolver; a spec, hosts or TF_CONFIG name every task",
+        ),
+        "launcher: fewer workers without restarts": (
+            launcher_command("--min_workers=1"),
+            "--min_workers applies with --max_restarts: only a restart can go on with fewer workers",
+        ),
+        "launcher: fewer workers in async mode": (
+            launcher_command("--mode=async", "--max_restarts=1", "--min_workers=1"),
+            "--min_workers applies only to --mode=sync, not async: a resume must keep its worker count",
+        ),
+        "tfjob resolver without TF_CONFIG": (
+            recipe_command("--cluster_resolver=tfjob"),
+            "--cluster_resolver=tfjob: TF_CONFIG is not set; the TFJob operator sets it in each pod",
+        ),
+        "the exit code of a mistake for a failure": (
+            recipe_command(good, *CLUSTER, "--failure_exit_code=2"),
+            "--failure_exit_code=2: 2 means a mistake, which no restart cures; choose another code",
+        ),
+        "k8s: no image": (k8s_command(), "--image is required: the container image the pods run"),
+        "k8s: groups outside hierarchical mode": (
+            k8s_command("--image=x", "--num_groups=3"),
+            "--num_groups applies only to --mode=hierarchical, not sync",
+        ),
+        "k8s: a name Kubernetes refuses": (
+            k8s_command("--image=x", "--name=My_Job"),
+            "--name=My_Job: a TFJob name must be a DNS label",
         ),
         "launcher: zero workers": (launcher_command("--num_workers=0"), "--num_workers=0: 0 is not a positive integer"),
         "launcher: bad spec": (

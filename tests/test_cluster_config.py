@@ -6,7 +6,7 @@ import pytest
 
 from parallel_tf import cluster
 from parallel_tf.errors import ConfigError
-from parallel_tf.launch import local_cluster
+from parallel_tf.launch import cluster_for_restart, local_cluster
 
 GOOD = {"cluster": {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "localhost:2224"]}}
 
@@ -146,3 +146,18 @@ def test_shipped_specs_are_valid_for_their_mode(name):
     config = cluster.from_spec_file(str(Path(__file__).resolve().parents[1] / "cluster_specs" / f"{name}.json"))
     config.check_mode("hierarchical" if name.startswith("hierarchical") else "sync")
     assert all(address.startswith("127.0.0.1:") for hosts in config.jobs.values() for address in hosts)
+
+
+def test_restart_without_min_workers_brings_back_every_task():
+    cluster = local_cluster("sync", 1, 4, 2)
+    assert cluster_for_restart(cluster, "worker:1", None, lambda c: True) == cluster
+
+
+def test_restart_with_min_workers_leaves_the_failed_worker_out_and_keeps_a_count_that_fits():
+    cluster = local_cluster("sync", 1, 4, 2)
+    even = lambda c: c.num_workers % 2 == 0  # noqa: E731 -- like --microbatches=8 under strict determinism
+    restarted = cluster_for_restart(cluster, "worker:1", 2, even)
+    workers = cluster.jobs["worker"]
+    assert restarted.jobs == {"ps": cluster.jobs["ps"], "worker": (workers[0], workers[2])}  # 3 left; 2 fit
+    assert cluster_for_restart(cluster, "worker:1", 3, even) == cluster  # 3 do not fit, 2 are too few
+    assert cluster_for_restart(cluster, "ps:0", 2, even) == cluster  # a ps cannot be left out

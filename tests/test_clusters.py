@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import models
 import pytest
 from conftest import REPO, ProcessTracker, alive, launcher_command, read_summary, recipe_command
 
@@ -130,31 +131,6 @@ def test_slurm_step_on_the_launchers_ports_matches_it_bitwise(two_workers, track
     assert read_summary(logdir)["params_sha256"] == read_summary(launcher_logdir)["params_sha256"]
 
 
-def test_hierarchical_two_groups_launched_by_hand(tracker, tmp_path):
-    """The README's launch by hand, one process per task: a central ps, a local ps per group, a worker
-    in each (the exchange arithmetic is derived in test_arithmetic.py; here, that every server exits)."""
-    addresses = free_loopback_addresses(5)
-    spec = tmp_path / "hierarchical_2x1.json"
-    cluster = {"ps": addresses[:1], "local_ps": addresses[1:3], "worker": addresses[3:]}
-    spec.write_text(json.dumps({"cluster": cluster, "groups": [[0], [1]]}))
-    common = [f"--cluster_spec={spec}", "--mode=hierarchical", "--central_every=5", *STEPS]
-    logdir = tmp_path / "hierarchical"
-    tasks = {
-        f"{job}:{index}": tracker.start(recipe_command(f"--job_name={job}", f"--task_index={index}", *common))
-        for job, index in [("ps", 0), ("local_ps", 0), ("local_ps", 1), ("worker", 1)]
-    }
-    tasks["worker:0"] = tracker.start(
-        recipe_command("--job_name=worker", "--task_index=0", f"--logdir={logdir}", *common)
-    )
-    for name, task in tasks.items():
-        assert task.wait(RUN_TIMEOUT) == 0, f"{name}:\n{task.output}"
-    for name in ("ps:0", "local_ps:0", "local_ps:1"):  # every server exited by itself once its workers were done
-        assert f"all workers finished; {name} exiting" in tasks[name].output
-    summary = read_summary(logdir)
-    assert summary["central_exchanges_by_group"] == [20, 20]  # train_steps / central_every, for each group
-    assert summary["eval_accuracy"] > 0.8
-
-
 def start_long_run(procs, logdir, num_workers, *args):
     """A launcher run far too long to finish, once its chief has logged step 10."""
     flags = [f"--num_workers={num_workers}", "--train_steps=1000000", "--log_every=10"]
@@ -217,30 +193,55 @@ def test_signal_to_the_launcher_stops_every_task(procs, tmp_path, signum, isolat
     assert not [name for name, pid in run.task_pids.items() if alive(pid)]
 
 
-def test_cluster_killed_mid_run_resumes_to_the_uninterrupted_result(two_workers, procs, tmp_path):
-    """Kill everything after the step-40 checkpoint; the same command again ends bitwise where an
-    uninterrupted run (two_workers, same flags) ends."""
-    _, uninterrupted = two_workers
-    logdir = tmp_path / "resumed"
-    command = launcher_command(f"--logdir={logdir}", *STEPS, "--checkpoint_every=20")
-    first = procs.start(command)
-    first.wait_for_line(r"\[worker:0\] .*step 40/", timeout=RUN_TIMEOUT)
-    os.kill(first.task_pids["worker:1"], signal.SIGSTOP)  # lockstep: the chief cannot get past step 41
+def kill_worker_after_checkpoint(run, logdir, step):
+    """Freezes worker:1 once the chief has logged `step` (lockstep: the chief cannot get past step + 1),
+    waits for that step's checkpoint, then kills the worker."""
+    run.wait_for_line(rf"\[worker:0\] .*step {step}/", timeout=RUN_TIMEOUT)
+    pid = run.task_pids["worker:1"]
+    os.kill(pid, signal.SIGSTOP)
     deadline = time.time() + 30
-    while 'model.ckpt-40"' not in (logdir / "checkpoint").read_text():  # the saver's index of checkpoints
-        assert time.time() < deadline, first.output
+    while f'model.ckpt-{step}"' not in (logdir / "checkpoint").read_text():  # the saver's index of checkpoints
+        assert time.time() < deadline, run.output
         time.sleep(0.1)
-    for pid in [first.proc.pid, *first.task_pids.values()]:
-        os.kill(pid, signal.SIGKILL)
-    first.wait(30)
-    assert not (logdir / "summary.json").exists()
+    os.kill(pid, signal.SIGKILL)
 
-    second = procs.start(command)
-    assert second.wait(RUN_TIMEOUT) == 0, second.output
-    assert re.search(r"\[worker:0\] .*resuming from .*model\.ckpt-40 at step 40/100", second.output)
+
+def test_launcher_restarts_after_a_killed_worker_and_ends_on_the_uninterrupted_result(two_workers, procs, tmp_path):
+    """--max_restarts=1, worker:1 killed after the step-40 checkpoint: the launcher stops the rest, starts
+    the cluster again, the chief resumes at step 40, and the run ends bitwise where the uninterrupted
+    run (two_workers, same flags) ends."""
+    _, uninterrupted = two_workers
+    logdir = tmp_path / "restarted"
+    run = procs.start(launcher_command(f"--logdir={logdir}", *STEPS, "--checkpoint_every=20", "--max_restarts=1"))
+    kill_worker_after_checkpoint(run, logdir, 40)
+    assert run.wait(RUN_TIMEOUT) == 0, run.output
+    restart = (
+        "worker:1 was killed by signal SIGKILL; stopped the other tasks; restart 1 of 1 from the latest checkpoint"
+    )
+    assert f"{restart} with 2 workers" in run.output
+    assert re.search(r"\[worker:0\] .*resuming from .*model\.ckpt-40 at step 40/100", run.output)
     assert read_summary(logdir)["params_sha256"] == read_summary(uninterrupted)["params_sha256"]
     metrics = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [20, 40, 60, 80, 100]  # the killed run's steps 41.. were redone
+    assert not [name for name, pid in run.task_pids.items() if alive(pid)]
+
+
+def test_strict_run_goes_on_with_fewer_workers_and_ends_on_the_uninterrupted_result(procs, tmp_path):
+    """Deterministic elasticity: strict, 2 workers, worker:1 lost after the step-40 checkpoint and left
+    out (--min_workers=1); the restart on 1 worker ends bitwise on the uninterrupted strict run's
+    parameters (strict arithmetic does not depend on the worker count; the reference trains in-process)."""
+    strict = ["--strict_determinism", "--microbatches=8"]
+    logdir = tmp_path / "elastic"
+    flags = [*STEPS, *strict, "--checkpoint_every=20", "--max_restarts=1", "--min_workers=1"]
+    run = procs.start(launcher_command(f"--logdir={logdir}", *flags))
+    kill_worker_after_checkpoint(run, logdir, 40)
+    assert run.wait(RUN_TIMEOUT) == 0, run.output
+    assert "restart 1 of 1 from the latest checkpoint with 1 workers" in run.output
+    assert len(json.loads((logdir / "cluster_spec.json").read_text())["cluster"]["worker"]) == 1
+    summary = read_summary(logdir)
+    assert summary["num_workers"] == 1
+    reference = models.sha(tmp_path / "reference", "sync", strict_determinism=True, microbatches=8, train_steps=100)
+    assert summary["params_sha256"] == reference
 
 
 def test_backup_workers_finish_without_a_killed_worker_and_count_stale_gradients(procs, tmp_path):
@@ -261,13 +262,15 @@ def test_backup_workers_finish_without_a_killed_worker_and_count_stale_gradients
 
 
 def test_worker_without_parameter_server_gives_up_naming_it(procs):
+    """With the exit code a TFJob manifest gives a failure a restart can cure (1 by default, as the
+    parameter server's test below checks)."""
     ps_address, worker_address = free_loopback_addresses(2)  # nothing listens on the ps port
     started = time.time()
     run = procs.start(
         recipe_command(f"--ps_hosts={ps_address}", f"--worker_hosts={worker_address}", "--job_name=worker")
-        + ["--startup_timeout=3"]
+        + ["--startup_timeout=3", "--failure_exit_code=138"]
     )
-    assert run.wait(60) == 1
+    assert run.wait(60) == 138
     assert f"cannot reach ps:0 at {ps_address} within --startup_timeout=3s" in run.output
     assert time.time() - started < 3 + 5  # it waits before TensorFlow is even imported
 

@@ -4,56 +4,25 @@ fetching every step; hierarchical with one group = sync accumulator with that ma
 servers = 1; strict determinism gives one model for 1, 2 and 4 workers (50 steps). Up to rounding:
 ordered sync on 3 workers = 1 worker. On the CIFAR-10 CNN with augmentation, sync repeats bitwise."""
 
-import importlib.util
-
 import numpy as np
 import pytest
-from conftest import CIFAR_RECIPE, RECIPE
+from conftest import CIFAR_RECIPE
 from inprocess import train
+from models import DEFAULTS, DIGITS, FLAGS, MLP, recipe_module, sha
 
 from parallel_tf import datasets
 from parallel_tf.data import random_crop_and_flip
-from parallel_tf.flags import Settings
 from parallel_tf.recipe import Recipe
 
 pytestmark = pytest.mark.inprocess
 
 
-def _recipe_module(name, path):
-    spec = importlib.util.spec_from_file_location(f"{name}_recipe", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # defines its own flags, as running the recipe does
-    return module
-
-
-MLP = Recipe(name="mnist", model_fn=_recipe_module("mnist", RECIPE).mlp, datasets={})
-DEFAULTS = Settings(
-    mode="single",
-    job_name="worker",
-    task_index=0,
-    cluster=None,
-    global_batch_size=120,
-    train_steps=200,
-    learning_rate=0.1,
-    optimizer="sgd",
-    seed=0,
-    logdir=None,
-    dataset="digits",
-)
-DIGITS = datasets.digits(DEFAULTS)
-FLAGS = {"global_batch_size": 120, "train_steps": 100, "learning_rate": 0.1, "log_every": 50}
-
-
-def sha(tmp_path, name, mode, **flags):
-    return train(MLP, DIGITS, tmp_path / name, mode, **{**FLAGS, **flags})["summary"]["params_sha256"]
-
-
 def test_async_with_one_worker_pushing_and_fetching_every_step_is_the_one_process_run(tmp_path):
-    assert sha(tmp_path, "async", "async", num_workers=1) == sha(tmp_path, "single", "single")
+    assert sha(tmp_path / "async", "async", num_workers=1) == sha(tmp_path / "single", "single")
 
 
 def test_sync_with_one_worker_is_the_one_process_run(tmp_path):
-    assert sha(tmp_path, "sync", "sync", num_workers=1) == sha(tmp_path, "single", "single")
+    assert sha(tmp_path / "sync", "sync", num_workers=1) == sha(tmp_path / "single", "single")
 
 
 def test_ordered_sync_on_three_workers_is_one_worker_up_to_rounding(tmp_path):
@@ -63,26 +32,26 @@ def test_ordered_sync_on_three_workers_is_one_worker_up_to_rounding(tmp_path):
 
 
 def test_hierarchical_with_one_group_is_sync_accumulator_with_that_many_workers(tmp_path):
-    hierarchical = sha(tmp_path, "hierarchical", "hierarchical", groups=[[0, 1]])
-    assert hierarchical == sha(tmp_path, "sync", "sync", aggregation="accumulator")
+    hierarchical = sha(tmp_path / "hierarchical", "hierarchical", groups=[[0, 1]])
+    assert hierarchical == sha(tmp_path / "sync", "sync", aggregation="accumulator")
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_two_parameter_servers_train_what_one_does(tmp_path, mode):
     flags = {"num_workers": 1} if mode == "async" else {}  # async with two workers is not repeatable
-    assert sha(tmp_path, "two", mode, num_ps=2, **flags) == sha(tmp_path, "one", mode, num_ps=1, **flags)
+    assert sha(tmp_path / "two", mode, num_ps=2, **flags) == sha(tmp_path / "one", mode, num_ps=1, **flags)
 
 
 def test_strict_determinism_trains_the_same_parameters_for_1_2_and_4_workers(tmp_path):
     strict = {"strict_determinism": True, "microbatches": 8, "train_steps": 50}
-    hashes = {sha(tmp_path, f"strict{n}", "sync", num_workers=n, **strict) for n in (1, 2, 4)}
+    hashes = {sha(tmp_path / f"strict{n}", "sync", num_workers=n, **strict) for n in (1, 2, 4)}
     assert len(hashes) == 1
 
 
 def test_cifar10_cnn_with_augmentation_repeats_bitwise_on_a_sync_cluster(tmp_path):
     cifar = datasets.synthetic_cifar10(DEFAULTS, num_train=240, num_eval=24)
     recipe = Recipe(
-        name="cifar10", model_fn=_recipe_module("cifar10", CIFAR_RECIPE).model, datasets={}, augment=_augment
+        name="cifar10", model_fn=recipe_module("cifar10", CIFAR_RECIPE).model, datasets={}, augment=_augment
     )
     flags = {"global_batch_size": 24, "train_steps": 10, "learning_rate": 0.01, "log_every": 5}
     first, second = (train(recipe, cifar, tmp_path / name, "sync", **flags)["summary"] for name in ("first", "second"))

@@ -1,0 +1,41 @@
+"""The recipes' models and the digits data, loaded once per test process (a recipe module defines
+its own flags, which absl allows only once), for training on in-process clusters."""
+
+import importlib.util
+
+from conftest import RECIPE
+from inprocess import train
+
+from parallel_tf import datasets
+from parallel_tf.flags import Settings
+from parallel_tf.recipe import Recipe
+
+
+def recipe_module(name, path):
+    spec = importlib.util.spec_from_file_location(f"{name}_recipe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # defines its own flags, as running the recipe does
+    return module
+
+
+MLP = Recipe(name="mnist", model_fn=recipe_module("mnist", RECIPE).mlp, datasets={})
+DEFAULTS = Settings(
+    mode="single",
+    job_name="worker",
+    task_index=0,
+    cluster=None,
+    global_batch_size=120,
+    train_steps=200,
+    learning_rate=0.1,
+    optimizer="sgd",
+    seed=0,
+    logdir=None,
+    dataset="digits",
+)
+DIGITS = datasets.digits(DEFAULTS)
+FLAGS = {"global_batch_size": 120, "train_steps": 100, "learning_rate": 0.1, "log_every": 50}
+
+
+def sha(logdir, mode, **flags):
+    """The params_sha256 of the digits MLP trained in `mode` (the recipe's defaults, 100 steps, unless `flags`)."""
+    return train(MLP, DIGITS, logdir, mode, **{**FLAGS, **flags})["summary"]["params_sha256"]

@@ -1,0 +1,144 @@
+"""The TFJob manifest: valid for the CRD's schema (vendored) and the operator's webhook rules, and its
+pods train when started here with the TF_CONFIG the operator would inject."""
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from conftest import REPO, ProcessTracker, read_summary
+
+from parallel_tf import k8s
+from parallel_tf.launch import free_loopback_addresses
+
+CRD = json.loads((Path(__file__).parent / "data" / "tfjob_crd_v1_schema.json").read_text())["schema"]
+RUN_TIMEOUT = 240
+
+
+def job(mode="sync", num_ps=1, num_groups=2, num_workers=2, task_args=(), **overrides):
+    replicas = k8s.replica_counts(mode, num_ps, num_groups, num_workers)
+    fields = dict(name="mnist-" + mode, namespace="research", image="registry.example/parallel_tf:1", workdir="/app")
+    fields.update(logdir="/logs/run", logdir_claim="runs", recipe="mnist", mode=mode, num_ps=num_ps)
+    fields.update(num_groups=num_groups, replicas=replicas, task_args=list(task_args), **overrides)
+    return k8s.manifest(**fields)
+
+
+def unknown_fields(value, schema, path="$"):
+    """Fields the schema does not declare: the API server would prune them (kubectl --validate=strict
+    refuses them), so a manifest must have none."""
+    if isinstance(value, dict) and schema.get("type") == "object":
+        declared = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        found = []
+        for key, item in value.items():
+            if key in declared:
+                found += unknown_fields(item, declared[key], f"{path}.{key}")
+            elif isinstance(extra, dict):
+                found += unknown_fields(item, extra, f"{path}.{key}")
+            elif schema.get("x-kubernetes-preserve-unknown-fields") or path == "$.metadata":
+                continue
+            else:
+                found.append(f"{path}.{key}")
+        return found
+    if isinstance(value, list) and "items" in schema:
+        return [
+            field for i, item in enumerate(value) for field in unknown_fields(item, schema["items"], f"{path}[{i}]")
+        ]
+    return []
+
+
+def webhook_errors(manifest):
+    """The training-operator's TFJob admission webhook (release-1.9, pkg/webhooks/tensorflow): a DNS-1035
+    name; replica specs; in each, containers with an image and one named "tensorflow"; at most one
+    Chief or Master."""
+    errors = []
+    name = manifest["metadata"]["name"]
+    if not re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name) or len(name) > 63:
+        errors.append(f"metadata.name {name!r} is not a DNS-1035 label")
+    specs = manifest["spec"].get("tfReplicaSpecs")
+    if not specs:
+        errors.append("spec.tfReplicaSpecs: must be required")
+    for kind, spec in (specs or {}).items():
+        containers = spec.get("template", {}).get("spec", {}).get("containers", [])
+        if not containers:
+            errors.append(f"{kind}: containers must be specified")
+        errors += [f"{kind}: container {i} has no image" for i, c in enumerate(containers) if not c.get("image")]
+        if not any(c.get("name") == "tensorflow" for c in containers):
+            errors.append(f"{kind}: must have at least one container with name tensorflow")
+    if sum(kind in ("Chief", "Master") for kind in specs or {}) > 1:
+        errors.append("must not have more than 1 Chief or Master role")
+    return errors
+
+
+@pytest.mark.parametrize("mode", ["sync", "async", "hierarchical"])
+def test_manifest_is_valid_for_the_crd_and_the_webhook(mode):
+    manifest = job(mode, task_args=["--train_steps=100"])
+    jsonschema.validate(manifest, CRD)
+    assert unknown_fields(manifest, CRD) == []
+    assert webhook_errors(manifest) == []
+    specs = manifest["spec"]["tfReplicaSpecs"]
+    assert {kind: spec["replicas"] for kind, spec in specs.items()} == {
+        "PS": 3 if mode == "hierarchical" else 1,  # the local parameter servers are PS replicas after the central one
+        "Worker": 2,
+    }
+    assert {spec["restartPolicy"] for spec in specs.values()} == {"ExitCode"}
+    assert manifest["spec"]["runPolicy"]["cleanPodPolicy"] == "Running"
+    args = specs["Worker"]["template"]["spec"]["containers"][0]["args"]
+    assert "--cluster_resolver=tfjob" in args and "--train_steps=100" in args
+    code = int(next(arg for arg in args if arg.startswith("--failure_exit_code=")).split("=")[1])
+    assert 128 <= code <= 255  # retried under ExitCode; a mistake's 2 is not
+
+
+def test_the_checks_catch_what_the_operator_would_refuse():
+    """The schema, field and webhook checks above are not vacuous."""
+    bad = job(name="Mnist_Sync")
+    bad["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = "two"
+    bad["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"] = "main"
+    bad["spec"]["tfReplicaSpecs"]["PS"]["template"]["spec"]["containers"][0]["imagePullSecret"] = "x"
+    with pytest.raises(jsonschema.ValidationError, match="'two' is not of type 'integer'"):
+        jsonschema.validate(bad, CRD)
+    assert unknown_fields(bad, CRD) == ["$.spec.tfReplicaSpecs.PS.template.spec.containers[0].imagePullSecret"]
+    assert webhook_errors(bad) == [
+        "metadata.name 'Mnist_Sync' is not a DNS-1035 label",
+        "Worker: must have at least one container with name tensorflow",
+    ]
+
+
+def operator_tf_config(manifest, addresses, kind, index):
+    """The TF_CONFIG the operator injects into pod <kind>-<index> (genTFConfigJSONStr): lower-cased
+    replica types, every replica's address, environment "cloud". `addresses` stand in for its
+    <job>-<type>-<i>.<namespace>.svc:2222 names, which do not resolve here."""
+    cluster = {kind.lower(): addresses[kind] for kind in manifest["spec"]["tfReplicaSpecs"]}
+    return json.dumps({"cluster": cluster, "task": {"type": kind.lower(), "index": index}, "environment": "cloud"})
+
+
+def test_hierarchical_tfjob_pods_train_with_the_operators_tf_config(tmp_path):
+    """Two groups of one worker: PS 0 is the central ps, PS 1 and 2 the groups' local parameter servers.
+    Every pod runs the container's command and args (the logdir aside) on this machine, each server
+    exits by itself when its workers are done, and every group exchanged with the central ps."""
+    manifest = job("hierarchical", num_groups=2, task_args=["--central_every=5", "--train_steps=100", "--log_every=20"])
+    specs = manifest["spec"]["tfReplicaSpecs"]
+    ports = iter(free_loopback_addresses(sum(spec["replicas"] for spec in specs.values())))
+    addresses = {kind: [next(ports) for _ in range(spec["replicas"])] for kind, spec in specs.items()}
+    tracker = ProcessTracker()
+    try:
+        pods = {}
+        for kind, spec in specs.items():
+            container = spec["template"]["spec"]["containers"][0]
+            args = [f"--logdir={tmp_path}" if arg.startswith("--logdir=") else arg for arg in container["args"]]
+            command = [sys.executable, *container["command"][1:], *args]
+            assert Path(REPO, container["command"][-1]).is_file()
+            for index in range(spec["replicas"]):
+                env = {"TF_CONFIG": operator_tf_config(manifest, addresses, kind, index)}
+                pods[f"{kind}-{index}"] = tracker.start(command, env=env)
+        for name, pod in pods.items():
+            assert pod.wait(RUN_TIMEOUT) == 0, f"{name}:\n{pod.output}"
+    finally:
+        tracker.kill_all()
+    for pod, task in (("PS-0", "ps:0"), ("PS-1", "local_ps:0"), ("PS-2", "local_ps:1")):
+        assert f"all workers finished; {task} exiting" in pods[pod].output
+    summary = read_summary(tmp_path)
+    assert summary["central_exchanges_by_group"] == [20, 20]  # train_steps / central_every, for each group
+    assert summary["eval_accuracy"] > 0.8
