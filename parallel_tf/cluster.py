@@ -60,6 +60,10 @@ class ClusterConfig:
         """The indices of the workers that use server (job, task): those it waits for before exiting."""
         return sorted(self.groups[task]) if job == "local_ps" else list(range(self.num_workers))
 
+    def tasks(self):
+        """(name, address) of every task, in start order: "ps:0", "local_ps:0", ..., "worker:0", ..."""
+        return [(f"{job}:{i}", address) for job, hosts in self.jobs.items() for i, address in enumerate(hosts)]
+
     def task_at(self, address):
         """(job, index) of the task listening at `address`."""
         return next((job, hosts.index(address)) for job, hosts in self.jobs.items() if address in hosts)
@@ -115,6 +119,28 @@ def assign_jobs(addresses, mode, num_ps, num_groups, source):
     if num_local_ps:
         spec["groups"] = [list(range(g, num_workers, num_groups)) for g in range(num_groups)]
     return parse(spec, source)
+
+
+def assign_jobs_by_host(addresses, hosts, num_ps, source):
+    """A hierarchical cluster with one group per host, from addresses in start order and the host of
+    each: the first `num_ps` are the central ps; on every host the first task left is the group's
+    local ps and the rest are its workers (numbered in start order across hosts)."""
+    central, rest = list(range(num_ps)), range(num_ps, len(addresses))
+    by_host = {}
+    for task in rest:
+        by_host.setdefault(hosts[task], []).append(task)
+    if not by_host or any(len(tasks) < 2 for tasks in by_host.values()):
+        empty = next((host for host, tasks in by_host.items() if len(tasks) < 2), "every host")
+        raise ConfigError(f"{source}: with one group per host, {empty} needs a local ps and at least one worker")
+    local_ps = [tasks[0] for tasks in by_host.values()]
+    workers = sorted(task for tasks in by_host.values() for task in tasks[1:])
+    groups = [[workers.index(task) for task in tasks[1:]] for tasks in by_host.values()]
+    cluster = {
+        "ps": [addresses[t] for t in central],
+        "local_ps": [addresses[t] for t in local_ps],
+        "worker": [addresses[t] for t in workers],
+    }
+    return parse({"cluster": cluster, "groups": groups}, source)
 
 
 def parse(data, source):

@@ -118,6 +118,13 @@ def define_cluster_shape_flags():
         "hierarchical: worker groups, each with a local ps; worker i joins group i mod G.",
         lower_bound=1,
     )
+    flags.DEFINE_enum(
+        "groups",
+        "interleaved",
+        ["interleaved", "by_host"],
+        "hierarchical: interleaved puts worker i in group i mod --num_groups; by_host makes one group per "
+        "host (a Slurm node, or a --simulate_hosts host), its local ps and its workers on that host.",
+    )
 
 
 def define_mode_flag():
@@ -342,7 +349,7 @@ def settings_from_flags():
 def _resolve_cluster():
     """(cluster or None, job, index) from the one source given: a resolver, a spec, hosts or TF_CONFIG."""
     if not FLAGS.cluster_resolver:
-        for name in ("num_ps", "num_groups", "port_base"):
+        for name in ("num_ps", "num_groups", "groups", "port_base"):
             if FLAGS[name].present:
                 raise ConfigError(
                     f"--{name} applies only with --cluster_resolver; a spec, hosts or TF_CONFIG name every task"
@@ -353,15 +360,20 @@ def _resolve_cluster():
             raise ConfigError(
                 f"--cluster_resolver={FLAGS.cluster_resolver} decides the cluster and each task's job; drop --{name}"
             )
-    if FLAGS["num_groups"].present and FLAGS.mode != cluster_lib.GROUPED_MODE:
-        raise ConfigError(f"--num_groups applies only to --mode=hierarchical, not {FLAGS.mode}")
+    for name in ("num_groups", "groups"):
+        if FLAGS[name].present and FLAGS.mode != cluster_lib.GROUPED_MODE:
+            raise ConfigError(f"--{name} applies only to --mode=hierarchical, not {FLAGS.mode}")
+    if FLAGS.groups == "by_host" and FLAGS["num_groups"].present:
+        raise ConfigError("--groups=by_host makes one group per host; it does not take --num_groups")
     if FLAGS.cluster_resolver == "tfjob":
+        if FLAGS.groups == "by_host":
+            raise ConfigError("--groups=by_host: TF_CONFIG does not say which pods share a node")
         if FLAGS["port_base"].present:
             raise ConfigError("--port_base applies only to --cluster_resolver=slurm; TF_CONFIG names every port")
         if not os.environ.get("TF_CONFIG"):
             raise ConfigError("--cluster_resolver=tfjob: TF_CONFIG is not set; the TFJob operator sets it in each pod")
         return cluster_lib.from_tfjob_config(os.environ["TF_CONFIG"], FLAGS.mode, FLAGS.num_ps, FLAGS.num_groups)
-    task = slurm.placement(os.environ, FLAGS.mode, FLAGS.num_ps, FLAGS.num_groups, FLAGS.port_base)
+    task = slurm.placement(os.environ, FLAGS.mode, FLAGS.num_ps, FLAGS.num_groups, FLAGS.port_base, FLAGS.groups)
     return task.cluster, task.job_name, task.task_index
 
 

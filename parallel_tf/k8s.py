@@ -117,6 +117,8 @@ def main(argv):
         task_flags.check_flag_scopes(FLAGS.mode, task_flags.MODE_OPTION_SCOPES)
         if FLAGS["num_groups"].present and FLAGS.mode != cluster_lib.GROUPED_MODE:
             raise ConfigError(f"--num_groups applies only to --mode=hierarchical, not {FLAGS.mode}")
+        if FLAGS.groups == "by_host":
+            raise ConfigError("--groups=by_host: a TFJob does not say which pods share a node; use --num_groups")
         if not FLAGS.image:
             raise ConfigError("--image is required: the container image the pods run")
         name = FLAGS.name or f"{recipe}-{FLAGS.mode}".replace("_", "-").lower()

@@ -2,6 +2,7 @@
 
     python -m parallel_tf.launch [--recipe=mnist] [--mode=sync|async|hierarchical] [--num_workers=2]
                                  [--num_ps=1] [--num_groups=2] [--logdir=DIR] [--cluster_spec=FILE]
+                                 [--max_restarts=K [--min_workers=K]] [--simulate_hosts=H [--groups=by_host]]
                                  [run and mode flags, e.g. --train_steps=100] [the recipe's own flags]
 
 Picks free 127.0.0.1 ports (unless --cluster_spec is given), writes the spec it used into the
@@ -15,11 +16,13 @@ mistake, never restarts); with --min_workers a sync restart goes on without the 
 
 On Linux the whole cluster runs in a private network namespace (--isolate_network, network.py):
 TensorFlow's servers accept unauthenticated graphs on every interface, and this keeps them unreachable.
+Inside it, --simulate_hosts=H lays the cluster out on H simulated hosts (hosts.py).
 
 Deliberately free of TensorFlow and numpy, and so single-threaded until it starts the tasks: it only
 manages processes, and the kernel lets only a single-threaded process enter a user namespace.
 """
 
+import functools
 import json
 import os
 import signal
@@ -33,7 +36,7 @@ from absl import app, flags
 
 from parallel_tf import cluster as cluster_lib
 from parallel_tf import flags as task_flags
-from parallel_tf import network, techniques
+from parallel_tf import hosts, network, techniques
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit
 from parallel_tf.errors import ConfigError
 from parallel_tf.logdir import default_logdir, prepare_logdir
@@ -54,6 +57,13 @@ def define_launcher_flags():
     task_flags.define_cluster_spec_flag()
     task_flags.define_cluster_shape_flags()
     flags.DEFINE_integer("num_workers", 2, "Worker processes to start.", lower_bound=1)
+    flags.DEFINE_integer(
+        "simulate_hosts",
+        0,
+        "Run the cluster on this many simulated hosts: network namespaces on a private bridge, each with "
+        "its own address, its tasks on the same port numbers as the other hosts' (hosts.py). 0: one host.",
+        lower_bound=0,
+    )
     flags.DEFINE_integer(
         "max_restarts",
         0,
@@ -85,13 +95,19 @@ def main(argv):
             raise ConfigError(f"--num_groups applies only to --mode=hierarchical, not {FLAGS.mode}")
         task_flags.check_flag_scopes(FLAGS.mode, task_flags.MODE_OPTION_SCOPES)
         spec = cluster_lib.from_spec_file(FLAGS.cluster_spec) if FLAGS.cluster_spec else None
-        fenced = fence(FLAGS.isolate_network, spec)
-        cluster = spec or local_cluster(FLAGS.mode, FLAGS.num_ps, FLAGS.num_workers, FLAGS.num_groups)
+        num_groups = groups_count()
+        isolated, fenced = fence(FLAGS.isolate_network, spec)
+        check_simulated_hosts(isolated, spec)
+        if FLAGS.simulate_hosts:
+            cluster = hosts.layout(FLAGS.mode, FLAGS.num_ps, FLAGS.num_workers, num_groups, FLAGS.simulate_hosts)
+        else:
+            cluster = spec or local_cluster(FLAGS.mode, FLAGS.num_ps, FLAGS.num_workers, num_groups)
         cluster.check_mode(FLAGS.mode)
         task_flags.check_run_fits(cluster)  # before any task starts: one line, exit 2
         run_dir = FLAGS.logdir or default_logdir(recipe_name(recipe_path), FLAGS.mode)
         check_min_workers(FLAGS.min_workers, cluster)
         moved_to = prepare_logdir(run_dir, fresh=FLAGS.fresh)
+        simulated = hosts.SimulatedHosts(FLAGS.simulate_hosts) if FLAGS.simulate_hosts else None
     except ConfigError as e:
         exit_config_error(str(e))
     say(fenced)
@@ -103,17 +119,50 @@ def main(argv):
         *task_flags.given_task_flags(FLAGS.mode),
         *recipe_flags,
     ]
-    sys.exit(run_with_restarts(cluster, recipe_path, run_dir, common))
+    try:
+        sys.exit(run_with_restarts(cluster, recipe_path, run_dir, common, simulated))
+    finally:
+        if simulated:
+            simulated.stop()
 
 
-def run_with_restarts(cluster, recipe_path, run_dir, common):
+def groups_count():
+    """--num_groups, or with --groups=by_host one group per simulated host."""
+    if FLAGS.groups != "by_host":
+        return FLAGS.num_groups
+    if FLAGS.mode != cluster_lib.GROUPED_MODE or not FLAGS.simulate_hosts:
+        raise ConfigError("--groups=by_host needs --mode=hierarchical and --simulate_hosts (one group per host)")
+    if FLAGS["num_groups"].present and FLAGS.num_groups != FLAGS.simulate_hosts:
+        raise ConfigError(
+            f"--groups=by_host makes {FLAGS.simulate_hosts} groups, one per host, not --num_groups={FLAGS.num_groups}"
+        )
+    return FLAGS.simulate_hosts
+
+
+def check_simulated_hosts(isolated, spec):
+    """Simulated hosts are built inside the launcher's private network, on a layout of their own."""
+    if not FLAGS.simulate_hosts:
+        return
+    if spec:
+        raise ConfigError("--simulate_hosts lays the cluster out itself; it does not take --cluster_spec")
+    if not isolated:
+        raise ConfigError(
+            "--simulate_hosts builds its hosts inside the launcher's private network: it needs "
+            "--isolate_network=auto|on where the kernel allows it"
+        )
+
+
+def run_with_restarts(cluster, recipe_path, run_dir, common, simulated):
     """Runs the cluster; after a failure (not a mistake), restarts it up to --max_restarts times. Returns
     the exit code: 0, 2 for a task's mistake, 1 for a failure with no restart left."""
     for restart in range(FLAGS.max_restarts + 1):
         options = task_flags.technique_options(FLAGS.mode, cluster)
         spare_workers = techniques.spare_workers(FLAGS.mode, options, cluster)
         tasks = task_commands(cluster, recipe_path, run_dir, common)
-        failed = Cluster(tasks, gpu_environments(cluster), spare_workers).run()
+        enter_host = {}
+        if simulated:
+            enter_host = {name: simulated.enter(hosts.host_of(address)) for name, address in cluster.tasks()}
+        failed = Cluster(tasks, gpu_environments(cluster), spare_workers, enter_host).run()
         if not failed:
             report_summary(run_dir)
             return 0
@@ -182,19 +231,23 @@ def fits(cluster):
 def fence(isolate_network, spec):
     """Enters a private network namespace (see network.py) before any port is chosen or task started.
 
-    Returns the line that tells the user how the cluster is exposed; ConfigError if it must be fenced and cannot.
+    Returns (whether it is fenced, the line that tells the user how the cluster is exposed);
+    ConfigError if it must be fenced and cannot.
     """
     if isolate_network == "off":
-        return "--isolate_network=off: the cluster's ports listen on every interface of this machine"
+        return False, "--isolate_network=off: the cluster's ports listen on every interface of this machine"
     addresses = [address for hosts in spec.jobs.values() for address in hosts] if spec else []
     outside = [address for address in addresses if not network.is_loopback(address)]
     why_not = f"the cluster spec names {outside[0]}, not a loopback address" if outside else None
     why_not = why_not or network.enter_private_network()
     if not why_not:
-        return "the cluster runs in a private network namespace: nothing outside this launcher can reach its ports"
+        return (
+            True,
+            "the cluster runs in a private network namespace: nothing outside this launcher can reach its ports",
+        )
     if isolate_network == "on":
         raise ConfigError(f"--isolate_network=on: cannot isolate the cluster: {why_not}")
-    return f"no network isolation ({why_not}); the cluster's ports listen on every interface of this machine"
+    return False, f"no network isolation ({why_not}); the cluster's ports listen on every interface of this machine"
 
 
 def resolve_recipe(recipe):
@@ -254,9 +307,10 @@ def gpu_environments(cluster, gpus=None):
 class Cluster:
     """The running processes: started together, relayed line by line, stopped together."""
 
-    def __init__(self, tasks, cuda_devices, spare_workers=0):
+    def __init__(self, tasks, cuda_devices, spare_workers=0, enter_host=None):
         self.tasks = tasks
         self.cuda_devices = cuda_devices
+        self.enter_host = enter_host or {}  # task name: preexec_fn onto its simulated host
         self.spare_workers = spare_workers  # backup workers: this many non-chief workers may die
         self.lost = []
         self.procs = {}
@@ -295,7 +349,7 @@ class Cluster:
             stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=True,  # Ctrl-C reaches the launcher only; it stops the tasks itself
-            preexec_fn=_die_with_parent,
+            preexec_fn=functools.partial(_prepare_child, self.enter_host.get(name)),
         )
         self.procs[name] = proc
         say(f"started {name} (pid {proc.pid})")
@@ -372,13 +426,10 @@ def say(message):
     print(f"[launch] {message}", flush=True)
 
 
-def _die_with_parent():
-    """In the child: get SIGTERM if the launcher dies, even by SIGKILL, so no task is orphaned."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+def _prepare_child(enter_host):
+    network.die_with_parent()
+    if enter_host:
+        enter_host()
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import errno
 import fcntl
 import ipaddress
 import os
+import signal
 import socket
 import struct
 import sys
@@ -113,3 +114,10 @@ def _bring_up_loopback():
         request = struct.pack("16sH14x", b"lo", 0)
         flags = struct.unpack("16sH14x", fcntl.ioctl(s, SIOCGIFFLAGS, request))[1]
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
+
+
+def die_with_parent():
+    """In a child (preexec_fn): get SIGTERM if the launcher dies, even by SIGKILL, so nothing is orphaned."""
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)

@@ -94,8 +94,9 @@ def node_of_each_rank(tasks_per_node, distribution):
     return nodes
 
 
-def placement(environ, mode, num_ps, num_groups, port_base):
-    """This task's Placement from Slurm's variables; ConfigError naming the variable that is wrong."""
+def placement(environ, mode, num_ps, num_groups, port_base, groups="interleaved"):
+    """This task's Placement from Slurm's variables; ConfigError naming the variable that is wrong.
+    With groups="by_host" (hierarchical), one group per node: see cluster.assign_jobs_by_host."""
     hosts = expand_hostlist(_first_of(environ, "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"))
     tasks_per_node = expand_tasks_per_node(_first_of(environ, "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"))
     if len(tasks_per_node) != len(hosts):
@@ -116,7 +117,11 @@ def placement(environ, mode, num_ps, num_groups, port_base):
             f"at local index {local_index[rank]} on {hosts[nodes[rank]]}; is SLURM_DISTRIBUTION right?"
         )
     addresses = [f"{hosts[node]}:{port_base + local}" for node, local in zip(nodes, local_index, strict=True)]
-    cluster = cluster_lib.assign_jobs(addresses, mode, num_ps, num_groups, "the Slurm step")
+    if groups == "by_host":
+        node_names = [hosts[node] for node in nodes]
+        cluster = cluster_lib.assign_jobs_by_host(addresses, node_names, num_ps, "the Slurm step")
+    else:
+        cluster = cluster_lib.assign_jobs(addresses, mode, num_ps, num_groups, "the Slurm step")
     job_name, task_index = cluster.task_at(addresses[rank])
     return Placement(cluster, job_name, task_index)
 

@@ -287,6 +287,14 @@ def cases(tmp):
             k8s_command("--image=x", "--name=My_Job"),
             "--name=My_Job: a TFJob name must be a DNS label",
         ),
+        "launcher: groups by host without hosts": (
+            launcher_command("--mode=hierarchical", "--groups=by_host"),
+            "--groups=by_host needs --mode=hierarchical and --simulate_hosts (one group per host)",
+        ),
+        "launcher: simulated hosts outside the private network": (
+            launcher_command("--simulate_hosts=2", "--isolate_network=off"),
+            "--simulate_hosts builds its hosts inside the launcher's private network",
+        ),
         "launcher: zero workers": (launcher_command("--num_workers=0"), "--num_workers=0: 0 is not a positive integer"),
         "launcher: bad spec": (
             launcher_command(spec(tmp, "launch_bad", {"ps": ["x"], "worker": ["127.0.0.1:2"]})),

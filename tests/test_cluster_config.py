@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from parallel_tf import cluster
+from parallel_tf import cluster, hosts
 from parallel_tf.errors import ConfigError
 from parallel_tf.launch import cluster_for_restart, local_cluster
 
@@ -161,3 +161,17 @@ def test_restart_with_min_workers_leaves_the_failed_worker_out_and_keeps_a_count
     assert restarted.jobs == {"ps": cluster.jobs["ps"], "worker": (workers[0], workers[2])}  # 3 left; 2 fit
     assert cluster_for_restart(cluster, "worker:1", 3, even) == cluster  # 3 do not fit, 2 are too few
     assert cluster_for_restart(cluster, "ps:0", 2, even) == cluster  # a ps cannot be left out
+
+
+def test_simulated_hosts_place_tasks_cyclically_on_the_same_port_numbers():
+    """Two hosts, hierarchical by host: group g (its local ps and workers) on host g; ports from 2222 on each."""
+    cluster = hosts.layout("hierarchical", 1, 4, 2, 2)
+    assert cluster.as_dict() == {
+        "ps": ["10.77.0.1:2222"],
+        "local_ps": ["10.77.0.1:2223", "10.77.0.2:2222"],
+        "worker": ["10.77.0.1:2224", "10.77.0.2:2223", "10.77.0.1:2225", "10.77.0.2:2224"],
+    }
+    assert cluster.groups == ((0, 2), (1, 3))
+    for g, members in enumerate(cluster.groups):  # every group on one host, with its local ps
+        on = {hosts.host_of(cluster.jobs["worker"][w]) for w in members} | {hosts.host_of(cluster.jobs["local_ps"][g])}
+        assert on == {g}

@@ -139,14 +139,14 @@ def start_long_run(procs, logdir, num_workers, *args):
     return run
 
 
-@pytest.mark.parametrize("task", ["worker:1", "ps:0"])
-def test_killed_task_stops_the_cluster_and_is_named(procs, tmp_path, task):
-    run = start_long_run(procs, tmp_path, 2 if task == "worker:1" else 1)
+def test_killed_task_stops_the_cluster_and_is_named(procs, tmp_path):
+    """A killed parameter server (a killed worker, and the restart after it, are tested below)."""
+    run = start_long_run(procs, tmp_path, 1)
     killed_at = time.time()
-    os.kill(run.task_pids[task], signal.SIGKILL)
+    os.kill(run.task_pids["ps:0"], signal.SIGKILL)
     assert run.wait(30) == 1
     assert time.time() - killed_at < 10
-    assert f"{task} was killed by signal SIGKILL; stopped the other tasks" in run.output
+    assert "ps:0 was killed by signal SIGKILL; stopped the other tasks" in run.output
     assert not [name for name, pid in run.task_pids.items() if alive(pid)]
 
 
@@ -190,6 +190,31 @@ def test_signal_to_the_launcher_stops_every_task(procs, tmp_path, signum, isolat
     assert run.wait(30) == 128 + signum
     assert f"{signal.Signals(signum).name}: stopping all tasks" in run.output
     assert len(run.task_pids) == 2
+    assert not [name for name, pid in run.task_pids.items() if alive(pid)]
+
+
+def test_simulated_hosts_run_hierarchical_groups_by_host(procs, tmp_path):
+    """Two simulated hosts, one group each: every host's tasks listen on the same port numbers, the
+    groups exchange with the central ps over the bridge, and nothing on this machine's network can
+    reach them."""
+    if not private_networks_allowed():
+        pytest.skip("this kernel does not allow unprivileged user and network namespaces")
+    flags = ["--simulate_hosts=2", "--mode=hierarchical", "--groups=by_host", "--num_workers=2", "--central_every=5"]
+    listening_before = listening_ports()
+    run = procs.start(launcher_command(f"--logdir={tmp_path}", *STEPS, *flags))
+    run.wait_for_line(r"\[ps:0\] .*serving at 10\.77\.0\.1:2222", timeout=RUN_TIMEOUT)
+    # The hosts' bridge and ports exist only inside the launcher's network namespace, not in this one.
+    assert "ptf0" not in [name for _, name in socket.if_nameindex()]
+    assert {2222, 2223, 2224} & (listening_ports() - listening_before) == set()
+    assert run.wait(RUN_TIMEOUT) == 0, run.output
+    spec = json.loads((tmp_path / "cluster_spec.json").read_text())
+    assert spec["cluster"] == {
+        "ps": ["10.77.0.1:2222"],
+        "local_ps": ["10.77.0.1:2223", "10.77.0.2:2222"],
+        "worker": ["10.77.0.1:2224", "10.77.0.2:2223"],
+    }
+    assert spec["groups"] == [[0], [1]]
+    assert read_summary(tmp_path)["central_exchanges_by_group"] == [20, 20]  # train_steps / central_every each
     assert not [name for name, pid in run.task_pids.items() if alive(pid)]
 
 

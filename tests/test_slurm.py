@@ -56,7 +56,7 @@ def test_cyclic_deals_ranks_round_robin_skipping_full_nodes():
 
 def layout(environ_of_rank, num_tasks, **shape):
     """{rank: (job, index, address)} and the cluster every rank resolved (all must agree)."""
-    shape = {"mode": "sync", "num_ps": 1, "num_groups": 2, "port_base": 8888, **shape}
+    shape = {"mode": "sync", "num_ps": 1, "num_groups": 2, "port_base": 8888, "groups": "interleaved", **shape}
     placements = [slurm.placement(environ_of_rank(rank), **shape) for rank in range(num_tasks)]
     assert all(p.cluster == placements[0].cluster for p in placements)
     return placements[0].cluster, [(p.job_name, p.task_index) for p in placements]
@@ -143,3 +143,19 @@ def test_the_example_sbatch_script_places_its_tasks():
     assert (placement.job_name, placement.task_index) == ("worker", 0)
     assert placement.cluster.num_ps == num_ps
     assert 120 % placement.cluster.num_workers == 0
+
+
+def test_groups_by_host_make_one_group_per_node():
+    """Two nodes × 3 tasks, block: node n1 holds the central ps, its group's local ps and one worker;
+    node n2 its local ps and two workers."""
+    shape = {"mode": "hierarchical", "groups": "by_host"}
+    cluster, tasks = layout(lambda r: step("n[1-2]", "3(x2)", 6, r, localid=r % 3), 6, **shape)
+    assert cluster.as_dict() == {
+        "ps": ["n1:8888"],
+        "local_ps": ["n1:8889", "n2:8888"],
+        "worker": ["n1:8890", "n2:8889", "n2:8890"],
+    }
+    assert cluster.groups == ((0,), (1, 2))
+    assert tasks == [("ps", 0), ("local_ps", 0), ("worker", 0), ("local_ps", 1), ("worker", 1), ("worker", 2)]
+    with pytest.raises(ConfigError, match="the Slurm step: with one group per host, n1 needs a local ps and at least"):
+        layout(lambda r: step("n[1-2]", "2,3", 5, r), 5, **shape)
