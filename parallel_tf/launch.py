@@ -119,6 +119,8 @@ def main(argv):
         *task_flags.given_task_flags(FLAGS.mode),
         *recipe_flags,
     ]
+    if isolated:
+        os.environ[network.PRIVATE_NETWORK_ENV] = "1"  # for the tasks: no exposure warnings
     try:
         sys.exit(run_with_restarts(cluster, recipe_path, run_dir, common, simulated))
     finally:

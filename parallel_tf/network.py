@@ -27,6 +27,7 @@ CLONE_NEWNET = 0x40000000
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
+PRIVATE_NETWORK_ENV = "PARALLEL_TF_PRIVATE_NETWORK"  # "1" in the tasks of a fenced launcher
 
 
 def host_and_port(address):
@@ -46,9 +47,12 @@ def is_loopback(address):
         return False
 
 
-def exposure_warning(address):
-    """The warning a task logs when its spec address is reachable from other machines, else None."""
-    if is_loopback(address):
+def exposure_warning(address, environ=os.environ):
+    """The warning a task logs when its spec address is reachable from other machines, else None.
+
+    None too for a task the launcher started in its private network (simulated hosts' addresses are
+    not loopback, and reachable from nowhere else): the launcher says so in PRIVATE_NETWORK_ENV."""
+    if is_loopback(address) or environ.get(PRIVATE_NETWORK_ENV) == "1":
         return None
     return (
         f"this task listens on port {host_and_port(address)[1]} of every interface ({address} in the spec): "

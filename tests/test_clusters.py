@@ -215,6 +215,7 @@ def test_simulated_hosts_run_hierarchical_groups_by_host(procs, tmp_path):
     }
     assert spec["groups"] == [[0], [1]]
     assert read_summary(tmp_path)["central_exchanges_by_group"] == [20, 20]  # train_steps / central_every each
+    assert "of every interface" not in run.output  # no exposure warnings: the launcher told its tasks they are fenced
     assert not [name for name, pid in run.task_pids.items() if alive(pid)]
 
 

@@ -20,7 +20,8 @@ def test_loopback_addresses_need_no_warning(address):
 @pytest.mark.parametrize("address", ["10.0.0.5:2222", "192.0.2.1:2222", "node7.example.com:2222", "0.0.0.0:2222"])
 def test_other_addresses_warn_that_the_port_runs_unauthenticated_graphs(address):
     assert not is_loopback(address)
-    assert "accepts unauthenticated graph execution" in exposure_warning(address)
+    assert "accepts unauthenticated graph execution" in exposure_warning(address, environ={})
+    assert exposure_warning(address, environ={"PARALLEL_TF_PRIVATE_NETWORK": "1"}) is None  # the launcher's fence
 
 
 @pytest.mark.parametrize(
