@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from parallel_tf.errors import ConfigError
-from parallel_tf.launch import Cluster
 from parallel_tf.network import check_port_free, exposure_warning, is_loopback
+from parallel_tf.processes import Cluster
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1:2222", "localhost:2222", "127.8.0.1:1", "[::1]:2222"])
