@@ -51,7 +51,8 @@ class SlotAggregator:
         indices = list(range(first_microbatch, first_microbatch + len(gradients_by_microbatch)))
         writes = []
         for v, slot in enumerate(self.slots):
-            stacked = tf.stack([gradients[v] for gradients in gradients_by_microbatch])
+            with tf.colocate_with(slot):  # stacked where the slot is: a decoded gradient (compression) stays there
+                stacked = tf.stack([gradients[v] for gradients in gradients_by_microbatch])
             writes.append(tf.scatter_update(slot, indices, stacked))
         return tf.group(*writes)
 

@@ -50,6 +50,7 @@ def build(recipe, dataset, settings, cluster, task_index):
             gradient_sum = GradientSum(copies, LOCAL, "gradient_sum")
             accumulate = gradient_sum.add(gradients)
         sums, on_fetch = techniques.push_gradients(settings, cluster, task_index, parameters, accumulate)
+        sums = techniques.transmit(settings, cluster, sums, parameters)
         recorded = histogram.record(staleness)  # before the push changes the global step
         send = techniques.send_push(settings, cluster, optimizer, sums, parameters, global_step, recorded)
         pushed = gradient_sum.push(send.op, updates, task_index)

@@ -7,6 +7,7 @@ repeats are bitwise at any worker count, and with --strict_determinism so are di
 kept for comparison, with a step barrier after each step, which its tokens make safe to reuse.
 """
 
+from parallel_tf import techniques
 from parallel_tf.aggregation import SlotAggregator, worker_gradients
 from parallel_tf.barrier import gather_at_chief, release_workers, step_barrier
 from parallel_tf.compat import tf
@@ -22,13 +23,15 @@ def build(recipe, dataset, settings, cluster, task_index):
         global_step = tf.train.get_or_create_global_step()
         optimizer = make_optimizer(settings.optimizer, settings.learning_rate)
         aggregate = _in_fixed_order if settings.aggregation == "ordered" else _in_arrival_order
-        return aggregate(recipe, model, global_step, optimizer, settings, cluster.num_workers, task_index)
+        return aggregate(recipe, model, global_step, optimizer, settings, cluster, task_index)
 
 
-def _in_fixed_order(recipe, model, global_step, optimizer, settings, num_workers, task_index):
+def _in_fixed_order(recipe, model, global_step, optimizer, settings, cluster, task_index):
+    num_workers = cluster.num_workers
     per_worker = settings.microbatches // num_workers if settings.strict_determinism else 1
     aggregator = SlotAggregator(tf.trainable_variables(), per_worker * num_workers)
     gradients = worker_gradients(recipe, model, per_worker, aggregator.variables)
+    gradients = [techniques.transmit(settings, cluster, g, aggregator.variables) for g in gradients]
     write = aggregator.write(task_index * per_worker, gradients)
     workers, losses = gather_at_chief(num_workers, task_index, model.loss, after=[write], name="written")
     is_chief = task_index == 0  # once every gradient is written, the chief applies the update
@@ -45,7 +48,8 @@ def _in_fixed_order(recipe, model, global_step, optimizer, settings, num_workers
     )
 
 
-def _in_arrival_order(recipe, model, global_step, optimizer, settings, num_workers, task_index):
+def _in_arrival_order(recipe, model, global_step, optimizer, settings, cluster, task_index):
+    num_workers = cluster.num_workers
     is_chief = task_index == 0
     replicas = sync_replicas(optimizer, model.loss, global_step, num_workers, num_workers, is_chief)
     step_ops = [replicas.train_op, replicas.sync_op] if is_chief else [replicas.train_op]

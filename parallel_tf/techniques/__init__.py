@@ -14,6 +14,10 @@ A technique module has
     push_gradients(options, cluster, task_index, parameters, sums) -> (sums, fetch_ops)
                                 optional, async: what a push applies instead of the summed
                                 gradients, and ops to run with each fetch
+    transmit(options, tensors, destinations) -> tensors
+                                optional, sync and async: `tensors` (gradients on this worker) as
+                                they reach the parameter servers, each next to its variable in
+                                `destinations`, if not as they are (at most one technique may say)
     send_push(settings, cluster, optimizer, sums, parameters, global_step, after) -> Send
                                 optional, async: how a push reaches the parameters, if not by
                                 the optimizer at once, once op `after` has run (at most one
@@ -34,6 +38,7 @@ from parallel_tf.pushes import Send
 from parallel_tf.techniques import (
     backup_workers,
     bounded_staleness,
+    compression,
     delay_compensation,
     local_updates,
     softsync,
@@ -49,6 +54,7 @@ TECHNIQUES = (
     bounded_staleness,
     delay_compensation,
     stragglers,
+    compression,
 )
 
 
@@ -111,6 +117,15 @@ def push_gradients(settings, cluster, task_index, parameters, sums):
             sums, more = technique.push_gradients(settings.options, cluster, task_index, parameters, sums)
             fetch_ops += more
     return sums, fetch_ops
+
+
+def transmit(settings, cluster, tensors, destinations):
+    """Gradients `tensors` of this worker as the parameter servers holding `destinations` receive them:
+    as they are, unless a technique encodes them on the way (compression)."""
+    for technique in enabled(settings.mode, settings.options, cluster):
+        if hasattr(technique, "transmit"):
+            return technique.transmit(settings.options, tensors, destinations)
+    return tensors
 
 
 def send_push(settings, cluster, optimizer, sums, parameters, global_step, after):
