@@ -232,3 +232,20 @@ def test_a_straggler_pauses_before_each_of_its_steps_and_sync_trains_the_same(tm
     assert w(run) == 1.75
     assert [name for name, seconds in pauses if seconds == 0.04] == ["worker:1"] * 3
     assert run["summary"]["worker_delay_ms"] == "1:40"
+
+
+def test_local_sgd_averages_the_copies_after_h_local_steps(tmp_path):
+    """--local_steps=2, x = {0, 2}, w0 = 0, ½ (x - w)², rate ½, two steps, so one average. Whichever
+    worker sees which x at each step, the copies end where their mean is 0.75:
+    the same x twice: 0 → 0 → 0 and 0 → 1 → 1.5; swapped: 0 → 0 → 1 and 0 → 1 → 0.5."""
+    run = train(QUADRATIC, scalar_dataset(0, 2), tmp_path, "sync", local_steps=2, train_steps=2)
+    assert w(run) == 0.75
+    assert run["summary"]["train_steps"] == 2
+
+
+def test_local_sgd_with_gradients_that_do_not_depend_on_w_is_sync(tmp_path):
+    """With the linear loss each gradient is -x whatever the copy is, so H local steps then the mean of
+    the copies move w as far as H sync steps: 1 + ½ · 2 · 3 = 4 after 3 steps, both ways (exact)."""
+    local = train(LINEAR, ONE_AND_THREE, tmp_path / "local", "sync", local_steps=3)
+    sync = train(LINEAR, ONE_AND_THREE, tmp_path / "sync", "sync")
+    assert w(local) == w(sync) == 4.0

@@ -295,6 +295,26 @@ def cases(tmp):
             launcher_command("--simulate_hosts=2", "--isolate_network=off"),
             "--simulate_hosts builds its hosts inside the launcher's private network",
         ),
+        "launcher: an unknown gradient codec": (
+            launcher_command("--gradient_compression=4bit"),
+            "--gradient_compression=4bit: expected none, 8bit, 1bit, topk:K",
+        ),
+        "launcher: compression with the accumulator": (
+            launcher_command("--gradient_compression=8bit", "--aggregation=accumulator"),
+            "--gradient_compression needs --aggregation=ordered",
+        ),
+        "launcher: compression with strict determinism": (
+            launcher_command("--gradient_compression=1bit", "--strict_determinism"),
+            "--gradient_compression does not go with --strict_determinism",
+        ),
+        "launcher: local SGD with momentum": (
+            launcher_command("--local_steps=4", "--optimizer=momentum"),
+            "--local_steps=4 takes plain SGD steps on each copy: --optimizer=momentum's slots",
+        ),
+        "launcher: local SGD with compression": (
+            launcher_command("--local_steps=4", "--gradient_compression=8bit"),
+            "--local_steps=4 sends parameters every 4 steps, not gradients every step",
+        ),
         "launcher: zero workers": (launcher_command("--num_workers=0"), "--num_workers=0: 0 is not a positive integer"),
         "launcher: bad spec": (
             launcher_command(spec(tmp, "launch_bad", {"ps": ["x"], "worker": ["127.0.0.1:2"]})),

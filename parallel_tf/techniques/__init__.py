@@ -40,6 +40,7 @@ from parallel_tf.techniques import (
     bounded_staleness,
     compression,
     delay_compensation,
+    local_sgd,
     local_updates,
     softsync,
     staleness_aware,
@@ -53,8 +54,9 @@ TECHNIQUES = (
     softsync,
     bounded_staleness,
     delay_compensation,
-    stragglers,
+    local_sgd,
     compression,
+    stragglers,
 )
 
 

@@ -1,0 +1,136 @@
+"""Local SGD / model averaging, sync mode, --local_steps=H > 1 (Zinkevich, Weimer, Smola, Li,
+"Parallelized Stochastic Gradient Descent", NIPS 2010; Lin, Stich, Patel, Jaggi, "Don't Use Large
+Mini-Batches, Use Local SGD", ICLR 2020).
+
+Each worker trains its own copy of the parameters on its shard with plain SGD, without talking to
+anyone, for H steps; then every copy is written to its slot on the parameter servers, the chief
+averages the N slots in the fixed order of ordered aggregation (aggregation.tree_sum) into the
+parameters, and every worker's copy takes the average. One exchange every H steps instead of
+every step; repeats stay bitwise. H = 1 is sync mode up to rounding (the mean of N steps instead of
+one step by the mean gradient).
+
+Optimizer slots: the local steps are plain SGD at --learning_rate, so there are none. Momentum or
+Adam state would be each worker's own, never averaged and lost at every average (or averaged,
+which is another algorithm); rather than pick one silently, --local_steps needs --optimizer=sgd.
+The copies are local: a resume restarts from the last average (the global step counts the steps
+it covers).
+"""
+
+import dataclasses
+
+from absl import flags
+
+from parallel_tf.aggregation import SlotAggregator, tree_sum
+from parallel_tf.barrier import gather_at_chief, release_workers
+from parallel_tf.compat import tf
+from parallel_tf.devices import device_setter, worker_device
+from parallel_tf.errors import ConfigError
+from parallel_tf.graph import build_model_on_copies, refresh_copies
+from parallel_tf.modes import CopiesGraph
+
+MODES = ("sync",)
+FLAGS = ("local_steps",)
+IMPLIES = {"aggregation": "ordered", "strict_determinism": False, "optimizer": "sgd"}
+LOCAL = ["local_variables"]  # tf.GraphKeys.LOCAL_VARIABLES
+
+
+def define_flags(flag_values=flags.FLAGS):
+    flags.DEFINE_integer(
+        "local_steps",
+        1,
+        "sync: each worker takes this many plain SGD steps on its own copy, then the copies are averaged "
+        "in a fixed order (local SGD). 1: every step is synchronous.",
+        lower_bound=1,
+        flag_values=flag_values,
+    )
+
+
+def enabled(options, cluster):
+    return options["local_steps"] > 1
+
+
+def check(options, cluster):
+    if not enabled(options, cluster):
+        return
+    steps = options["local_steps"]
+    if options.get("aggregation") == "accumulator":
+        raise ConfigError(
+            f"--local_steps={steps} averages in the fixed order of --aggregation=ordered, not accumulator"
+        )
+    if options.get("strict_determinism"):
+        raise ConfigError(
+            f"--local_steps={steps} does not go with --strict_determinism: each copy follows its own shard"
+        )
+    if options.get("optimizer", "sgd") != "sgd":
+        raise ConfigError(
+            f"--local_steps={steps} takes plain SGD steps on each copy: --optimizer={options['optimizer']}'s "
+            "slots would be each worker's own and never averaged"
+        )
+    if options["gradient_compression"] != "none" or 0 < options["replicas_to_aggregate"] < cluster.num_workers:
+        raise ConfigError(
+            f"--local_steps={steps} sends parameters every {steps} steps, not gradients every step: "
+            "it does not go with --gradient_compression or --replicas_to_aggregate"
+        )
+
+
+def build(build_mode, recipe, dataset, settings, cluster, task_index):
+    """Replaces the sync builder: local steps on the copies, an average every --local_steps."""
+    num_workers, is_chief = cluster.num_workers, task_index == 0
+    on_worker = worker_device(task_index, settings.num_gpus)
+    with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
+        model, pairs = build_model_on_copies(recipe, dataset, on_worker, LOCAL)
+        parameters, copies = zip(*pairs, strict=True)
+        global_step = tf.train.get_or_create_global_step()  # the steps the last average covers
+        step = tf.placeholder(tf.int64, [], name="step")
+        with tf.device(on_worker):
+            gradients = tf.gradients(model.loss, list(copies))
+            local_step = tf.group(
+                *[c.assign_sub(settings.learning_rate * g) for c, g in zip(copies, gradients, strict=True)]
+            )
+        slots = SlotAggregator(parameters, num_workers)
+        with tf.control_dependencies([local_step]):
+            write = slots.write(task_index, [[c.read_value() for c in copies]])
+        workers, losses = gather_at_chief(num_workers, task_index, model.loss, after=[write], name="written")
+        done = _average(slots, global_step, step + 1, after=[workers]) if is_chief else workers
+        released = release_workers(num_workers, task_index, after=[done])
+        with tf.control_dependencies([released]):
+            take_average = refresh_copies(pairs)
+    report = {"workers": tf.constant([task_index]), "losses": tf.reshape(model.loss, [1])}
+    local = dict(report, train=local_step)
+    average = {"workers": workers, "losses": losses, "train": take_average}
+
+    def plan(at):
+        averages = (at + 1) % settings.options["local_steps"] == 0 or at + 1 == settings.train_steps
+        return [average if averages else local]
+
+    return _LocalSgdGraph(
+        model=model,
+        position=global_step,
+        plan=plan,
+        init_variables=tf.global_variables(),
+        ready_op=tf.report_uninitialized_variables(),
+        local_init_op=tf.local_variables_initializer(),
+        ready_for_local_init_op=tf.report_uninitialized_variables(tf.global_variables()),
+        refresh_op=refresh_copies(pairs),
+        step_input=step,
+    )
+
+
+def _average(slots, global_step, steps_done, after):
+    """The parameters set to the mean of the N copies in their slots, summed in a fixed order."""
+    assigns = []
+    for slot, parameter in zip(slots.slots, slots.variables, strict=True):
+        with tf.colocate_with(slot), tf.control_dependencies(after):
+            assigns.append(parameter.assign(tree_sum(tf.unstack(slot.read_value())) / float(slots.num_microbatches)))
+    with tf.control_dependencies(assigns):
+        return global_step.assign(steps_done)
+
+
+@dataclasses.dataclass(frozen=True)
+class _LocalSgdGraph(CopiesGraph):
+    """Feeds the step, which the chief's average records as the steps it covers."""
+
+    step_input: object = None
+
+    def feed(self, step):
+        return {self.step_input: step}
