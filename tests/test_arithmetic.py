@@ -15,6 +15,7 @@ import pytest
 from inprocess import half_mean_square, joined_workers, linear, scalar_dataset, scalar_recipe, slope, train
 
 from parallel_tf.compat import tf
+from parallel_tf.techniques import easgd
 
 pytestmark = pytest.mark.inprocess
 
@@ -249,3 +250,29 @@ def test_local_sgd_with_gradients_that_do_not_depend_on_w_is_sync(tmp_path):
     local = train(LINEAR, ONE_AND_THREE, tmp_path / "local", "sync", local_steps=3)
     sync = train(LINEAR, ONE_AND_THREE, tmp_path / "sync", "sync")
     assert w(local) == w(sync) == 4.0
+
+
+def test_elastic_exchanges_halve_the_gap_and_keep_the_sum():
+    """EASGD with zero gradients, x = 1, x̃ = 0, α = 0.25: each exchange moves both by d = ¼ (x - x̃),
+    so x - x̃ = 0.5^k after k exchanges and x + x̃ = 1 exactly."""
+    with tf.Graph().as_default():
+        x, centre = tf.Variable([1.0]), tf.Variable([0.0])
+        exchange = easgd.elastic_exchange([x], [centre], 0.25)
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            for k in range(1, 6):
+                sess.run(exchange)
+                copy, middle = sess.run([x, centre])
+                assert (copy - middle)[0] == 0.5**k and (copy + middle)[0] == 1.0
+
+
+def test_easgd_worker_steps_its_copy_and_pulls_the_centre_every_period(tmp_path):
+    """One worker, gradient 1 (slope), rate ½, α = ¼, τ = 2, w0 = 0; x̃ is the centre:
+    steps 1-2: x = -0.5, -1; exchange d = ¼ (-1 - 0): x̃ = -0.25, x = -0.75;
+    steps 3-4: x = -1.25, -1.75; exchange d = ¼ (-1.75 + 0.25) = -0.375: x̃ = -0.625.
+    The centre is what is evaluated and saved."""
+    recipe = scalar_recipe(slope, w0=0.0)
+    flags = {"easgd_alpha": 0.25, "easgd_period": 2, "train_steps": 4}
+    run = train(recipe, ONE_AND_THREE, tmp_path, "async", num_workers=1, **flags)
+    assert w(run) == -0.625
+    assert run["summary"]["exchanges_by_worker"] == [2]

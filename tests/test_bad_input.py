@@ -315,6 +315,14 @@ def cases(tmp):
             launcher_command("--local_steps=4", "--gradient_compression=8bit"),
             "--local_steps=4 sends parameters every 4 steps, not gradients every step",
         ),
+        "launcher: EASGD with a push technique": (
+            launcher_command("--mode=async", "--easgd_alpha=0.25", "--staleness_aware"),
+            "pushes no gradients: it does not go with --staleness_aware",
+        ),
+        "launcher: an elastic force past the midpoint": (
+            launcher_command("--mode=async", "--easgd_alpha=0.75"),
+            "--easgd_alpha=0.75: must be from 0 (off) to 0.5",
+        ),
         "launcher: zero workers": (launcher_command("--num_workers=0"), "--num_workers=0: 0 is not a positive integer"),
         "launcher: bad spec": (
             launcher_command(spec(tmp, "launch_bad", {"ps": ["x"], "worker": ["127.0.0.1:2"]})),

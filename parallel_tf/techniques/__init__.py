@@ -40,6 +40,7 @@ from parallel_tf.techniques import (
     bounded_staleness,
     compression,
     delay_compensation,
+    easgd,
     local_sgd,
     local_updates,
     softsync,
@@ -55,6 +56,7 @@ TECHNIQUES = (
     bounded_staleness,
     delay_compensation,
     local_sgd,
+    easgd,
     compression,
     stragglers,
 )

@@ -1,0 +1,121 @@
+"""Elastic averaging SGD (Zhang, Choromanska, LeCun, "Deep learning with Elastic Averaging SGD",
+NIPS 2015), async mode: --easgd_alpha=α --easgd_period=τ.
+
+Each worker trains its own copy x of the parameters with plain SGD, talking to no one; after every
+τ of its steps (and after its last) it exchanges with the centre variable x̃ that the parameter
+servers hold: d = α (x - x̃), x <- x - d, x̃ <- x̃ + d. The elastic force pulls the copies towards
+the centre and the centre towards the copies, and x + x̃ is conserved by an exchange. The centre
+is what is evaluated, checkpointed and fingerprinted. Exchanges are not ordered across workers,
+so results are not repeatable (as in async mode); with one worker they are exact.
+
+Plain SGD only, for the reason local SGD gives (local_sgd.py): a worker's optimizer slots would be
+its own. A resume restarts every copy from the centre.
+"""
+
+from absl import flags
+
+from parallel_tf.compat import tf
+from parallel_tf.devices import device_setter, worker_device
+from parallel_tf.errors import ConfigError
+from parallel_tf.graph import build_model_on_copies, refresh_copies
+from parallel_tf.modes import CopiesGraph
+from parallel_tf.pushes import push_counter
+
+MODES = ("async",)
+FLAGS = ("easgd_alpha", "easgd_period")
+IMPLIES = {"optimizer": "sgd", "push_every": 1, "fetch_every": 1}
+# The async techniques that change how gradients are pushed: EASGD pushes none, so it refuses them.
+PUSH_TECHNIQUES = {"staleness_aware": False, "softsync": 0, "max_staleness": -1, "delay_compensation": 0.0}
+LOCAL = ["local_variables"]  # tf.GraphKeys.LOCAL_VARIABLES
+
+
+def define_flags(flag_values=flags.FLAGS):
+    flags.DEFINE_float(
+        "easgd_alpha",
+        0.0,
+        "async: elastic averaging (EASGD): each worker trains its own copy and every --easgd_period steps "
+        "moves it and the centre towards each other by this fraction of their difference. 0: off.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "easgd_period",
+        8,
+        "With --easgd_alpha: local steps between exchanges (τ).",
+        lower_bound=1,
+        flag_values=flag_values,
+    )
+
+
+def enabled(options, cluster):
+    return options["easgd_alpha"] != 0
+
+
+def check(options, cluster):
+    alpha = options["easgd_alpha"]
+    if not 0 <= alpha <= 0.5:
+        raise ConfigError(f"--easgd_alpha={alpha}: must be from 0 (off) to 0.5 (a copy and the centre meet)")
+    if not enabled(options, cluster):
+        return
+    if options.get("optimizer", "sgd") != "sgd":
+        raise ConfigError(
+            f"--easgd_alpha={alpha} takes plain SGD steps on each copy: --optimizer={options['optimizer']}'s "
+            "slots would be each worker's own"
+        )
+    pushing = [flag for flag, off in PUSH_TECHNIQUES.items() if options[flag] != off]
+    pushing += [flag for flag in ("push_every", "fetch_every") if options.get(flag, 1) != 1]
+    pushing += ["gradient_compression"] if options["gradient_compression"] != "none" else []
+    if pushing:
+        raise ConfigError(
+            f"--easgd_alpha={alpha} exchanges parameters every --easgd_period steps and pushes no gradients: "
+            f"it does not go with --{pushing[0]}"
+        )
+
+
+def elastic_exchange(copies, centres, alpha):
+    """d = α (x - x̃) computed next to the centre, x̃ <- x̃ + d there, x <- x - d on the worker."""
+    moves = []
+    for copy, centre in zip(copies, centres, strict=True):
+        with tf.colocate_with(centre):
+            d = alpha * (copy.read_value() - centre.read_value())
+            pulled = centre.assign_add(d)
+        with tf.colocate_with(copy):
+            moves.append(tf.group(pulled, copy.assign_sub(d)))
+    return tf.group(*moves)
+
+
+def build(build_mode, recipe, dataset, settings, cluster, task_index):
+    """Replaces the async builder: local SGD steps on the copy, an elastic exchange every period."""
+    on_worker = worker_device(task_index, settings.num_gpus)
+    period = settings.options["easgd_period"]
+    with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
+        model, pairs = build_model_on_copies(recipe, dataset, on_worker, LOCAL)
+        centres, copies = zip(*pairs, strict=True)
+        tf.train.get_or_create_global_step()  # the checkpoints' step: the chief's exchanges cover it
+        exchanges = push_counter("exchanges_by_worker", cluster.num_workers)
+        with tf.device(on_worker):
+            gradients = tf.gradients(model.loss, list(copies))
+            local_step = tf.group(
+                *[c.assign_sub(settings.learning_rate * g) for c, g in zip(copies, gradients, strict=True)]
+            )
+        with tf.control_dependencies([local_step]):
+            exchanged = elastic_exchange(copies, centres, settings.options["easgd_alpha"])
+        with tf.control_dependencies([exchanged]):
+            counted = tf.scatter_add(exchanges, [task_index], tf.constant([1], tf.int64))
+    report = {"workers": tf.constant([task_index]), "losses": tf.reshape(model.loss, [1])}
+    local, exchange = dict(report, train=local_step), dict(report, train=counted)
+
+    def plan(step):
+        return [exchange if (step + 1) % period == 0 or step + 1 == settings.train_steps else local]
+
+    return CopiesGraph(
+        model=model,
+        # Steps whose work reached the centre are done: this worker's exchanges times the period.
+        position=tf.minimum(exchanges[task_index] * period, settings.train_steps),
+        plan=plan,
+        init_variables=tf.global_variables(),
+        ready_op=tf.report_uninitialized_variables(),
+        local_init_op=tf.local_variables_initializer(),
+        ready_for_local_init_op=tf.report_uninitialized_variables(tf.global_variables()),
+        counters={"exchanges_by_worker": exchanges},
+        refresh_op=refresh_copies(pairs),
+    )
