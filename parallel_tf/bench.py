@@ -57,13 +57,19 @@ def main(argv):
 
 
 def print_table(rows):
+    """ms/step and throughput, against the one process, beside the bytes the chief sent and received per
+    step (traffic.py: from the tensors of its step that cross tasks)."""
     reference = rows[0][2]["ms_per_step"]
-    print(f"\n{'run':<26}{'workers':>8}{'ms/step':>10}{'examples/s':>12}{'x process':>11}  params_sha256")
+    print(
+        f"\n{'run':<26}{'workers':>8}{'ms/step':>10}{'examples/s':>12}{'x process':>11}"
+        f"{'KB sent/step':>14}{'KB recv/step':>14}  params_sha256"
+    )
     for label, workers, summary in rows:
         ms = summary["ms_per_step"]
+        sent, received = (summary.get(f"bytes_{way}_per_step", 0) / 1000 for way in ("sent", "received"))
         print(
-            f"{label:<26}{workers:>8}{ms:>10.2f}{summary['examples_per_sec']:>12.0f}{ms / reference:>11.1f}  "
-            f"{summary['params_sha256'][:16]}"
+            f"{label:<26}{workers:>8}{ms:>10.2f}{summary['examples_per_sec']:>12.0f}{ms / reference:>11.1f}"
+            f"{sent:>14.1f}{received:>14.1f}  {summary['params_sha256'][:16]}"
         )
 
 

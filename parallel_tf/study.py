@@ -177,6 +177,8 @@ class Study:
             "logdir": logdir,
             "losses": [(m["step"], m["loss"]) for m in metrics],
             "seconds": [m["wall_time"] - metrics[0]["wall_time"] for m in metrics],
+            "bytes_sent_per_step": summary.get("bytes_sent_per_step", 0),
+            "megabytes_sent": _cumulative_megabytes(metrics),
             **_staleness(summary.get("staleness_histogram")),
         }
         if variant == "reference":
@@ -234,15 +236,16 @@ class Study:
             f"# Reproducibility study: {os.path.basename(self.recipe)}",
             "",
             "| variant | N | repeat | params_sha256 | final loss | eval accuracy "
-            "| max \\|Δparam\\| vs reference | examples/sec | mean staleness | max staleness |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| max \\|Δparam\\| vs reference | examples/sec | KB sent/step | mean staleness | max staleness |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for row in [self.reference, *self.rows]:
             diff = row.get("max_abs_param_diff_vs_reference")
             lines.append(
                 f"| {row['variant']} | {row['workers']} | {row['repeat']} | `{row['params_sha256'][:16]}` "
                 f"| {row['final_loss']:.9g} | {row['eval_accuracy']:.4f} | {_or_dash(diff, '.3g')} "
-                f"| {row['examples_per_sec']:.0f} | {_or_dash(row['mean_staleness'], '.2f')} "
+                f"| {row['examples_per_sec']:.0f} | {row['bytes_sent_per_step'] / 1000:.1f} "
+                f"| {_or_dash(row['mean_staleness'], '.2f')} "
                 f"| {_or_dash(row['max_staleness'], 'd')} |"
             )
         lines += ["", *[f"- {line}" for line in self.verdict_lines()], ""]
@@ -250,13 +253,14 @@ class Study:
 
 
 def plot_loss_curves(rows, path):
-    """One line per run, loss against step (left) and against time (right); the reference dashed and black."""
+    """One line per run, loss against step, against time, and against the megabytes the chief has sent
+    (traffic.py); the reference dashed and black (it sends nothing, so it is not in the third)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
     from matplotlib import pyplot
 
-    figure, (by_step, by_time) = pyplot.subplots(1, 2, figsize=(14, 5.5), sharey=True)
+    figure, (by_step, by_time, by_bytes) = pyplot.subplots(1, 3, figsize=(20, 5.5), sharey=True)
     for row in rows:
         steps, losses = zip(*row["losses"], strict=True)
         if row["variant"] == "reference":
@@ -265,18 +269,31 @@ def plot_loss_curves(rows, path):
             style = {"linewidth": 1.2, "alpha": 0.8, "label": f"{row['variant']} N={row['workers']} r{row['repeat']}"}
         line = by_step.plot(steps, losses, **style)[0]
         by_time.plot(row["seconds"], losses, **{**style, "color": line.get_color()})
+        if row["variant"] != "reference":
+            by_bytes.plot(row["megabytes_sent"], losses, **{**style, "color": line.get_color()})
     by_step.set_xlabel("global step")
     by_time.set_xlabel("seconds since the run's first logged step")
+    by_bytes.set_xlabel("MB the chief has sent")
     by_step.set_ylabel("training loss (logged batch)")
     by_step.set_yscale("log")
     figure.suptitle(f"Loss curves: {len(rows) - 1} cluster runs and the one-process reference (equal runs overlap)")
-    for axes in (by_step, by_time):
+    for axes in (by_step, by_time, by_bytes):
         axes.grid(True, which="both", alpha=0.3)
     by_step.legend(fontsize="small", ncol=2)
     figure.tight_layout()
     figure.savefig(path + ".tmp.png", dpi=110)
     pyplot.close(figure)
     os.replace(path + ".tmp.png", path)
+
+
+def _cumulative_megabytes(metrics):
+    """MB sent by each logged step: every line's bytes per step times the steps since the line before."""
+    total, previous, sent = 0.0, 0, []
+    for m in metrics:
+        total += m.get("bytes_sent_per_step", 0) * (m["step"] - previous) / 1e6
+        previous = m["step"]
+        sent.append(total)
+    return sent
 
 
 def _staleness(histogram):

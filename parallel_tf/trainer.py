@@ -11,7 +11,7 @@ import time
 
 from absl import logging
 
-from parallel_tf import devices, logdir, outputs
+from parallel_tf import devices, logdir, outputs, traffic
 from parallel_tf.barrier import gather_at_chief, signal_done
 from parallel_tf.checkpoints import Checkpoints
 from parallel_tf.compat import tf
@@ -27,6 +27,7 @@ class Trainer:
 
     def __init__(self, recipe, dataset, settings, target=""):
         self.recipe, self.dataset, self.settings, self.target = recipe, dataset, settings, target
+        self.traffic = traffic.Meter(("worker", settings.task_index) if settings.cluster else None)
         self.sharder = GlobalBatchSharder(
             len(dataset.train_x), settings.global_batch_size, settings.num_workers, settings.seed
         )
@@ -56,12 +57,13 @@ class Trainer:
             writer = self._open_outputs(first_step) if settings.is_chief else None
             background = _Background(train_graph.background, sess)
             train_seconds = self._train(sess, first_step, writer)
+            bytes_per_step = self.traffic.mean(settings.train_steps - first_step)
             background.wait()
             if self._all_trained is not None:
                 sess.run(self._all_trained)  # the chief waits here for every worker's last step
             summary = None
             if settings.is_chief:
-                summary = self._summarize(sess, train_seconds, time.time() - started)
+                summary = {**self._summarize(sess, train_seconds, time.time() - started), **bytes_per_step}
                 self.checkpoints.save(sess, settings.train_steps)
                 named = _named_params(sess)
                 summary["params_sha256"] = outputs.params_sha256(named)
@@ -142,21 +144,22 @@ class Trainer:
             feed = {**self._batch(step, positions), **train_graph.feed(step)}
             for fetches in train_graph.plan(step):
                 result = sess.run(fetches, feed)
+                self.traffic.count(fetches)
             done = train_graph.next_step(step, result)
             interval_steps += done - step
             if writer and (_reached(step, done, settings.log_every) or done == settings.train_steps):
                 now = time.time()
                 rate = interval_steps * settings.global_batch_size / max(now - interval_start, 1e-9)
-                self._log(writer, sess, done, _batch_loss(result), rate)
+                self._log(writer, sess, done, _batch_loss(result), rate, self.traffic.per_step(interval_steps))
                 interval_start, interval_steps = now, 0
             if self.checkpoints and _reached(step, done, self.checkpoints.every) and done < settings.train_steps:
                 self.checkpoints.save(sess, done)
             step = done
         return time.time() - started
 
-    def _log(self, writer, sess, step, loss, rate):
+    def _log(self, writer, sess, step, loss, rate, bytes_per_step):
         counts = self._read_counters(sess)
-        writer.log_step(step, loss, rate, **counts)
+        writer.log_step(step, loss, rate, **bytes_per_step, **counts)
         logging.info(
             "step %d/%d  loss %.6f  %.0f examples/sec%s",
             step,

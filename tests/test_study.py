@@ -33,6 +33,11 @@ def test_ordered_sync_repeats_bitwise_on_two_workers(procs, tmp_path):
     table = [line for line in (out / "report.md").read_text().splitlines() if line.startswith("| sync |")]
     assert len(table) == 2
     assert (out / "loss_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The chief sends at least the MLP's gradient, 9610 float32, every step; the reference nothing.
+    assert all(row["bytes_sent_per_step"] >= 38440 for row in report["runs"])
+    assert report["reference"]["bytes_sent_per_step"] == 0
+    megabytes = report["runs"][0]["megabytes_sent"]
+    assert megabytes == sorted(megabytes) and megabytes[-1] > 0
 
 
 def test_study_refuses_an_out_dir_holding_a_report(procs, tmp_path):

@@ -1,0 +1,99 @@
+"""Bytes a worker sends and receives per step, from the tensors of its step that cross tasks.
+
+TensorFlow partitions a step's graph by device and adds a send and a receive for every tensor an
+op on one task consumes from another (once per tensor and receiving task). This walks the same
+subgraph (what the step's fetches need, through inputs and control inputs) and adds up the static
+sizes of the tensors whose producer and consumer are on different tasks: what this worker sends
+(produced here) and receives (produced elsewhere). An op runs where its device says, or next to
+the variable or queue it takes by reference, as TensorFlow's placer insists; an op with no device
+is on this worker. Tensors of unknown shape count as 0, gRPC's framing is not counted, and control
+edges carry no data.
+"""
+
+import re
+
+from parallel_tf.compat import tf
+
+TASK = re.compile(r"/job:([^/]+)/(?:replica:\d+/)?task:(\d+)")
+
+
+def task_of(device, here):
+    """(job, task) of a device string; `here` for an op that has none."""
+    match = TASK.search(device or "")
+    return (match[1], int(match[2])) if match else here
+
+
+def placed_on(op, here):
+    """The task `op` runs on: its device's, unless it takes a reference or resource (a variable, a
+    queue), which TensorFlow's placer puts it next to, whatever its device says."""
+    for tensor in op.inputs:
+        if tensor.dtype._is_ref_dtype or tensor.dtype.base_dtype == tf.resource:
+            return placed_on(tensor.op, here)
+    return task_of(op.device, here)
+
+
+def step_bytes(fetches, here):
+    """(bytes sent, bytes received) by task `here` in a run of `fetches`."""
+    pending = [fetch.op if isinstance(fetch, tf.Tensor) else fetch for fetch in tf.nest.flatten(fetches)]
+    seen_ops, crossed = set(), set()
+    sent = received = 0
+    while pending:
+        op = pending.pop()
+        if op.name in seen_ops:
+            continue
+        seen_ops.add(op.name)
+        consumer = placed_on(op, here)
+        for tensor in op.inputs:
+            producer = placed_on(tensor.op, here)
+            if producer != consumer and (tensor.name, consumer) not in crossed:
+                crossed.add((tensor.name, consumer))
+                size = _size(tensor)
+                sent += size if producer == here else 0
+                received += size if consumer == here else 0
+            pending.append(tensor.op)
+        pending.extend(op.control_inputs)
+    return sent, received
+
+
+def _size(tensor):
+    shape = tensor.shape
+    if (
+        shape.rank is None
+        or not shape.is_fully_defined()
+        or tensor.dtype.base_dtype in (tf.string, tf.resource, tf.variant)
+    ):
+        return 0
+    return shape.num_elements() * tensor.dtype.size
+
+
+class Meter:
+    """Counts a worker's bytes over the runs of its steps; the walk is done once per kind of run."""
+
+    def __init__(self, here):
+        self.here = here  # (job, task), or None in a single process: nothing crosses
+        self.sent = self.received = 0
+        self._by_fetches = {}
+        self._mark = (0, 0)
+
+    def count(self, fetches):
+        key = tuple(f.name for f in tf.nest.flatten(fetches))
+        if key not in self._by_fetches:
+            self._by_fetches[key] = step_bytes(fetches, self.here) if self.here else (0, 0)
+        sent, received = self._by_fetches[key]
+        self.sent += sent
+        self.received += received
+
+    def per_step(self, steps):
+        """{bytes_sent_per_step, bytes_received_per_step}: the means over the `steps` since the last call."""
+        sent, received = self.sent - self._mark[0], self.received - self._mark[1]
+        self._mark = (self.sent, self.received)
+        return _means(sent, received, steps)
+
+    def mean(self, steps):
+        """The same means over the whole run, its `steps` steps."""
+        return _means(self.sent, self.received, steps)
+
+
+def _means(sent, received, steps):
+    steps = max(steps, 1)
+    return {"bytes_sent_per_step": round(sent / steps), "bytes_received_per_step": round(received / steps)}

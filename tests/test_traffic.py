@@ -1,0 +1,45 @@
+"""Bytes a worker sends and receives per step, counted from the tensors of its step that cross tasks,
+checked against what each step must move, worked out by hand."""
+
+import pytest
+from inprocess import half_mean_square, scalar_dataset, scalar_recipe, train
+from models import DIGITS, MLP
+
+pytestmark = pytest.mark.inprocess
+
+QUADRATIC = scalar_recipe(half_mean_square, w0=0.0)
+
+
+def per_step(run):
+    summary = run["summary"]
+    return summary["bytes_sent_per_step"], summary["bytes_received_per_step"]
+
+
+@pytest.mark.parametrize(
+    "flags, sent",
+    [({}, 4), ({"gradient_compression": "8bit"}, 1 + 4)],
+    ids=["float", "8bit"],
+)
+def test_the_chief_of_ordered_sync_sends_and_receives_what_its_step_needs(tmp_path, flags, sent):
+    """One float parameter, two workers. The chief sends its gradient (4 bytes; 8bit: an int8 and a
+    float32 scale), its (index, loss) to the barrier (4 + 4), the other worker's release token (4),
+    and for the update it applies on the ps the learning rate (4) and the global step's increment
+    (int64, 8); it receives w (4) and every worker's (index, loss) (2 × 8)."""
+    run = train(QUADRATIC, scalar_dataset(1, 3), tmp_path, "sync", **flags)
+    assert per_step(run) == (sent + 8 + 4 + 4 + 8, 4 + 16)
+    assert [(m["bytes_sent_per_step"], m["bytes_received_per_step"]) for m in run["metrics"]] == [per_step(run)] * 3
+
+
+def test_compression_saves_what_its_codec_says_on_the_mlp(tmp_path):
+    """The digits MLP's 4 variables hold 64·128 + 128 + 128·10 + 10 = 9610 floats: 38440 bytes of
+    gradient; 8bit sends 9610 int8 and 4 float32 scales, 9626 bytes. Nothing else changes."""
+    flags = {"global_batch_size": 120, "train_steps": 4, "learning_rate": 0.1, "log_every": 2}
+    floats = train(MLP, DIGITS, tmp_path / "float", "sync", **flags)
+    eight = train(MLP, DIGITS, tmp_path / "8bit", "sync", gradient_compression="8bit", **flags)
+    assert per_step(floats)[0] - per_step(eight)[0] == 38440 - 9626
+    assert per_step(floats)[1] == per_step(eight)[1] >= 38440  # the parameters it reads
+    assert eight["summary"]["bytes_per_push"] == 9626 and eight["summary"]["float_bytes_per_push"] == 38440
+
+
+def test_a_single_process_sends_nothing(tmp_path):
+    assert per_step(train(QUADRATIC, scalar_dataset(1, 3), tmp_path, "single")) == (0, 0)
