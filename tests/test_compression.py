@@ -132,7 +132,7 @@ def test_one_compressed_step_applies_the_decoded_gradient(tmp_path, mode):
 
 @pytest.mark.inprocess
 def test_compressed_ordered_sync_repeats_bitwise_and_differs_from_float(tmp_path):
-    flags = {"global_batch_size": 120, "train_steps": 30, "learning_rate": 0.1, "log_every": 10}
+    flags = {"global_batch_size": 120, "train_steps": 10, "learning_rate": 0.1, "log_every": 5}
 
     def sha(name, **more):
         return train(MLP, DIGITS, tmp_path / name, "sync", **flags, **more)["summary"]["params_sha256"]

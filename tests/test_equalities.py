@@ -1,7 +1,7 @@
 """The equalities every mode and technique keeps, trained on in-process clusters (inprocess.py). On the
-digits MLP (100 steps), bitwise: one process = sync with one worker = async with one worker pushing and
+digits MLP (50 steps), bitwise: one process = sync with one worker = async with one worker pushing and
 fetching every step; hierarchical with one group = sync accumulator with that many workers; 2 parameter
-servers = 1; strict determinism gives one model for 1, 2 and 4 workers (50 steps). Up to rounding:
+servers = 1; strict determinism gives one model for 1, 2 and 4 workers. Up to rounding:
 ordered sync on 3 workers = 1 worker. On the CIFAR-10 CNN with augmentation, sync repeats bitwise."""
 
 import numpy as np
@@ -43,7 +43,7 @@ def test_two_parameter_servers_train_what_one_does(tmp_path, mode):
 
 
 def test_strict_determinism_trains_the_same_parameters_for_1_2_and_4_workers(tmp_path):
-    strict = {"strict_determinism": True, "microbatches": 8, "train_steps": 50}
+    strict = {"strict_determinism": True, "microbatches": 8}
     hashes = {sha(tmp_path / f"strict{n}", "sync", num_workers=n, **strict) for n in (1, 2, 4)}
     assert len(hashes) == 1
 
