@@ -266,13 +266,20 @@ def test_elastic_exchanges_halve_the_gap_and_keep_the_sum():
                 assert (copy - middle)[0] == 0.5**k and (copy + middle)[0] == 1.0
 
 
-def test_easgd_worker_steps_its_copy_and_pulls_the_centre_every_period(tmp_path):
-    """One worker, gradient 1 (slope), rate ½, α = ¼, τ = 2, w0 = 0; x̃ is the centre:
-    steps 1-2: x = -0.5, -1; exchange d = ¼ (-1 - 0): x̃ = -0.25, x = -0.75;
-    steps 3-4: x = -1.25, -1.75; exchange d = ¼ (-1.75 + 0.25) = -0.375: x̃ = -0.625.
-    The centre is what is evaluated and saved."""
+@pytest.mark.parametrize(
+    "mode, num_workers, centre",
+    [("async", 1, -0.625), ("sync", 1, -0.625), ("sync", 2, -1.125)],
+)
+def test_easgd_workers_step_their_copies_and_pull_the_centre_every_period(tmp_path, mode, num_workers, centre):
+    """Gradient 1 (slope) for every worker, rate ½, α = ¼, τ = 2, w0 = 0; x̃ is the centre.
+    One worker (async and sync alike): steps 1-2: x = -0.5, -1; exchange d = ¼ (-1 - 0): x̃ = -0.25,
+    x = -0.75; steps 3-4: x = -1.25, -1.75; exchange d = ¼ (-1.75 + 0.25) = -0.375: x̃ = -0.625.
+    Two workers, sync (their copies stay equal): x = -1 at the first exchange, x̃ = 0 + ¼ (-1 - 1) = -0.5
+    and x = -0.75; then x = -1.75, x̃ = -0.5 + ¼ · 2 · (-1.75 + 0.5) = -1.125. The centre is what is
+    evaluated and saved."""
     recipe = scalar_recipe(slope, w0=0.0)
     flags = {"easgd_alpha": 0.25, "easgd_period": 2, "train_steps": 4}
-    run = train(recipe, ONE_AND_THREE, tmp_path, "async", num_workers=1, **flags)
-    assert w(run) == -0.625
-    assert run["summary"]["exchanges_by_worker"] == [2]
+    run = train(recipe, ONE_AND_THREE, tmp_path, mode, num_workers=num_workers, **flags)
+    assert w(run) == centre
+    if mode == "async":
+        assert run["summary"]["exchanges_by_worker"] == [2]

@@ -1,12 +1,16 @@
 """Elastic averaging SGD (Zhang, Choromanska, LeCun, "Deep learning with Elastic Averaging SGD",
-NIPS 2015), async mode: --easgd_alpha=α --easgd_period=τ.
+NIPS 2015), async and sync modes: --easgd_alpha=α --easgd_period=τ.
 
 Each worker trains its own copy x of the parameters with plain SGD, talking to no one; after every
 τ of its steps (and after its last) it exchanges with the centre variable x̃ that the parameter
-servers hold: d = α (x - x̃), x <- x - d, x̃ <- x̃ + d. The elastic force pulls the copies towards
-the centre and the centre towards the copies, and x + x̃ is conserved by an exchange. The centre
-is what is evaluated, checkpointed and fingerprinted. Exchanges are not ordered across workers,
-so results are not repeatable (as in async mode); with one worker they are exact.
+servers hold. The elastic force pulls the copies towards the centre and the centre towards the
+copies. The centre is what is evaluated, checkpointed and fingerprinted.
+async: each worker on its own: d = α (x - x̃), x <- x - d, x̃ <- x̃ + d, which conserves x + x̃.
+       Exchanges are not ordered across workers, so results are not repeatable; with one worker
+       they are exact.
+sync:  all workers at once (local_sgd.build_exchanging): each x^i <- x^i - α (x^i - x̃), and the
+       chief sets x̃ <- x̃ + α Σ_i (x^i - x̃), summed in the fixed order of ordered aggregation, so
+       repeats are bitwise.
 
 Plain SGD only, for the reason local SGD gives (local_sgd.py): a worker's optimizer slots would be
 its own. A resume restarts every copy from the centre.
@@ -14,16 +18,18 @@ its own. A resume restarts every copy from the centre.
 
 from absl import flags
 
+from parallel_tf.aggregation import tree_sum
 from parallel_tf.compat import tf
 from parallel_tf.devices import device_setter, worker_device
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import build_model_on_copies, refresh_copies
 from parallel_tf.modes import CopiesGraph
 from parallel_tf.pushes import push_counter
+from parallel_tf.techniques.local_sgd import build_exchanging
 
-MODES = ("async",)
+MODES = ("sync", "async")
 FLAGS = ("easgd_alpha", "easgd_period")
-IMPLIES = {"optimizer": "sgd", "push_every": 1, "fetch_every": 1}
+IMPLIES = {"optimizer": "sgd", "push_every": 1, "fetch_every": 1, "aggregation": "ordered", "strict_determinism": False}
 # The async techniques that change how gradients are pushed: EASGD pushes none, so it refuses them.
 PUSH_TECHNIQUES = {"staleness_aware": False, "softsync": 0, "max_staleness": -1, "delay_compensation": 0.0}
 LOCAL = ["local_variables"]  # tf.GraphKeys.LOCAL_VARIABLES
@@ -33,7 +39,7 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_float(
         "easgd_alpha",
         0.0,
-        "async: elastic averaging (EASGD): each worker trains its own copy and every --easgd_period steps "
+        "sync and async: elastic averaging (EASGD): each worker trains its own copy and every --easgd_period steps "
         "moves it and the centre towards each other by this fraction of their difference. 0: off.",
         flag_values=flag_values,
     )
@@ -64,6 +70,10 @@ def check(options, cluster):
     pushing = [flag for flag, off in PUSH_TECHNIQUES.items() if options[flag] != off]
     pushing += [flag for flag in ("push_every", "fetch_every") if options.get(flag, 1) != 1]
     pushing += ["gradient_compression"] if options["gradient_compression"] != "none" else []
+    pushing += ["local_steps"] if options["local_steps"] != 1 else []
+    pushing += ["replicas_to_aggregate"] if 0 < options["replicas_to_aggregate"] < cluster.num_workers else []
+    pushing += ["aggregation"] if options.get("aggregation") == "accumulator" else []
+    pushing += ["strict_determinism"] if options.get("strict_determinism") else []
     if pushing:
         raise ConfigError(
             f"--easgd_alpha={alpha} exchanges parameters every --easgd_period steps and pushes no gradients: "
@@ -83,8 +93,29 @@ def elastic_exchange(copies, centres, alpha):
     return tf.group(*moves)
 
 
+class Elastic:
+    """Synchronous EASGD's exchange (local_sgd.build_exchanging)."""
+
+    def __init__(self, alpha):
+        self.alpha = alpha
+
+    def worker_before(self, pairs):
+        """x^i <- x^i - α (x^i - x̃), with x̃ as it was before this exchange (the chief has not moved it yet)."""
+        return tf.group(*[copy.assign_sub(self.alpha * (copy - centre.read_value())) for centre, copy in pairs])
+
+    def chief_update(self, copies, centre):
+        """x̃ + α Σ_i (x^i - x̃), from every worker's copy written before it moved."""
+        return centre + self.alpha * tree_sum(tf.unstack(copies - centre))
+
+    def worker_after(self, pairs):
+        return tf.no_op()
+
+
 def build(build_mode, recipe, dataset, settings, cluster, task_index):
-    """Replaces the async builder: local SGD steps on the copy, an elastic exchange every period."""
+    """Replaces the mode's builder: local SGD steps on the copy, an elastic exchange every period."""
+    if settings.mode == "sync":
+        rule = Elastic(settings.options["easgd_alpha"])
+        return build_exchanging(recipe, dataset, settings, cluster, task_index, settings.options["easgd_period"], rule)
     on_worker = worker_device(task_index, settings.num_gpus)
     period = settings.options["easgd_period"]
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):

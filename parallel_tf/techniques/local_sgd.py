@@ -75,12 +75,34 @@ def check(options, cluster):
 
 def build(build_mode, recipe, dataset, settings, cluster, task_index):
     """Replaces the sync builder: local steps on the copies, an average every --local_steps."""
+    return build_exchanging(recipe, dataset, settings, cluster, task_index, settings.options["local_steps"], Average())
+
+
+class Average:
+    """Local SGD's exchange: the chief sets the parameters to the mean of the copies; each copy takes it."""
+
+    def worker_before(self, pairs):
+        return tf.no_op()
+
+    def chief_update(self, copies, parameter):
+        """A parameter's new value from `copies`, every worker's copy of it stacked."""
+        return tree_sum(tf.unstack(copies)) / float(copies.shape[0])
+
+    def worker_after(self, pairs):
+        return refresh_copies(pairs)
+
+
+def build_exchanging(recipe, dataset, settings, cluster, task_index, period, rule):
+    """Sync training on per-worker copies: plain SGD steps on the copy, and every `period` steps (and
+    after the last) an exchange through the slots: each worker writes its copy and runs
+    rule.worker_before, the chief sets the parameters to rule.chief_update once all have written, and
+    each worker runs rule.worker_after once released. Local SGD and synchronous EASGD are two rules."""
     num_workers, is_chief = cluster.num_workers, task_index == 0
     on_worker = worker_device(task_index, settings.num_gpus)
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
         model, pairs = build_model_on_copies(recipe, dataset, on_worker, LOCAL)
         parameters, copies = zip(*pairs, strict=True)
-        global_step = tf.train.get_or_create_global_step()  # the steps the last average covers
+        global_step = tf.train.get_or_create_global_step()  # the steps the last exchange covers
         step = tf.placeholder(tf.int64, [], name="step")
         with tf.device(on_worker):
             gradients = tf.gradients(model.loss, list(copies))
@@ -90,20 +112,21 @@ def build(build_mode, recipe, dataset, settings, cluster, task_index):
         slots = SlotAggregator(parameters, num_workers)
         with tf.control_dependencies([local_step]):
             write = slots.write(task_index, [[c.read_value() for c in copies]])
-        workers, losses = gather_at_chief(num_workers, task_index, model.loss, after=[write], name="written")
-        done = _average(slots, global_step, step + 1, after=[workers]) if is_chief else workers
+        with tf.control_dependencies([write]):
+            before = rule.worker_before(pairs)
+        workers, losses = gather_at_chief(num_workers, task_index, model.loss, after=[before], name="written")
+        done = _update(slots, rule, global_step, step + 1, after=[workers]) if is_chief else workers
         released = release_workers(num_workers, task_index, after=[done])
         with tf.control_dependencies([released]):
-            take_average = refresh_copies(pairs)
+            exchanged = rule.worker_after(pairs)
     report = {"workers": tf.constant([task_index]), "losses": tf.reshape(model.loss, [1])}
     local = dict(report, train=local_step)
-    average = {"workers": workers, "losses": losses, "train": take_average}
+    exchange = {"workers": workers, "losses": losses, "train": exchanged}
 
     def plan(at):
-        averages = (at + 1) % settings.options["local_steps"] == 0 or at + 1 == settings.train_steps
-        return [average if averages else local]
+        return [exchange if (at + 1) % period == 0 or at + 1 == settings.train_steps else local]
 
-    return _LocalSgdGraph(
+    return _ExchangingGraph(
         model=model,
         position=global_step,
         plan=plan,
@@ -116,19 +139,19 @@ def build(build_mode, recipe, dataset, settings, cluster, task_index):
     )
 
 
-def _average(slots, global_step, steps_done, after):
-    """The parameters set to the mean of the N copies in their slots, summed in a fixed order."""
+def _update(slots, rule, global_step, steps_done, after):
+    """Each parameter set to the rule's value, computed next to its slots, then the steps recorded."""
     assigns = []
     for slot, parameter in zip(slots.slots, slots.variables, strict=True):
         with tf.colocate_with(slot), tf.control_dependencies(after):
-            assigns.append(parameter.assign(tree_sum(tf.unstack(slot.read_value())) / float(slots.num_microbatches)))
+            assigns.append(parameter.assign(rule.chief_update(slot.read_value(), parameter.read_value())))
     with tf.control_dependencies(assigns):
         return global_step.assign(steps_done)
 
 
 @dataclasses.dataclass(frozen=True)
-class _LocalSgdGraph(CopiesGraph):
-    """Feeds the step, which the chief's average records as the steps it covers."""
+class _ExchangingGraph(CopiesGraph):
+    """Feeds the step, which the chief's exchange records as the steps it covers."""
 
     step_input: object = None
 
