@@ -25,7 +25,7 @@ from parallel_tf.errors import ConfigError
 from parallel_tf.graph import build_model_on_copies, refresh_copies
 from parallel_tf.modes import CopiesGraph
 from parallel_tf.pushes import push_counter
-from parallel_tf.techniques.local_sgd import build_exchanging
+from parallel_tf.techniques.local_sgd import build_exchanging, sgd_on_copies
 
 MODES = ("sync", "async")
 FLAGS = ("easgd_alpha", "easgd_period")
@@ -123,11 +123,7 @@ def build(build_mode, recipe, dataset, settings, cluster, task_index):
         centres, copies = zip(*pairs, strict=True)
         tf.train.get_or_create_global_step()  # the checkpoints' step: the chief's exchanges cover it
         exchanges = push_counter("exchanges_by_worker", cluster.num_workers)
-        with tf.device(on_worker):
-            gradients = tf.gradients(model.loss, list(copies))
-            local_step = tf.group(
-                *[c.assign_sub(settings.learning_rate * g) for c, g in zip(copies, gradients, strict=True)]
-            )
+        local_step = sgd_on_copies(model, copies, settings.learning_rate, on_worker)
         with tf.control_dependencies([local_step]):
             exchanged = elastic_exchange(copies, centres, settings.options["easgd_alpha"])
         with tf.control_dependencies([exchanged]):

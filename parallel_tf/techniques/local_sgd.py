@@ -104,11 +104,7 @@ def build_exchanging(recipe, dataset, settings, cluster, task_index, period, rul
         parameters, copies = zip(*pairs, strict=True)
         global_step = tf.train.get_or_create_global_step()  # the steps the last exchange covers
         step = tf.placeholder(tf.int64, [], name="step")
-        with tf.device(on_worker):
-            gradients = tf.gradients(model.loss, list(copies))
-            local_step = tf.group(
-                *[c.assign_sub(settings.learning_rate * g) for c, g in zip(copies, gradients, strict=True)]
-            )
+        local_step = sgd_on_copies(model, copies, settings.learning_rate, on_worker)
         slots = SlotAggregator(parameters, num_workers)
         with tf.control_dependencies([local_step]):
             write = slots.write(task_index, [[c.read_value() for c in copies]])
@@ -137,6 +133,13 @@ def build_exchanging(recipe, dataset, settings, cluster, task_index, period, rul
         refresh_op=refresh_copies(pairs),
         step_input=step,
     )
+
+
+def sgd_on_copies(model, copies, learning_rate, device):
+    """A plain SGD step on the worker's own copies of the parameters, on `device`."""
+    with tf.device(device):
+        gradients = tf.gradients(model.loss, list(copies))
+        return tf.group(*[c.assign_sub(learning_rate * g) for c, g in zip(copies, gradients, strict=True)])
 
 
 def _update(slots, rule, global_step, steps_done, after):
