@@ -260,7 +260,7 @@ def plot_loss_curves(rows, path):
     matplotlib.use("Agg")  # files only, no display
     from matplotlib import pyplot
 
-    figure, (by_step, by_time, by_bytes) = pyplot.subplots(1, 3, figsize=(20, 5.5), sharey=True)
+    figure, (by_step, by_time, by_bytes) = pyplot.subplots(1, 3, figsize=(20, 7), sharey=True)
     for row in rows:
         steps, losses = zip(*row["losses"], strict=True)
         if row["variant"] == "reference":
@@ -279,8 +279,10 @@ def plot_loss_curves(rows, path):
     figure.suptitle(f"Loss curves: {len(rows) - 1} cluster runs and the one-process reference (equal runs overlap)")
     for axes in (by_step, by_time, by_bytes):
         axes.grid(True, which="both", alpha=0.3)
-    by_step.legend(fontsize="small", ncol=2)
-    figure.tight_layout()
+    handles, labels = by_step.get_legend_handles_labels()  # below the plots: long variant names fit there
+    legend_rows = -(-len(labels) // 3)
+    figure.legend(handles, labels, loc="lower center", ncol=3, fontsize="small")
+    figure.tight_layout(rect=(0, 0.035 * legend_rows + 0.02, 1, 1))
     figure.savefig(path + ".tmp.png", dpi=110)
     pyplot.close(figure)
     os.replace(path + ".tmp.png", path)
