@@ -4,6 +4,8 @@
     1bit   the signs of v, 8 to a byte, and mean|v|             ceil(n/8) + 4  (Seide et al. 2014)
     topk:K the K largest |v| as float32 and their int32 indices 8K bytes       (Strom 2015's sparsity)
 
+Each variable is encoded on its own: top-k takes K of each (all of one with K or fewer).
+
 `encode` runs on the worker and gives the payload, the only tensors that cross to the parameter
 server; `decode` runs there. Both are deterministic, so a repeat decodes the same bits.
 """
