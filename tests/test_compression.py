@@ -65,8 +65,8 @@ def test_payload_bytes_measured_are_the_analytic_size(name, expected):
 
 def test_error_feedback_keeps_what_8bit_lost_and_loses_nothing_over_steps():
     """Step 1 (v = g): q = [38, -127, 32], decoded [0.299213, -1, 0.251969], residual v - decoded =
-    [0.000787, 0, -0.001969]. Over 50 steps of varied gradients, the decoded updates plus the final
-    residual sum to the gradients (to 1e-6 of their size)."""
+    [0.000787, 0, -0.001969]. Over 50 more steps of varied gradients, the decoded updates plus the
+    final residual sum to the gradients, to 1e-6 (summed in float64 here)."""
     options = {"gradient_compression": "8bit", "error_feedback": True}
     with tf.Graph().as_default():
         gradient = tf.placeholder(tf.float32, [3])
@@ -79,8 +79,8 @@ def test_error_feedback_keeps_what_8bit_lost_and_loses_nothing_over_steps():
             np.testing.assert_allclose(first, [0.299213, -1.0, 0.251969], atol=1e-6)
             np.testing.assert_allclose(sess.run(residual), [0.000787, 0.0, -0.001969], atol=1e-6)
             gradients = np.random.default_rng(1).normal(size=(50, 3)).astype(np.float32)
-            applied = sum(sess.run(decoded, {gradient: g}) for g in gradients) + first
-            np.testing.assert_allclose(applied + sess.run(residual), gradients.sum(0) + V, atol=1e-6 * 50)
+            applied = sum(sess.run(decoded, {gradient: g}).astype(np.float64) for g in gradients) + first
+            np.testing.assert_allclose(applied + sess.run(residual), gradients.sum(0, np.float64) + V, atol=1e-6)
 
 
 def test_only_the_payload_is_on_the_worker_and_the_decoding_is_on_the_parameter_server():
