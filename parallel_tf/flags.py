@@ -24,7 +24,7 @@ import os
 from absl import flags
 
 from parallel_tf import cluster as cluster_lib
-from parallel_tf import slurm, techniques
+from parallel_tf import profiling, slurm, techniques
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import OPTIMIZERS
 from parallel_tf.modes import MODES
@@ -55,6 +55,7 @@ RUN_FLAGS = (
     "checkpoint_every",
     "startup_timeout",
     "operation_timeout",
+    "trace_steps",
 )
 
 
@@ -192,6 +193,12 @@ def define_run_flags():
         "model, and a parameter server for a worker that is not (or no longer) running.",
         lower_bound=0.0,
     )
+    flags.DEFINE_string(
+        "trace_steps",
+        "",
+        "FIRST:END: the chief records TensorFlow's step stats for steps FIRST..END-1, writes each as a Chrome "
+        "trace (logdir/trace_step_<n>.json) and logs where its time went (profiling.py).",
+    )
     flags.DEFINE_float(
         "operation_timeout",
         300.0,
@@ -262,6 +269,7 @@ class Settings:
     central_every: int = 1
     options: dict = dataclasses.field(default_factory=techniques.default_options)  # techniques' flags, by name
     num_gpus: int = 0
+    trace_steps: tuple = None  # (first, end) of --trace_steps, or None
 
     @property
     def is_chief(self):
@@ -343,6 +351,7 @@ def settings_from_flags():
         fetch_every=FLAGS.fetch_every,
         central_every=FLAGS.central_every,
         options=options,
+        trace_steps=profiling.parse_steps(FLAGS.trace_steps),
     )
 
 
@@ -382,6 +391,7 @@ def check_run_fits(cluster):
     techniques): what its tasks would check, for the tools that start them to check first."""
     cluster_lib.check_shardable(FLAGS.global_batch_size, cluster.num_workers)
     _check_groups(cluster, FLAGS.global_batch_size)
+    profiling.parse_steps(FLAGS.trace_steps)
     if FLAGS.strict_determinism:
         check_strict(FLAGS.aggregation, FLAGS.microbatches, FLAGS.global_batch_size, cluster)
     technique_options(FLAGS.mode, cluster)

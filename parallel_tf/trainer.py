@@ -11,7 +11,7 @@ import time
 
 from absl import logging
 
-from parallel_tf import devices, logdir, outputs, traffic
+from parallel_tf import devices, logdir, outputs, profiling, traffic
 from parallel_tf.barrier import gather_at_chief, signal_done
 from parallel_tf.checkpoints import Checkpoints
 from parallel_tf.compat import tf
@@ -28,6 +28,7 @@ class Trainer:
     def __init__(self, recipe, dataset, settings, target=""):
         self.recipe, self.dataset, self.settings, self.target = recipe, dataset, settings, target
         self.traffic = traffic.Meter(("worker", settings.task_index) if settings.cluster else None)
+        self.tracer = profiling.StepTracer(settings.trace_steps if settings.is_chief else None, settings.logdir)
         self.sharder = GlobalBatchSharder(
             len(dataset.train_x), settings.global_batch_size, settings.num_workers, settings.seed
         )
@@ -142,8 +143,12 @@ class Trainer:
             if train_graph.pause_before_step:
                 time.sleep(train_graph.pause_before_step)
             feed = {**self._batch(step, positions), **train_graph.feed(step)}
-            for fetches in train_graph.plan(step):
-                result = sess.run(fetches, feed)
+            for part, fetches in enumerate(train_graph.plan(step)):
+                if self.tracer.wants(step):
+                    result, spent = self.tracer.run(sess, step, fetches, feed, part)
+                    logging.info("%s", spent)
+                else:
+                    result = sess.run(fetches, feed)
                 self.traffic.count(fetches)
             done = train_graph.next_step(step, result)
             interval_steps += done - step

@@ -1,0 +1,45 @@
+"""--trace_steps: the chief's traced steps as Chrome traces, and where their time went."""
+
+import json
+
+import pytest
+from inprocess import half_mean_square, scalar_dataset, scalar_recipe, train
+
+from parallel_tf import profiling
+from parallel_tf.errors import ConfigError
+
+
+@pytest.mark.parametrize("text", ["5", "5:5", "7:3", "a:b", ":4"])
+def test_bad_step_ranges_are_refused(text):
+    with pytest.raises(ConfigError, match=f"--trace_steps={text}: expected FIRST:END with FIRST < END"):
+        profiling.parse_steps(text)
+
+
+@pytest.mark.parametrize(
+    "op_type, device, kind",
+    [
+        ("MatMul", "/job:worker/replica:0/task:1/device:CPU:0", "compute"),
+        ("_Recv", "/job:ps/replica:0/task:0/device:CPU:0", "transfer"),
+        ("QueueDequeueManyV2", "/job:ps/replica:0/task:0/device:CPU:0", "wait"),
+        ("ApplyGradientDescent", "/job:ps/replica:0/task:0/device:CPU:0", "update"),
+        ("Identity", "/job:ps/replica:0/task:0/device:CPU:0", "other"),
+    ],
+)
+def test_ops_are_sorted_by_what_they_do(op_type, device, kind):
+    assert profiling.kind_of(op_type, device) == kind
+
+
+@pytest.mark.inprocess
+def test_traced_sync_steps_write_chrome_traces_and_a_breakdown(tmp_path):
+    """Steps 1 and 2 of 3, two workers: two traces, each with events on the worker and the ps, and a
+    breakdown in which the chief computed, waited at the barrier and sent or received."""
+    train(scalar_recipe(half_mean_square, 0.0), scalar_dataset(1, 3), tmp_path, "sync", trace_steps=(1, 3))
+    assert sorted(p.name for p in tmp_path.glob("trace_step_*.json")) == ["trace_step_1.json", "trace_step_2.json"]
+    events = json.loads((tmp_path / "trace_step_1.json").read_text())["traceEvents"]
+    processes = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert any("/job:worker" in p for p in processes) and any("/job:ps" in p for p in processes)
+    lines = [json.loads(line) for line in (tmp_path / "trace_breakdown.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == [1, 2]
+    for line in lines:
+        assert line["wall_ms"] > 0 and set(line["op_ms"]) == set(profiling.KINDS)
+        assert line["op_ms"]["compute"] > 0 and line["op_ms"]["wait"] > 0 and line["op_ms"]["transfer"] > 0
