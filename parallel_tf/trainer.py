@@ -6,6 +6,7 @@ each step, where to start, what to initialise while joining, what to run in the 
 before evaluating, which counters to log. Give it a server's target, or "" for one plain process.
 """
 
+import math
 import threading
 import time
 
@@ -27,6 +28,7 @@ class Trainer:
 
     def __init__(self, recipe, dataset, settings, target=""):
         self.recipe, self.dataset, self.settings, self.target = recipe, dataset, settings, target
+        self._diverged = False
         self.traffic = traffic.Meter(("worker", settings.task_index) if settings.cluster else None)
         self.tracer = profiling.StepTracer(settings.trace_steps if settings.is_chief else None, settings.logdir)
         self.sharder = GlobalBatchSharder(
@@ -173,6 +175,11 @@ class Trainer:
             rate,
             "".join(f"  {name} {value}" for name, value in counts.items()),
         )
+        if not math.isfinite(loss) and not self._diverged:
+            self._diverged = True  # said once; the run goes on, as asked, and its summary shows it
+            logging.warning(
+                "the loss is %s at step %d: training has diverged (a smaller --learning_rate may help)", loss, step
+            )
 
     def _read_counters(self, sess):
         """The graph's counters (e.g. updates by each async worker) as plain lists for JSON."""

@@ -283,3 +283,12 @@ def test_easgd_workers_step_their_copies_and_pull_the_centre_every_period(tmp_pa
     assert w(run) == centre
     if mode == "async":
         assert run["summary"]["exchanges_by_worker"] == [2]
+
+
+def test_a_diverging_run_says_so_once_and_finishes(tmp_path, caplog):
+    """Gradient 1 at rate 1e38: w = 0, -1e38, -2e38, -3e38, then -4e38 overflows float32 to -inf; the
+    logged loss (w - mean(x), before each step's update) is -inf at step 5, and said so once."""
+    run = train(scalar_recipe(slope, w0=0.0), ONE_AND_THREE, tmp_path, "sync", learning_rate=1e38, train_steps=6)
+    assert [m["loss"] for m in run["metrics"]][4:] == [float("-inf")] * 2
+    warnings = [r.getMessage() for r in caplog.records if "training has diverged" in r.getMessage()]
+    assert warnings == ["the loss is -inf at step 5: training has diverged (a smaller --learning_rate may help)"]
