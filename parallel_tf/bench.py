@@ -5,17 +5,20 @@
 
 Runs the single-process reference, then one local cluster per worker count, one after another,
 and prints a table from their summary.json files. The cluster/process ratio is the cost of the
-parameter-server protocol (RPCs, barrier) at this model size. Run and mode flags go to the runs
-they apply to; flags it does not know go to every run.
+parameter-server protocol (RPCs, barrier) at this model size, and the bytes columns what the chief
+sends and receives per step. With --trace_steps=FIRST:END it also prints where those steps' time
+went (profiling.py). Run and mode flags go to the runs they apply to; flags it does not know go to
+every run.
 """
 
+import json
 import os
 import sys
 
 from absl import app, flags
 
 from parallel_tf import flags as task_flags
-from parallel_tf import runs
+from parallel_tf import profiling, runs
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit, positive_ints
 from parallel_tf.errors import ConfigError
 from parallel_tf.launch import resolve_recipe
@@ -34,6 +37,7 @@ def main(argv):
         recipe = resolve_recipe(FLAGS.recipe)
         worker_counts = positive_ints("workers", FLAGS.workers)
         task_flags.check_flag_scopes(FLAGS.mode, task_flags.MODE_OPTION_SCOPES)
+        profiling.parse_steps(FLAGS.trace_steps)
     except ConfigError as e:
         exit_config_error(str(e))
     out = runs.out_dir(FLAGS.out, "bench")
@@ -49,11 +53,13 @@ def main(argv):
         logdir = os.path.join(out, f"{index}-{label.replace(' ', '_')}-{workers}w")
         print(f"[bench] {label}, {workers} worker(s): {logdir}", flush=True)
         try:
-            rows.append((label, workers, runs.run(command, logdir, [*log_once, *given, *recipe_flags])))
+            rows.append((label, workers, runs.run(command, logdir, [*log_once, *given, *recipe_flags]), logdir))
         except runs.RunFailed as e:
             print(f"error: the {label} run with {workers} worker(s) {e}", file=sys.stderr)
             sys.exit(1)
     print_table(rows)
+    if FLAGS.trace_steps:
+        print_profile(rows)
 
 
 def print_table(rows):
@@ -64,13 +70,28 @@ def print_table(rows):
         f"\n{'run':<26}{'workers':>8}{'ms/step':>10}{'examples/s':>12}{'x process':>11}"
         f"{'KB sent/step':>14}{'KB recv/step':>14}  params_sha256"
     )
-    for label, workers, summary in rows:
+    for label, workers, summary, _ in rows:
         ms = summary["ms_per_step"]
         sent, received = (summary.get(f"bytes_{way}_per_step", 0) / 1000 for way in ("sent", "received"))
         print(
             f"{label:<26}{workers:>8}{ms:>10.2f}{summary['examples_per_sec']:>12.0f}{ms / reference:>11.1f}"
             f"{sent:>14.1f}{received:>14.1f}  {summary['params_sha256'][:16]}"
         )
+
+
+def print_profile(rows):
+    """Where a traced step's time went (--trace_steps), the means over each run's traced steps: its wall
+    time, and op time by kind on every task it touched (profiling.py; kinds overlap in time)."""
+    print(f"\n{'traced steps (ms)':<26}{'workers':>8}{'wall':>9}" + "".join(f"{kind:>10}" for kind in profiling.KINDS))
+    for label, workers, _, logdir in rows:
+        path = os.path.join(logdir, "trace_breakdown.jsonl")
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            traced = [json.loads(line) for line in f]
+        wall = sum(t["wall_ms"] for t in traced) / len(traced)
+        kinds = "".join(f"{sum(t['op_ms'][kind] for t in traced) / len(traced):>10.2f}" for kind in profiling.KINDS)
+        print(f"{label:<26}{workers:>8}{wall:>9.2f}{kinds}")
 
 
 if __name__ == "__main__":

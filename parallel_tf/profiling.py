@@ -5,7 +5,7 @@ open it in chrome://tracing or Perfetto) and logs where the step's time went. Th
 up op times by kind, on every task the step touched; ops run in parallel, so the kinds can add up
 to more than the step's wall time, which is logged beside them.
 
-    compute    the model's ops on a worker (forward, backward, encoding)
+    compute    the model's ops on a worker or the one process (forward, backward, encoding)
     transfer   sends and receives between tasks
     wait       queue operations: the barriers, the release, token queues
     update     applying, assigning and scattering into variables (mostly on parameter servers)
@@ -42,7 +42,7 @@ def kind_of(op_type, device):
         return "wait"
     if UPDATE.match(op_type):
         return "update"
-    return "compute" if "/job:worker" in device or "/job:" not in device else "other"
+    return "other" if re.search(r"/job:(ps|local_ps)/", device) else "compute"  # a worker, or the one process
 
 
 def breakdown(step_stats):

@@ -19,6 +19,8 @@ def test_bad_step_ranges_are_refused(text):
     "op_type, device, kind",
     [
         ("MatMul", "/job:worker/replica:0/task:1/device:CPU:0", "compute"),
+        ("MatMul", "/job:localhost/replica:0/task:0/device:CPU:0", "compute"),
+        ("Identity", "/job:local_ps/replica:0/task:1/device:CPU:0", "other"),
         ("_Recv", "/job:ps/replica:0/task:0/device:CPU:0", "transfer"),
         ("QueueDequeueManyV2", "/job:ps/replica:0/task:0/device:CPU:0", "wait"),
         ("ApplyGradientDescent", "/job:ps/replica:0/task:0/device:CPU:0", "update"),
