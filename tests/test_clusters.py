@@ -272,8 +272,9 @@ def test_strict_run_goes_on_with_fewer_workers_and_ends_on_the_uninterrupted_res
 
 def test_backup_workers_finish_without_a_killed_worker_and_count_stale_gradients(procs, tmp_path):
     flags = ["--num_workers=3", "--replicas_to_aggregate=2", "--train_steps=300", "--log_every=10"]
-    # The ps gives worker:2 --startup_timeout to come back; the workers wait as long for the ps to come up.
-    run = procs.start(launcher_command(f"--logdir={tmp_path}", *flags, "--startup_timeout=15"))
+    # The ps gives worker:2 --startup_timeout to come back (the run's end waits for that); the workers wait
+    # as long for the ps to come up.
+    run = procs.start(launcher_command(f"--logdir={tmp_path}", *flags, "--startup_timeout=10"))
     run.wait_for_line(r"\[worker:0\] .*step \d+/", timeout=RUN_TIMEOUT)  # steps skipped: 10 may log as 11
     os.kill(run.task_pids["worker:2"], signal.SIGKILL)
     assert run.wait(RUN_TIMEOUT) == 0, run.output

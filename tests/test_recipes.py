@@ -17,7 +17,7 @@ def train(command, logdir):
     return json.loads((logdir / "summary.json").read_text())
 
 
-@pytest.mark.parametrize("model", ["mlp", "cnn"])
+@pytest.mark.parametrize("model", ["cnn"])  # the MLP trains on digits all over the suite; the reader is the same
 def test_mnist_recipe_trains_on_idx_files(tmp_path, model):
     write_mnist(tmp_path, num_train=120, num_eval=40, gz=True)
     logdir = tmp_path / "run"
