@@ -286,9 +286,10 @@ def test_easgd_workers_step_their_copies_and_pull_the_centre_every_period(tmp_pa
 
 
 def test_a_diverging_run_says_so_once_and_finishes(tmp_path, caplog):
-    """Gradient 1 at rate 1e38: w = 0, -1e38, -2e38, -3e38, then -4e38 overflows float32 to -inf; the
-    logged loss (w - mean(x), before each step's update) is -inf at step 5, and said so once."""
-    run = train(scalar_recipe(slope, w0=0.0), ONE_AND_THREE, tmp_path, "sync", learning_rate=1e38, train_steps=6)
-    assert [m["loss"] for m in run["metrics"]][4:] == [float("-inf")] * 2
+    """One process, gradient 1 at rate 1e38: w = 0, -1e38, -2e38, ... The loss w - mean(x) over the
+    batch {1, 3} sums before it divides: 2w - 4 overflows float32 (max 3.4e38) at w = -2e38, so the
+    loss logged at step 3 is -inf, and the run says so once."""
+    run = train(scalar_recipe(slope, w0=0.0), ONE_AND_THREE, tmp_path, "single", learning_rate=1e38, train_steps=6)
+    assert [m["loss"] for m in run["metrics"]][2:] == [float("-inf")] * 4
     warnings = [r.getMessage() for r in caplog.records if "training has diverged" in r.getMessage()]
-    assert warnings == ["the loss is -inf at step 5: training has diverged (a smaller --learning_rate may help)"]
+    assert warnings == ["the loss is -inf at step 3: training has diverged (a smaller --learning_rate may help)"]

@@ -13,7 +13,8 @@ Optimizer slots: the local steps are plain SGD at --learning_rate, so there are 
 Adam state would be each worker's own, never averaged and lost at every average (or averaged,
 which is another algorithm); rather than pick one silently, --local_steps needs --optimizer=sgd.
 The copies are local: a resume restarts from the last average (the global step counts the steps
-it covers).
+it covers). Synchronous EASGD (easgd.py) trains the same way with another exchange rule:
+`build_exchanging` takes the rule.
 """
 
 import dataclasses
