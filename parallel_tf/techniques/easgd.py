@@ -25,13 +25,30 @@ from parallel_tf.errors import ConfigError
 from parallel_tf.graph import build_model_on_copies, refresh_copies
 from parallel_tf.modes import CopiesGraph
 from parallel_tf.pushes import push_counter
+from parallel_tf.techniques import (
+    backup_workers,
+    bounded_staleness,
+    compression,
+    delay_compensation,
+    local_sgd,
+    softsync,
+    staleness_aware,
+)
 from parallel_tf.techniques.local_sgd import build_exchanging, sgd_on_copies
 
 MODES = ("sync", "async")
 FLAGS = ("easgd_alpha", "easgd_period")
 IMPLIES = {"optimizer": "sgd", "push_every": 1, "fetch_every": 1, "aggregation": "ordered", "strict_determinism": False}
-# The async techniques that change how gradients are pushed: EASGD pushes none, so it refuses them.
-PUSH_TECHNIQUES = {"staleness_aware": False, "softsync": 0, "max_staleness": -1, "delay_compensation": 0.0}
+# The techniques that change how gradients are pushed or gathered: EASGD sends none, so it refuses them.
+GRADIENT_TECHNIQUES = (
+    staleness_aware,
+    softsync,
+    bounded_staleness,
+    delay_compensation,
+    compression,
+    local_sgd,
+    backup_workers,
+)
 LOCAL = ["local_variables"]  # tf.GraphKeys.LOCAL_VARIABLES
 
 
@@ -67,11 +84,8 @@ def check(options, cluster):
             f"--easgd_alpha={alpha} takes plain SGD steps on each copy: --optimizer={options['optimizer']}'s "
             "slots would be each worker's own"
         )
-    pushing = [flag for flag, off in PUSH_TECHNIQUES.items() if options[flag] != off]
+    pushing = [t.FLAGS[0] for t in GRADIENT_TECHNIQUES if t.enabled(options, cluster)]
     pushing += [flag for flag in ("push_every", "fetch_every") if options.get(flag, 1) != 1]
-    pushing += ["gradient_compression"] if options["gradient_compression"] != "none" else []
-    pushing += ["local_steps"] if options["local_steps"] != 1 else []
-    pushing += ["replicas_to_aggregate"] if 0 < options["replicas_to_aggregate"] < cluster.num_workers else []
     pushing += ["aggregation"] if options.get("aggregation") == "accumulator" else []
     pushing += ["strict_determinism"] if options.get("strict_determinism") else []
     if pushing:

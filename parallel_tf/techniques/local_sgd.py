@@ -28,6 +28,7 @@ from parallel_tf.devices import device_setter, worker_device
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import build_model_on_copies, refresh_copies
 from parallel_tf.modes import CopiesGraph
+from parallel_tf.techniques import backup_workers, compression
 
 MODES = ("sync",)
 FLAGS = ("local_steps",)
@@ -67,7 +68,7 @@ def check(options, cluster):
             f"--local_steps={steps} takes plain SGD steps on each copy: --optimizer={options['optimizer']}'s "
             "slots would be each worker's own and never averaged"
         )
-    if options["gradient_compression"] != "none" or 0 < options["replicas_to_aggregate"] < cluster.num_workers:
+    if compression.enabled(options, cluster) or backup_workers.enabled(options, cluster):
         raise ConfigError(
             f"--local_steps={steps} sends parameters every {steps} steps, not gradients every step: "
             "it does not go with --gradient_compression or --replicas_to_aggregate"
