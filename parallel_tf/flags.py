@@ -227,6 +227,13 @@ def check_flag_scopes(mode, names=tuple(FLAG_SCOPES)):
             raise not_for_mode(f"--{name}", mode, scope)
 
 
+def check_group_flags(mode, names=("num_groups",)):
+    """Raises ConfigError for a flag of `names` (the cluster shape's group flags) given outside hierarchical mode."""
+    for name in names:
+        if FLAGS[name].present and mode != cluster_lib.GROUPED_MODE:
+            raise ConfigError(f"--{name} applies only to --mode=hierarchical, not {mode}")
+
+
 def not_for_mode(flag, mode, scope):
     return ConfigError(f"{flag} does not apply to --mode={mode}; it is for --mode={'|'.join(scope)}")
 
@@ -369,9 +376,7 @@ def _resolve_cluster():
             raise ConfigError(
                 f"--cluster_resolver={FLAGS.cluster_resolver} decides the cluster and each task's job; drop --{name}"
             )
-    for name in ("num_groups", "groups"):
-        if FLAGS[name].present and FLAGS.mode != cluster_lib.GROUPED_MODE:
-            raise ConfigError(f"--{name} applies only to --mode=hierarchical, not {FLAGS.mode}")
+    check_group_flags(FLAGS.mode, ("num_groups", "groups"))
     if FLAGS.groups == "by_host" and FLAGS["num_groups"].present:
         raise ConfigError("--groups=by_host makes one group per host; it does not take --num_groups")
     if FLAGS.cluster_resolver == "tfjob":

@@ -115,8 +115,7 @@ def main(argv):
     try:
         recipe = recipe_name(resolve_recipe(FLAGS.recipe))
         task_flags.check_flag_scopes(FLAGS.mode, task_flags.MODE_OPTION_SCOPES)
-        if FLAGS["num_groups"].present and FLAGS.mode != cluster_lib.GROUPED_MODE:
-            raise ConfigError(f"--num_groups applies only to --mode=hierarchical, not {FLAGS.mode}")
+        task_flags.check_group_flags(FLAGS.mode)
         if FLAGS.groups == "by_host":
             raise ConfigError("--groups=by_host: a TFJob does not say which pods share a node; use --num_groups")
         if not FLAGS.image:

@@ -86,8 +86,7 @@ def main(argv):
     recipe_flags = [arg for arg in argv[1:] if arg != "--"]  # the recipe's own (--model, --dataset, ...)
     try:
         recipe_path = resolve_recipe(FLAGS.recipe)
-        if FLAGS["num_groups"].present and FLAGS.mode != cluster_lib.GROUPED_MODE:
-            raise ConfigError(f"--num_groups applies only to --mode=hierarchical, not {FLAGS.mode}")
+        task_flags.check_group_flags(FLAGS.mode)
         task_flags.check_flag_scopes(FLAGS.mode, task_flags.MODE_OPTION_SCOPES)
         spec = cluster_lib.from_spec_file(FLAGS.cluster_spec) if FLAGS.cluster_spec else None
         num_groups = groups_count()
