@@ -34,21 +34,17 @@ def host_of(address):
 
 
 def layout(mode, num_ps, num_workers, num_groups, num_hosts):
-    """The cluster on `num_hosts` simulated hosts; in hierarchical mode worker i is in group i mod G."""
-    if num_groups > num_workers and mode == cluster_lib.GROUPED_MODE:
-        raise ConfigError(f"--num_groups={num_groups} is more than --num_workers={num_workers}")
-    sizes = {"ps": num_ps, "local_ps": num_groups if mode == cluster_lib.GROUPED_MODE else 0, "worker": num_workers}
+    """The cluster on `num_hosts` simulated hosts: the i-th task of each job on host i mod H, on the
+    next free port of that host; jobs and groups assigned as everywhere (cluster.assign_jobs)."""
+    counts = [num_ps, num_groups if mode == cluster_lib.GROUPED_MODE else 0, num_workers]  # in start order
     used = [0] * num_hosts
-    jobs = {}
-    for job, size in sizes.items():
-        for index in range(size):
+    addresses = []
+    for count in counts:
+        for index in range(count):
             host = index % num_hosts
-            jobs.setdefault(job, []).append(f"{host_address(host)}:{PORT_BASE + used[host]}")
+            addresses.append(f"{host_address(host)}:{PORT_BASE + used[host]}")
             used[host] += 1
-    spec = {"cluster": jobs}
-    if sizes["local_ps"]:
-        spec["groups"] = [list(range(g, num_workers, num_groups)) for g in range(num_groups)]
-    return cluster_lib.parse(spec, "simulated hosts")
+    return cluster_lib.assign_jobs(addresses, mode, num_ps, num_groups, "the simulated hosts")
 
 
 class SimulatedHosts:
