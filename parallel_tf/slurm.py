@@ -109,11 +109,12 @@ def placement(environ, mode, num_ps, num_groups, port_base, groups="interleaved"
     rank = _integer(environ, "SLURM_PROCID")
     if not 0 <= rank < num_tasks:
         raise ConfigError(f"SLURM_PROCID={rank} is not a rank of a {num_tasks}-task step")
-    nodes = node_of_each_rank(tasks_per_node, _distribution(environ))
+    distribution = _distribution(environ)
+    nodes = node_of_each_rank(tasks_per_node, distribution)
     local_index = [nodes[:r].count(node) for r, node in enumerate(nodes)]
     if "SLURM_LOCALID" in environ and _integer(environ, "SLURM_LOCALID") != local_index[rank]:
         raise ConfigError(
-            f"SLURM_LOCALID={environ['SLURM_LOCALID']}, but {_distribution(environ)} distribution puts rank {rank} "
+            f"SLURM_LOCALID={environ['SLURM_LOCALID']}, but {distribution} distribution puts rank {rank} "
             f"at local index {local_index[rank]} on {hosts[nodes[rank]]}; is SLURM_DISTRIBUTION right?"
         )
     addresses = [f"{hosts[node]}:{port_base + local}" for node, local in zip(nodes, local_index, strict=True)]
