@@ -23,7 +23,7 @@ _KERAS_EAGER_LOAD = "keras.src.optimizers"  # what tensorflow/__init__.py import
 
 
 @functools.cache
-def _tensorflow_v1():
+def _import_tensorflow():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     skip_keras = _KERAS_EAGER_LOAD not in sys.modules
@@ -34,11 +34,23 @@ def _tensorflow_v1():
     finally:
         if skip_keras:
             del sys.modules[_KERAS_EAGER_LOAD]  # a later import of it (tf.keras) works as usual
+    return tensorflow
 
-    v1 = tensorflow.compat.v1
+
+@functools.cache
+def _tensorflow_v1():
+    v1 = _import_tensorflow().compat.v1
     v1.get_logger().setLevel("ERROR")
     v1.disable_v2_behavior()
     return v1
+
+
+def tensorflow_v2():
+    """TF 2's own API with its behaviour (eager) back on: only for the benchmark's peers, TensorFlow's
+    distribution strategies (peer_strategies.py), which have no TF1 graph-mode form. TF 2 only."""
+    tensorflow = _import_tensorflow()
+    tensorflow.compat.v1.enable_v2_behavior()
+    return tensorflow
 
 
 class _LazyTensorFlowV1:

@@ -48,15 +48,7 @@ class RunWriter:
 
     def log_step(self, step, loss, examples_per_sec, **counters):
         """Appends a metrics line; `counters` are the mode's own (e.g. updates_by_worker), lists of ints."""
-        record = {
-            "step": step,
-            "loss": loss,
-            "examples_per_sec": examples_per_sec,
-            "wall_time": time.time(),
-            **counters,
-        }
-        with open(self._metrics_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        append_metrics(self.logdir, step, loss, examples_per_sec, **counters)
         for name, pairs in counters.items():
             if name.endswith("_histogram") and pairs:
                 self._histogram(step, name.removesuffix("_histogram"), pairs)
@@ -85,11 +77,23 @@ class RunWriter:
 
     def finish(self, summary, named_params):
         """Writes params.npz and summary.json (last, so its presence means the run completed)."""
-        np.savez(os.path.join(self.logdir, "params.npz"), **named_params)
         self._scalars(summary["train_steps"], eval_accuracy=summary["eval_accuracy"])
-        path = os.path.join(self.logdir, "summary.json")
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(summary, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(path + ".tmp", path)
+        write_results(self.logdir, summary, named_params)
         self._events.close()
+
+
+def append_metrics(logdir, step, loss, examples_per_sec, **counters):
+    """One line of metrics.jsonl."""
+    record = {"step": step, "loss": loss, "examples_per_sec": examples_per_sec, "wall_time": time.time(), **counters}
+    with open(os.path.join(logdir, "metrics.jsonl"), "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def write_results(logdir, summary, named_params):
+    """params.npz, then summary.json (last, and atomically, so its presence means the run completed)."""
+    np.savez(os.path.join(logdir, "params.npz"), **named_params)
+    path = os.path.join(logdir, "summary.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(path + ".tmp", path)

@@ -32,6 +32,12 @@ def augment(images, step, positions, settings):
     return random_crop_and_flip(images, step, positions, settings.global_batch_size, settings.seed)
 
 
+RECIPE = task.Recipe(
+    name="cifar10",
+    model_fn=model,
+    datasets={"cifar10": datasets.cifar10, "synthetic": datasets.synthetic_cifar10},
+    augment=augment,
+)
+
 if __name__ == "__main__":
-    DATASETS = {"cifar10": datasets.cifar10, "synthetic": datasets.synthetic_cifar10}
-    task.run(task.Recipe(name="cifar10", model_fn=model, datasets=DATASETS, augment=augment))
+    task.run(RECIPE)

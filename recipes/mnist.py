@@ -42,6 +42,7 @@ def model(images, num_classes):
     return {"mlp": mlp, "cnn": cnn}[flags.FLAGS.model](images, num_classes)
 
 
+RECIPE = task.Recipe(name="mnist", model_fn=model, datasets={"digits": datasets.digits, "mnist": datasets.mnist})
+
 if __name__ == "__main__":
-    DATASETS = {"digits": datasets.digits, "mnist": datasets.mnist}
-    task.run(task.Recipe(name="mnist", model_fn=model, datasets=DATASETS))
+    task.run(RECIPE)
