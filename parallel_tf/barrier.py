@@ -36,6 +36,13 @@ def _shared_queue(name, device, dtypes, shapes):
         return tf.FIFOQueue(-1, dtypes, shapes=shapes, shared_name=name, name=name)
 
 
+def _constant(value, device):
+    """A constant made where the queue op that takes it runs, and before any control dependency: made
+    inside one, on the worker, it would cost a round trip (server to worker and back) in each step."""
+    with tf.control_dependencies(None), tf.device(device):
+        return tf.constant(value, tf.int32)
+
+
 def _done_queue(job, task):
     return _shared_queue(f"parallel_tf_done_{job}_{task}", server_cpu(job, task), [tf.int32], [[]])
 
@@ -46,10 +53,11 @@ def step_barrier(members, worker_index, loss, after, device):
         member: _shared_queue(f"parallel_tf_barrier_{member}", device, [tf.int32, tf.float32], [[], []])
         for member in members
     }
+    index, count = _constant(worker_index, device), _constant(len(members), device)
     with tf.control_dependencies(after):
-        arrivals = [queue.enqueue((worker_index, loss)) for queue in queues.values()]
+        arrivals = [queue.enqueue((index, loss)) for queue in queues.values()]
     with tf.control_dependencies(arrivals):
-        return queues[worker_index].dequeue_many(len(members))
+        return queues[worker_index].dequeue_many(count)
 
 
 def gather_at_chief(num_workers, worker_index, value, after, name):
@@ -59,12 +67,14 @@ def gather_at_chief(num_workers, worker_index, value, after, name):
     their own, without waiting. The queue has one reader, the chief, so it is safe to use every
     step as long as no worker can send twice before the chief has read a round: see release_workers.
     """
-    queue = _shared_queue(f"parallel_tf_{name}", server_cpu("ps", 0), [tf.int32, tf.float32], [[], []])
+    device = server_cpu("ps", 0)
+    queue = _shared_queue(f"parallel_tf_{name}", device, [tf.int32, tf.float32], [[], []])
+    index, count = _constant(worker_index, device), _constant(num_workers, device)
     with tf.control_dependencies(after):
-        sent = queue.enqueue((worker_index, value))
+        sent = queue.enqueue((index, value))
     with tf.control_dependencies([sent]):
         if worker_index == 0:
-            return queue.dequeue_many(num_workers)
+            return queue.dequeue_many(count)
         return tf.constant([worker_index]), tf.reshape(tf.identity(value), [1])
 
 
@@ -73,12 +83,12 @@ def release_workers(num_workers, worker_index, after):
 
     One queue per worker, one token per step: a worker cannot take a later step's token early.
     """
-    queues = [
-        _shared_queue(f"parallel_tf_release_{w}", server_cpu("ps", 0), [tf.int32], [[]]) for w in range(num_workers)
-    ]
+    device = server_cpu("ps", 0)
+    queues = [_shared_queue(f"parallel_tf_release_{w}", device, [tf.int32], [[]]) for w in range(num_workers)]
+    token = _constant(0, device)
     with tf.control_dependencies(after):
         if worker_index == 0:
-            return tf.group(*[queue.enqueue(0) for queue in queues[1:]])
+            return tf.group(*[queue.enqueue(token) for queue in queues[1:]])
         return queues[worker_index].dequeue()
 
 
