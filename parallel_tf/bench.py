@@ -112,7 +112,8 @@ def main(argv):
         exit_config_error(str(e))
     out = runs.out_dir(FLAGS.out, "bench")
     results = run_plan(plan, out)
-    tables = {name: table_rows(name, results) for name in dict.fromkeys(model for model, _, _ in plan)}
+    batch = FLAGS.global_batch_size
+    tables = {name: table_rows(name, results, batch) for name in dict.fromkeys(model for model, _, _ in plan)}
     for name, rows in tables.items():
         print(f"\n{MODELS[name].title}, {steps_of(name)} steps, global batch {FLAGS.global_batch_size}")
         print(text_table(rows))
@@ -120,7 +121,7 @@ def main(argv):
     if FLAGS.trace_steps:
         print_profile(results)
     if FLAGS.report:
-        write_report(FLAGS.report, tables, results)
+        write_report(FLAGS.report, report_markdown(tables, results, FLAGS.report))
         print(f"\nwrote {FLAGS.report}")
 
 
@@ -207,7 +208,7 @@ def steady_ms_per_step(logdir):
     return 1000.0 * (last["wall_time"] - first["wall_time"]) / (last["step"] - first["step"])
 
 
-def table_rows(model, results):
+def table_rows(model, results, global_batch_size):
     """One row per (system, workers) of `model`: medians, spreads and ratios (None where there is no peer)."""
     medians = {
         (system, n): statistics.median(r["ms_per_step"] for r in rs)
@@ -227,7 +228,7 @@ def table_rows(model, results):
                 "workers": n,
                 "ms": ms,
                 "spread": (min(spread), max(spread)),
-                "examples_per_sec": 1000.0 * FLAGS.global_batch_size / ms,
+                "examples_per_sec": 1000.0 * global_batch_size / ms,
                 "x_limit": limit / ms if limit else None,
                 "x_peer": peer_ms / ms if peer_ms else None,
                 "kb_sent": summary.get("bytes_sent_per_step", 0) / 1000,
@@ -307,8 +308,8 @@ def print_profile(results):
         print(f"{model + ' ' + SYSTEMS[system].title:<36}{workers:>8}{wall:>9.2f}{kinds}")
 
 
-def write_report(path, tables, results):
-    """The tables, targets and plot between BEGIN and END in `path` (created if missing); the PNG beside it."""
+def report_markdown(tables, results, path):
+    """The generated part of the report, between BEGIN and END; draws the PNG beside `path`."""
     png = os.path.splitext(path)[0] + ".png"
     plot_throughput(tables, png)
     tf_version = next(iter(results.values()))[0]["summary"]["tf_version"]
@@ -324,16 +325,14 @@ def write_report(path, tables, results):
     for model, rows in tables.items():
         parts += ["", f"### {MODELS[model].title}, {steps_of(model)} steps, global batch {FLAGS.global_batch_size}"]
         parts += ["", markdown_table(rows)]
-    parts += [
-        "",
-        "### Targets",
-        "",
-        *target_lines(tables),
-        "",
-        f"![throughput against workers]({os.path.basename(png)})",
-    ]
-    parts.append(END)
-    generated = "\n".join(parts)
+    parts += ["", "### Targets", "", *target_lines(tables)]
+    parts += ["", f"![throughput against worker count]({os.path.basename(png)})"]
+    return "\n".join([*parts, END])
+
+
+def write_report(path, generated):
+    """`generated` in place of the old one between BEGIN and END in `path`, keeping the text around it;
+    appended if there is none, in a new file if there is no file."""
     text = ""
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
@@ -341,7 +340,7 @@ def write_report(path, tables, results):
     if BEGIN in text and END in text:
         text = text[: text.index(BEGIN)] + generated + text[text.index(END) + len(END) :]
     else:
-        text = f"{text}\n{generated}\n" if text else f"# Benchmarks\n\n{generated}\n"
+        text = f"{text.rstrip()}\n\n{generated}\n" if text else f"# Benchmarks\n\n{generated}\n"
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(path + ".tmp", path)

@@ -14,6 +14,7 @@ from parallel_tf.compat import tf
 
 # Variables rewritten every step before they are read (gradient slots): not worth a checkpoint.
 SCRATCH = "parallel_tf_scratch"
+LOCAL = ["local_variables"]  # tf.GraphKeys.LOCAL_VARIABLES (a worker's own, never saved), without importing TF
 
 OPTIMIZERS = {
     "sgd": lambda lr: tf.train.GradientDescentOptimizer(lr),

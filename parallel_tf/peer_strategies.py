@@ -69,6 +69,8 @@ def launch(recipe_path, given_flags):
     jobs = {"worker": addresses[num_servers:]}
     if num_servers:
         jobs.update(chief=addresses[:1], ps=addresses[1:2])
+    if any(os.path.exists(os.path.join(FLAGS.logdir, name)) for name in ("metrics.jsonl", "summary.json")):
+        raise ConfigError(f"--logdir={FLAGS.logdir} already holds a run; choose another")
     os.makedirs(FLAGS.logdir, exist_ok=True)
     tasks = [
         (
@@ -116,6 +118,7 @@ def train(recipe):
         logdir=FLAGS.logdir,
         dataset=FLAGS.dataset,
         data_dir=FLAGS.data_dir,
+        log_every=FLAGS.log_every,
     )
     dataset = recipe.datasets[settings.dataset](settings)
     initial = initial_params(recipe, dataset, settings.seed)

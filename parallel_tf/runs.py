@@ -11,6 +11,8 @@ import time
 
 import numpy as np
 
+from parallel_tf.network import die_with_parent
+
 RUN_TIMEOUT_SECS = 1800
 
 
@@ -73,6 +75,7 @@ def run(command, logdir, task_flags, log_path=None):
         stderr=subprocess.STDOUT,
         text=True,
         timeout=RUN_TIMEOUT_SECS,
+        preexec_fn=die_with_parent,  # a bench or study that is killed takes its run with it
     )
     if log_path:
         with open(log_path, "w", encoding="utf-8") as f:

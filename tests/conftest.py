@@ -125,3 +125,11 @@ def cifar_command(*args):
 
 def study_command(*args):
     return [sys.executable, "-m", "parallel_tf.study", *args]
+
+
+def bench_command(*args):
+    return [sys.executable, "-m", "parallel_tf.bench", *args]
+
+
+def peers_command(*args):
+    return [sys.executable, "-m", "parallel_tf.peer_strategies", *args]

@@ -12,7 +12,15 @@ from pathlib import Path
 
 import pytest
 from cifar_files import write_cifar10
-from conftest import cifar_command, k8s_command, launcher_command, recipe_command, study_command
+from conftest import (
+    bench_command,
+    cifar_command,
+    k8s_command,
+    launcher_command,
+    peers_command,
+    recipe_command,
+    study_command,
+)
 from idx_files import write_mnist
 
 TIMEOUT = 120
@@ -322,6 +330,26 @@ def cases(tmp):
         "launcher: an elastic force past the midpoint": (
             launcher_command("--mode=async", "--easgd_alpha=0.75"),
             "--easgd_alpha=0.75: must be from 0 (off) to 0.5",
+        ),
+        "bench: an unknown system": (
+            bench_command("--systems=sync,fast"),
+            "--systems: unknown fast (known: process, sync, strict",
+        ),
+        "bench: too few steps for a steady state": (
+            bench_command("--train_steps=5"),
+            "--train_steps=5: the bench needs at least 10 to see a steady state",
+        ),
+        "bench: a worker count that does not divide the batch": (
+            bench_command("--workers=1,7"),
+            "--workers: 7 does not divide --global_batch_size=120",
+        ),
+        "peers: an optimizer other than SGD": (
+            peers_command("--strategy=mirrored", f"--logdir={tmp / 'peers'}", "--optimizer=adam"),
+            "--optimizer=adam: the peers train with plain SGD only",
+        ),
+        "peers: a logdir holding a run": (
+            peers_command("--strategy=mirrored", f"--logdir={used}"),
+            "already holds a run; choose another",
         ),
         "launcher: zero workers": (launcher_command("--num_workers=0"), "--num_workers=0: 0 is not a positive integer"),
         "launcher: bad spec": (

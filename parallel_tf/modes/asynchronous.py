@@ -15,12 +15,10 @@ import dataclasses
 from parallel_tf import techniques
 from parallel_tf.compat import tf
 from parallel_tf.devices import device_setter, worker_device
-from parallel_tf.graph import build_model_on_copies, make_optimizer, refresh_copies
+from parallel_tf.graph import LOCAL, build_model_on_copies, make_optimizer, refresh_copies
 from parallel_tf.modes import CopiesGraph
 from parallel_tf.pushes import GradientSum, StalenessHistogram, push_counter
 from parallel_tf.schedules import fetches_before, sends_after
-
-LOCAL = ["local_variables"]  # tf.GraphKeys.LOCAL_VARIABLES, without importing TensorFlow
 
 
 @dataclasses.dataclass(frozen=True)

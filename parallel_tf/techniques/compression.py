@@ -18,12 +18,12 @@ from absl import flags
 from parallel_tf import codecs
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
+from parallel_tf.graph import LOCAL
 
 MODES = ("sync", "async")
 FLAGS = ("gradient_compression", "error_feedback")
 IMPLIES = {"aggregation": "ordered", "strict_determinism": False}
 PAYLOADS = "gradient_payloads"  # graph collection: the tensors that cross to the parameter servers
-LOCAL = ["local_variables"]  # tf.GraphKeys.LOCAL_VARIABLES: the residual is the worker's own
 
 
 def define_flags(flag_values=flags.FLAGS):

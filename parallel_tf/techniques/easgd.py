@@ -22,7 +22,7 @@ from parallel_tf.aggregation import tree_sum
 from parallel_tf.compat import tf
 from parallel_tf.devices import device_setter, worker_device
 from parallel_tf.errors import ConfigError
-from parallel_tf.graph import build_model_on_copies, refresh_copies
+from parallel_tf.graph import LOCAL, build_model_on_copies, refresh_copies
 from parallel_tf.modes import CopiesGraph
 from parallel_tf.pushes import push_counter
 from parallel_tf.techniques import (
@@ -49,7 +49,6 @@ GRADIENT_TECHNIQUES = (
     local_sgd,
     backup_workers,
 )
-LOCAL = ["local_variables"]  # tf.GraphKeys.LOCAL_VARIABLES
 
 
 def define_flags(flag_values=flags.FLAGS):

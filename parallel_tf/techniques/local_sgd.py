@@ -26,14 +26,13 @@ from parallel_tf.barrier import gather_at_chief, release_workers
 from parallel_tf.compat import tf
 from parallel_tf.devices import device_setter, worker_device
 from parallel_tf.errors import ConfigError
-from parallel_tf.graph import build_model_on_copies, refresh_copies
+from parallel_tf.graph import LOCAL, build_model_on_copies, refresh_copies
 from parallel_tf.modes import CopiesGraph
 from parallel_tf.techniques import backup_workers, compression
 
 MODES = ("sync",)
 FLAGS = ("local_steps",)
 IMPLIES = {"aggregation": "ordered", "strict_determinism": False, "optimizer": "sgd"}
-LOCAL = ["local_variables"]  # tf.GraphKeys.LOCAL_VARIABLES
 
 
 def define_flags(flag_values=flags.FLAGS):
