@@ -73,8 +73,14 @@ SYSTEMS = {
     "parameter_server": System("ParameterServerStrategy", "async", strategy="parameter_server", min_workers=2),
 }
 PEERS = {"sync": "mirrored", "async": "parameter_server"}
-QUICK = {"systems": ["process", "sync", "async", "mirrored", "parameter_server"], "workers": ["1", "2"], "repeats": 2}
-QUICK_AT_ONE_WORKER = ("process", "sync")  # --quick runs the others at its largest worker count only
+# --quick: what the targets need, each of the two peers included, twice (about 4 minutes here).
+QUICK_PLAN = (
+    *(("mlp", system, 1) for system in ("process", "sync")),
+    *(("mlp", system, 2) for system in ("sync", "async", "mirrored", "parameter_server")),
+    ("cnn", "process", 1),
+    *(("cnn", system, 2) for system in ("sync", "mirrored")),
+)
+QUICK_REPEATS = 2
 # The issue's targets: (model, system, workers, against, at least). `against` is "limit" or "peer".
 TARGETS = (
     ("mlp", "sync", 1, "limit", 0.5),
@@ -95,7 +101,8 @@ def define_bench_flags():
     flags.DEFINE_bool(
         "quick",
         False,
-        f"A smaller set: {QUICK}, only sync at every worker count, fewer steps; flags given still win.",
+        "A smaller plan: the runs the targets need, at 1 and 2 workers, fewer steps, 2 repeats; --models, "
+        "--systems, --workers and --repeats given as well narrow it or win.",
     )
     flags.DEFINE_string("report", None, "Markdown file to write the results into (e.g. BENCHMARKS.md).")
     flags.DEFINE_string("out", None, "Directory for the runs; default runs/bench-<time>.")
@@ -125,8 +132,8 @@ def main(argv):
         print(f"\nwrote {FLAGS.report}")
 
 
-def chosen(flag_name):
-    return FLAGS[flag_name].value if FLAGS[flag_name].present or not FLAGS.quick else QUICK[flag_name]
+def repeats():
+    return QUICK_REPEATS if FLAGS.quick and not FLAGS["repeats"].present else FLAGS.repeats
 
 
 def steps_of(model):
@@ -145,28 +152,25 @@ def make_plan():
         raise ConfigError(
             f"--train_steps={FLAGS.train_steps}: the bench needs at least {MIN_STEPS} to see a steady state"
         )
-    workers = positive_ints("workers", chosen("workers"))
+    workers = positive_ints("workers", FLAGS.workers)
     for count in workers:
         if FLAGS.global_batch_size % count:
             raise ConfigError(f"--workers: {count} does not divide --global_batch_size={FLAGS.global_batch_size}")
     plan = []
     for model in FLAGS.models:
-        for name in chosen("systems"):
+        for name in FLAGS.systems:
             system = SYSTEMS[name]
             counts = [1] if system.kind == "limit" else [n for n in workers if n >= system.min_workers]
-            if FLAGS.quick and name not in QUICK_AT_ONE_WORKER:
-                counts = counts[-1:]
             plan += [(model, name, n) for n in counts]
-    return plan
+    return [key for key in QUICK_PLAN if key in plan] if FLAGS.quick else plan
 
 
 def run_plan(plan, out):
     """{(model, system, workers): [result per repeat]}: each result has ms_per_step, the run's summary and logdir."""
-    repeats = chosen("repeats")
     results = {key: [] for key in plan}
     started = time.time()
-    total = repeats * len(plan)
-    for repeat in range(repeats):
+    total = repeats() * len(plan)
+    for repeat in range(repeats()):
         for key in plan:
             model, system, workers = key
             logdir = os.path.join(out, f"{model}-{system}-{workers}w-r{repeat + 1}")
@@ -192,6 +196,8 @@ def command_for(model_name, system_name, workers):
     recipe = resolve_recipe(model.recipe)
     steps = steps_of(model_name)
     run_flags = [f"--train_steps={steps}", f"--log_every={max(1, steps // 10)}", *model.flags]
+    if not system.strategy:  # the peers save nothing; a checkpoint inside the measured steps would count
+        run_flags.append("--checkpoint_every=0")
     run_flags += [flag for flag in task_flags.given_task_flags(task_flags.NO_CLUSTER) if "train_steps" not in flag]
     if system.strategy:
         command = [sys.executable, "-m", "parallel_tf.peer_strategies", f"--strategy={system.strategy}"]
@@ -319,7 +325,7 @@ def report_markdown(tables, results, path):
         "",
         "```bash\n" + " ".join(["python -m parallel_tf.bench", *sys.argv[1:]]) + "\n```",
         "",
-        f"Repeats: {chosen('repeats')}, interleaved; median ms/step over repeats (steady state: the logged "
+        f"Repeats: {repeats()}, interleaved; median ms/step over repeats (steady state: the logged "
         "intervals after the first), spread min-max; x limit and x peer are throughput ratios (above 1: faster).",
     ]
     for model, rows in tables.items():
