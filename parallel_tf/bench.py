@@ -53,12 +53,12 @@ class System:
 
 
 MODELS = {
-    "mlp": Model("digits MLP 64-128-10 (recipes/mnist.py), latency-bound", "mnist", (), 1000, 300),
+    "mlp": Model("digits MLP 64-128-10 (recipes/mnist.py), latency-bound", "mnist", (), 500, 300),
     "cnn": Model(
         "CIFAR-10 CNN on synthetic data (recipes/cifar10.py), compute-bound",
         "cifar10",
         ("--dataset=synthetic",),
-        60,
+        40,
         20,
     ),
 }
