@@ -323,7 +323,7 @@ def report_markdown(tables, results, path):
         BEGIN,
         f"Measured {time.strftime('%Y-%m-%d %H:%M')} on {machine()}, TensorFlow {tf_version}, by",
         "",
-        "```bash\n" + " ".join(["python -m parallel_tf.bench", *sys.argv[1:]]) + "\n```",
+        "```bash\n" + " ".join(["python -m parallel_tf.bench", *shown_flags(sys.argv[1:])]) + "\n```",
         "",
         f"Repeats: {repeats()}, interleaved; median ms/step over repeats (steady state: the logged "
         "intervals after the first), spread min-max; x limit and x peer are throughput ratios (above 1: faster).",
@@ -334,6 +334,11 @@ def report_markdown(tables, results, path):
     parts += ["", "### Targets", "", *target_lines(tables)]
     parts += ["", f"![throughput against worker count]({os.path.basename(png)})"]
     return "\n".join([*parts, END])
+
+
+def shown_flags(argv):
+    """The command's flags as the report shows them: where its runs went is of no use to a reader."""
+    return [arg for arg in argv if not arg.startswith("--out=")]
 
 
 def write_report(path, generated):

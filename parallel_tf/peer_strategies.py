@@ -26,6 +26,7 @@ from absl import app, flags
 from parallel_tf import compat, outputs, peers, processes, runs
 from parallel_tf import flags as task_flags
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit
+from parallel_tf.cluster import check_shardable
 from parallel_tf.data import GlobalBatchSharder
 from parallel_tf.errors import ConfigError
 from parallel_tf.launch import free_loopback_addresses, resolve_recipe
@@ -69,6 +70,7 @@ def launch(recipe_path, given_flags):
     jobs = {"worker": addresses[num_servers:]}
     if num_servers:
         jobs.update(chief=addresses[:1], ps=addresses[1:2])
+    check_shardable(FLAGS.global_batch_size, FLAGS.num_workers)
     if any(os.path.exists(os.path.join(FLAGS.logdir, name)) for name in ("metrics.jsonl", "summary.json")):
         raise ConfigError(f"--logdir={FLAGS.logdir} already holds a run; choose another")
     os.makedirs(FLAGS.logdir, exist_ok=True)
@@ -144,9 +146,10 @@ def train(recipe):
         }
     step_fn = sgd_step(tf, strategy, recipe, dataset.num_classes, variables, settings.learning_rate)
     sharder = GlobalBatchSharder(len(dataset.train_x), settings.global_batch_size, FLAGS.num_workers, settings.seed)
+    is_chief = (job, index) in (("chief", 0), ("worker", 0))  # the coordinator, or mirrored's worker 0
     loop = coordinate if FLAGS.strategy == "parameter_server" else all_reduce
-    loop(tf, strategy, step_fn, dataset, sharder, settings, chief=(job, index) in (("chief", 0), ("worker", 0)))
-    if (job, index) in (("chief", 0), ("worker", 0)):
+    loop(tf, strategy, step_fn, dataset, sharder, settings, is_chief)
+    if is_chief:
         finish(settings, variables)
 
 
