@@ -22,12 +22,12 @@ def per_step(run):
 )
 def test_the_chief_of_ordered_sync_sends_and_receives_what_its_step_needs(tmp_path, flags, sent):
     """One float parameter, two workers. The chief sends its gradient (4 bytes; 8bit: an int8 and a
-    float32 scale), its (index, loss) to the barrier (4 + 4), the count it dequeues there (int32, 4),
-    the other worker's release token (4), the index of its gradient slot (int32, 4) and the learning
-    rate for the update it applies on the ps (4); it receives w (4) and every worker's (index, loss)
-    (2 × 8). (The global step's increment is made on the ps.)"""
+    float32 scale), its loss to the barrier (4), the index of its gradient slot (int32, 4) and the
+    learning rate for the update it applies on the ps (4); it receives w (4) and every worker's
+    (index, loss) (2 × 8). (The barrier's constants, its index, the count it dequeues and the release
+    token, are made on the ps, as is the global step's increment.)"""
     run = train(QUADRATIC, scalar_dataset(1, 3), tmp_path, "sync", **flags)
-    assert per_step(run) == (sent + 8 + 4 + 4 + 4 + 4, 4 + 16)
+    assert per_step(run) == (sent + 4 + 4 + 4, 4 + 16)
     assert [(m["bytes_sent_per_step"], m["bytes_received_per_step"]) for m in run["metrics"]] == [per_step(run)] * 3
 
 
