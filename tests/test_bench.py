@@ -70,6 +70,6 @@ def test_bench_runs_the_peer_on_the_same_model(procs, tmp_path):
     assert bench.BEGIN in text and "| MultiWorkerMirroredStrategy | 1 |" in text
     assert (tmp_path / "BENCH.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # Same model, initial values, data order and batch: one mirrored worker trains what the one process
-    # does (the in-process reference is the recipe's one process, bitwise: test_equalities.py).
+    # does (here against an in-process one-process run, which the elastic test in test_clusters.py also uses).
     train(MLP, DIGITS, tmp_path / "reference", "single", **{**FLAGS, "train_steps": 20})
     assert runs.max_param_difference(tmp_path / "reference", out / "mlp-mirrored-1w-r1") <= 1e-6
