@@ -229,37 +229,27 @@ def kill_worker_after_checkpoint(run, logdir, step):
     os.kill(pid, signal.SIGKILL)
 
 
-def test_launcher_restarts_after_a_killed_worker_and_ends_on_the_uninterrupted_result(two_workers, procs, tmp_path):
-    """--max_restarts=1, worker:1 killed after the step-40 checkpoint: the launcher stops the rest, starts
-    the cluster again, the chief resumes at step 40, and the run ends bitwise where the uninterrupted
-    run (two_workers, same flags) ends."""
-    _, uninterrupted = two_workers
-    logdir = tmp_path / "restarted"
-    run = procs.start(launcher_command(f"--logdir={logdir}", *STEPS, "--checkpoint_every=20", "--max_restarts=1"))
-    kill_worker_after_checkpoint(run, logdir, 40)
-    assert run.wait(RUN_TIMEOUT) == 0, run.output
-    restart = (
-        "worker:1 was killed by signal SIGKILL; stopped the other tasks; restart 1 of 1 from the latest checkpoint"
-    )
-    assert f"{restart} with 2 workers" in run.output
-    assert re.search(r"\[worker:0\] .*resuming from .*model\.ckpt-40 at step 40/100", run.output)
-    assert read_summary(logdir)["params_sha256"] == read_summary(uninterrupted)["params_sha256"]
-    metrics = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in metrics] == [20, 40, 60, 80, 100]  # the killed run's steps 41.. were redone
-    assert not [name for name, pid in run.task_pids.items() if alive(pid)]
-
-
 def test_strict_run_goes_on_with_fewer_workers_and_ends_on_the_uninterrupted_result(procs, tmp_path):
-    """Deterministic elasticity: strict, 2 workers, worker:1 lost after the step-40 checkpoint and left
-    out (--min_workers=1); the restart on 1 worker ends bitwise on the uninterrupted strict run's
-    parameters (strict arithmetic does not depend on the worker count; the reference trains in-process)."""
+    """Restarts and deterministic elasticity: strict, 2 workers, --max_restarts=1, worker:1 killed after
+    the step-40 checkpoint. The launcher stops the rest and restarts the cluster without it
+    (--min_workers=1); the chief resumes at step 40, and the run on 1 worker ends bitwise on the
+    uninterrupted strict run's parameters (strict arithmetic does not depend on the worker count; the
+    reference trains in-process). A restart with every worker takes the same path (the launcher's
+    choice of workers is tests/test_cluster_config.py's)."""
     strict = ["--strict_determinism", "--microbatches=8"]
     logdir = tmp_path / "elastic"
     flags = [*STEPS, *strict, "--checkpoint_every=20", "--max_restarts=1", "--min_workers=1"]
     run = procs.start(launcher_command(f"--logdir={logdir}", *flags))
     kill_worker_after_checkpoint(run, logdir, 40)
     assert run.wait(RUN_TIMEOUT) == 0, run.output
-    assert "restart 1 of 1 from the latest checkpoint with 1 workers" in run.output
+    restart = (
+        "worker:1 was killed by signal SIGKILL; stopped the other tasks; restart 1 of 1 from the latest checkpoint"
+    )
+    assert f"{restart} with 1 workers" in run.output
+    assert re.search(r"\[worker:0\] .*resuming from .*model\.ckpt-40 at step 40/100", run.output)
+    metrics = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [20, 40, 60, 80, 100]  # the killed run's steps 41.. were redone
+    assert not [name for name, pid in run.task_pids.items() if alive(pid)]
     assert len(json.loads((logdir / "cluster_spec.json").read_text())["cluster"]["worker"]) == 1
     summary = read_summary(logdir)
     assert summary["num_workers"] == 1
