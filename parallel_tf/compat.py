@@ -2,9 +2,10 @@
 
 Everything else does `from parallel_tf.compat import tf` and gets the TF1 graph-mode API
 (`tf.compat.v1` with v2 behaviour disabled), so the package runs the same on TF 1.15 and on
-TF 2.x. TF's C++ start-up chatter is hidden unless the user asks for it, and oneDNN's custom kernels
-are off by default: their results depend on computation order, which reproducibility studies
-must control (set TF_ENABLE_ONEDNN_OPTS=1 to turn them back on).
+TF 2.x. The one exception is the benchmark's peers, TensorFlow 2's own distribution strategies,
+which ask for `tensorflow_v2()`. TF's C++ start-up chatter is hidden unless the user asks for
+it, and oneDNN's custom kernels are off by default: their results depend on computation order,
+which reproducibility studies must control (set TF_ENABLE_ONEDNN_OPTS=1 to turn them back on).
 
 The import happens on first use of `tf`, not when a module is loaded: a task refused for a bad
 flag or spec exits in a fraction of a second instead of after TensorFlow's import (3-6 s).
