@@ -118,7 +118,11 @@ def main(argv):
     except ConfigError as e:
         exit_config_error(str(e))
     out = runs.out_dir(FLAGS.out, "bench")
-    results = run_plan(plan, out)
+    try:
+        results = run_plan(plan, out)
+    except KeyboardInterrupt:  # the run under way gets the same Ctrl-C and stops its own tasks
+        print(f"\n[bench] interrupted; the runs finished so far are in {out}", file=sys.stderr)
+        sys.exit(130)
     batch = FLAGS.global_batch_size
     tables = {name: table_rows(name, results, batch) for name in dict.fromkeys(model for model, _, _ in plan)}
     for name, rows in tables.items():
