@@ -4,16 +4,18 @@
     cluster           tasks                           --job_name --task_index --ps_hosts --worker_hosts
                                                       --cluster_resolver --port_base
     cluster spec      tasks, launcher                 --cluster_spec
-    cluster shape     tasks, launcher                 --num_ps --num_groups
-    mode              tasks, launcher, bench          --mode
-    mode options      tasks, launcher, bench, study   --push_every ... and every technique's flags
-    run               tasks, launcher, bench, study   --global_batch_size --train_steps --seed ...
+    cluster shape     tasks, launcher, k8s            --num_ps --num_groups
+    mode              tasks, launcher, k8s            --mode
+    mode options      tasks, launcher, k8s, study     --push_every ... and every technique's flags
+    run               tasks, launcher, k8s, study,    --global_batch_size --train_steps --seed ...
+                      bench, peers
     logdir            tasks, launcher                 --logdir --fresh
-    recipe            launcher, bench, study          --recipe
-    data              tasks (per recipe)              --dataset --data_dir --download --download_url
+    recipe            launcher, k8s, study, peers     --recipe
+    data              tasks, peers (per recipe)       --dataset --data_dir --download --download_url
 
-The launcher, bench and study pass the run and mode-option flags a user gave on to the tasks
-they start (`given_task_flags`), so a flag has one definition and one default everywhere.
+The launcher, bench and study pass the run flags a user gave (and the launcher and study the
+mode options) on to the tasks they start (`given_task_flags`), so a flag has one definition and
+one default everywhere.
 Out-of-range values and contradictions become a `ConfigError`; entry points print it as one line
 and exit 2 (see cli.py).
 """

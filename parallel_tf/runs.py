@@ -32,20 +32,6 @@ def cluster_command(recipe_path, mode, num_workers, *launcher_flags):
     ]
 
 
-def define_tool_flags(tool):
-    """The flags the benchmark and the study share, and the run and mode flags they pass on to their runs
-    (each run gets the mode options that apply to its mode: flags.given_task_flags)."""
-    from absl import flags
-
-    from parallel_tf import flags as task_flags
-
-    task_flags.define_recipe_flag()
-    task_flags.define_mode_option_flags()
-    task_flags.define_run_flags()
-    flags.DEFINE_list("workers", ["1", "2", "4"], "Worker counts, comma-separated.")
-    flags.DEFINE_string("out", None, f"Directory for the report and the runs; default runs/{tool}-<time>.")
-
-
 def out_dir(out, tool):
     return out or os.path.join("runs", time.strftime(f"{tool}-%Y%m%d-%H%M%S"))
 

@@ -40,7 +40,13 @@ FLAGS = flags.FLAGS
 
 
 def define_study_flags():
-    runs.define_tool_flags("study")
+    """The study's own flags, and the recipe, run and mode flags it passes on to its runs (each run gets
+    the mode options that apply to its mode: flags.given_task_flags)."""
+    task_flags.define_recipe_flag()
+    task_flags.define_mode_option_flags()
+    task_flags.define_run_flags()
+    flags.DEFINE_list("workers", ["1", "2", "4"], "Worker counts, comma-separated.")
+    flags.DEFINE_string("out", None, "Directory for the report and the runs; default runs/study-<time>.")
     flags.DEFINE_integer("repeats", 2, "Runs of each mode and worker count.", lower_bound=1)
     flags.DEFINE_list("modes", ["sync"], f"Modes to study, comma-separated, from {', '.join(MODES)}.")
     flags.DEFINE_string(
