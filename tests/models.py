@@ -33,9 +33,9 @@ DEFAULTS = Settings(
     dataset="digits",
 )
 DIGITS = datasets.digits(DEFAULTS)
-FLAGS = {"global_batch_size": 120, "train_steps": 50, "learning_rate": 0.1, "log_every": 25}
+FLAGS = {"global_batch_size": 120, "train_steps": 30, "learning_rate": 0.1, "log_every": 15}
 
 
 def sha(logdir, mode, **flags):
-    """The params_sha256 of the digits MLP trained in `mode` (the recipe's defaults, 50 steps, unless `flags`)."""
+    """The params_sha256 of the digits MLP trained in `mode` (the recipe's defaults, 30 steps, unless `flags`)."""
     return train(MLP, DIGITS, logdir, mode, **{**FLAGS, **flags})["summary"]["params_sha256"]
