@@ -248,7 +248,7 @@ def finish(settings, variables):
         "train_steps": settings.train_steps,
         "learning_rate": settings.learning_rate,
         "seed": settings.seed,
-        "final_loss": metrics[-1]["loss"],
+        "last_logged_loss": metrics[-1]["loss"],  # the chief's slice; not our final_loss (the last global batch)
         "params_sha256": outputs.params_sha256(named),
         "tf_version": compat.tensorflow_v2().__version__,
     }
