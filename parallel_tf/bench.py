@@ -175,10 +175,10 @@ def run_plan(plan, out):
     started = time.time()
     total = repeats() * len(plan)
     for repeat in range(repeats()):
-        for key in plan:
+        for index, key in enumerate(plan):
             model, system, workers = key
             logdir = os.path.join(out, f"{model}-{system}-{workers}w-r{repeat + 1}")
-            done = repeat * len(plan) + plan.index(key)
+            done = repeat * len(plan) + index
             eta = "" if not done else f", about {(time.time() - started) / done * (total - done) / 60:.1f} min left"
             print(f"[bench] {done + 1}/{total}: {model}, {SYSTEMS[system].title}, {workers} worker(s){eta}", flush=True)
             command, given = command_for(model, system, workers)
@@ -199,14 +199,16 @@ def command_for(model_name, system_name, workers):
     model, system = MODELS[model_name], SYSTEMS[system_name]
     recipe = resolve_recipe(model.recipe)
     steps = steps_of(model_name)
-    run_flags = [f"--train_steps={steps}", f"--log_every={max(1, steps // 10)}", *model.flags]
-    if not system.strategy:  # the peers save nothing; a checkpoint inside the measured steps would count
-        run_flags.append("--checkpoint_every=0")
-    run_flags += [flag for flag in task_flags.given_task_flags(task_flags.NO_CLUSTER) if "train_steps" not in flag]
-    if system.strategy:
+    given = [
+        flag for flag in task_flags.given_task_flags(task_flags.NO_CLUSTER) if not flag.startswith("--train_steps=")
+    ]
+    run_flags = [f"--train_steps={steps}", f"--log_every={max(1, steps // 10)}", *model.flags, *given]
+    if system.strategy:  # the peers trace nothing and save nothing
         command = [sys.executable, "-m", "parallel_tf.peer_strategies", f"--strategy={system.strategy}"]
         run_flags = [flag for flag in run_flags if not flag.startswith("--trace_steps")]
         return [*command, f"--num_workers={workers}", f"--recipe={recipe}"], run_flags
+    # Ours checkpoint only at the end, unless told otherwise: a save inside the measured steps would count.
+    run_flags = ["--checkpoint_every=0", *run_flags]
     if system.kind == "limit":
         return runs.single_process_command(recipe), run_flags
     return runs.cluster_command(recipe, system.mode, workers), [*run_flags, *system.flags]
