@@ -1,10 +1,20 @@
 """Gradient codecs: what a worker sends in place of a float32 gradient, and how it is read back.
 
-    8bit   q = round(127 v / max|v|) as int8, and max|v|        n + 4 bytes    (Dettmers 2015)
-    1bit   the signs of v, 8 to a byte, and mean|v|             ceil(n/8) + 4  (Seide et al. 2014)
-    topk:K the K largest |v| as float32 and their int32 indices 8K bytes       (Strom 2015's sparsity)
+    8bit   q = round(127 v / max|v|) as int8, and max|v|        n + 4 bytes    linear 8-bit quantisation
+    1bit   the signs of v, 8 to a byte, and mean|v|             ceil(n/8) + 4  scaled sign
+    topk:K the K largest |v| as float32 and their int32 indices 8K bytes       top-k sparsification
 
-Each variable is encoded on its own: top-k takes K of each (all of one with K or fewer).
+Each variable is encoded on its own: top-k takes K of each (all of one with K or fewer). With the
+error feedback of techniques/compression.py, these are the methods of:
+    8bit   the linear 8-bit approximation that Dettmers, "8-Bit Approximations for Parallelism in Deep
+           Learning", ICLR 2016, compares his dynamic data type against (not that data type);
+    1bit   EF-SignSGD: Karimireddy, Rebjock, Stich, Jaggi, "Error Feedback Fixes SignSGD and other
+           Gradient Compression Schemes", ICML 2019: one scale, mean|v|, per tensor. Not Seide et al.'s
+           1-bit SGD (Interspeech 2014), which decodes each column to two values, the means of its
+           positive and its negative entries;
+    topk:K Aji, Heafield, "Sparse Communication for Distributed Gradient Descent", EMNLP 2017 (the
+           largest K by magnitude, the rest kept in the residual). Not Strom (Interspeech 2015), who
+           sends every entry above a fixed threshold τ.
 
 `encode` runs on the worker and gives the payload, the only tensors that cross to the parameter
 server; `decode` runs there. Both are deterministic, so a repeat decodes the same bits.

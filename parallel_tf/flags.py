@@ -277,6 +277,7 @@ class Settings:
     fetch_every: int = 1
     central_every: int = 1
     options: dict = dataclasses.field(default_factory=techniques.default_options)  # techniques' flags, by name
+    techniques: tuple = ()  # the techniques on, as `compose` decided (names, in wrapping order)
     num_gpus: int = 0
     trace_steps: tuple = None  # (first, end) of --trace_steps, or None
 
@@ -291,7 +292,7 @@ class Settings:
     @property
     def spare_workers(self):
         """How many workers may die without stopping training (backup workers), else 0."""
-        return techniques.spare_workers(self.mode, self.options, self.cluster) if self.cluster else 0
+        return techniques.spare_workers(self.techniques, self.options, self.cluster)
 
     def mode_options(self):
         """The values of every option of this run's mode: what, besides the common flags, decides its
@@ -315,8 +316,6 @@ def settings_from_flags():
     mode = FLAGS.mode if cluster else NO_CLUSTER
     check_flag_scopes(mode)
     job_name, task_index = "worker", 0
-    options = {}
-    aggregation = FLAGS.aggregation
     if cluster:
         job_name = FLAGS.job_name or env_job
         task_index = FLAGS.task_index if FLAGS["task_index"].present or env_index is None else env_index
@@ -326,14 +325,7 @@ def settings_from_flags():
         cluster.check_task(job_name, task_index)
         cluster_lib.check_shardable(FLAGS.global_batch_size, cluster.num_workers)
         _check_groups(cluster, FLAGS.global_batch_size)
-        options = technique_options(mode, cluster)
-        if not FLAGS["aggregation"].present:  # backup workers aggregate in arrival order
-            aggregation = techniques.implied(mode, options, cluster).get("aggregation", aggregation)
-    if FLAGS.strict_determinism:
-        check_strict(aggregation, FLAGS.microbatches, FLAGS.global_batch_size, cluster)
-    elif FLAGS["microbatches"].present:
-        raise ConfigError("--microbatches applies only with --strict_determinism")
-    return Settings(
+    settings = Settings(
         mode=mode,
         job_name=job_name,
         task_index=task_index,
@@ -353,15 +345,22 @@ def settings_from_flags():
         fresh=FLAGS.fresh,
         startup_timeout=FLAGS.startup_timeout,
         operation_timeout=FLAGS.operation_timeout,
-        aggregation=aggregation,
+        aggregation=FLAGS.aggregation,
         strict_determinism=FLAGS.strict_determinism,
         microbatches=FLAGS.microbatches,
         push_every=FLAGS.push_every,
         fetch_every=FLAGS.fetch_every,
         central_every=FLAGS.central_every,
-        options=options,
+        options={name: FLAGS[name].value for name in techniques.flag_scopes()},
         trace_steps=profiling.parse_steps(FLAGS.trace_steps),
     )
+    if cluster:
+        settings = composed(settings, given_flags())
+    if settings.strict_determinism:
+        check_strict(settings.aggregation, settings.microbatches, settings.global_batch_size, cluster)
+    elif FLAGS["microbatches"].present:
+        raise ConfigError("--microbatches applies only with --strict_determinism")
+    return settings
 
 
 def _resolve_cluster():
@@ -394,23 +393,52 @@ def _resolve_cluster():
 
 
 def check_run_fits(cluster):
-    """Raises ConfigError unless the run's flags fit `cluster` (batch shards, groups, strict microbatches,
-    techniques): what its tasks would check, for the tools that start them to check first."""
+    """Raises ConfigError unless the run's flags fit `cluster` (batch shards, groups, techniques, strict
+    microbatches): what its tasks would check, for the tools that start them to check first."""
     cluster_lib.check_shardable(FLAGS.global_batch_size, cluster.num_workers)
     _check_groups(cluster, FLAGS.global_batch_size)
     profiling.parse_steps(FLAGS.trace_steps)
+    mode = FLAGS.mode
+    values = {name: FLAGS[name].value for name, scope in MODE_OPTION_SCOPES.items() if mode in scope}
+    composition = compose(mode, cluster, {**values, "optimizer": FLAGS.optimizer}, given_flags())
     if FLAGS.strict_determinism:
-        check_strict(FLAGS.aggregation, FLAGS.microbatches, FLAGS.global_batch_size, cluster)
-    technique_options(FLAGS.mode, cluster)
+        aggregation = composition.settled.get("aggregation", FLAGS.aggregation)
+        check_strict(aggregation, FLAGS.microbatches, FLAGS.global_batch_size, cluster)
+    return composition
 
 
-def technique_options(mode, cluster):
-    """{flag name: parsed value} for every technique's flags (what Settings.options holds), checked
-    together with the flags they imply that the user gave."""
+def spare_workers(cluster):
+    """For the launcher: how many non-chief workers of `cluster` the run's flags let it lose and go on."""
     options = {name: FLAGS[name].value for name in techniques.flag_scopes()}
-    given = {flag: FLAGS[flag].value for flag in techniques.implied_flags() if FLAGS[flag].present}
-    techniques.check(mode, {**options, **given}, cluster)
-    return options
+    return techniques.spare_workers(check_run_fits(cluster).names, options, cluster)
+
+
+def given_flags():
+    """The names of the flags the user set."""
+    return {name for name in FLAGS if FLAGS[name].present}
+
+
+def composed(settings, given):
+    """`settings` with the techniques its flags switch on and the flag values they settle (compose);
+    `given`: the names of the flags the user set. Every task builds its Settings through here."""
+    values = {**settings.mode_options(), "optimizer": settings.optimizer}
+    composition = compose(settings.mode, settings.cluster, values, given)
+    return dataclasses.replace(settings, techniques=composition.names, **composition.settled)
+
+
+def compose(mode, cluster, values, given):
+    """The one decision of what a run's techniques and mode options do together (techniques.resolve, and
+    the modes' own rules), made alike in the launcher, the tools and every task: a Composition, or a
+    ConfigError with one line."""
+    composition = techniques.resolve(mode, cluster, values, given)
+    optimizer = composition.settled.get("optimizer", values["optimizer"])
+    if mode == cluster_lib.GROUPED_MODE and values["central_every"] > 1 and optimizer != "sgd":
+        raise ConfigError(
+            f"--central_every={values['central_every']} with --optimizer={optimizer}: the central ps would take one "
+            f"{optimizer} step on the group's summed gradients, not the group's {values['central_every']} steps, and "
+            "their state would differ; use --optimizer=sgd (whose steps add up) or --central_every=1"
+        )
+    return composition
 
 
 def _check_groups(cluster, global_batch_size):

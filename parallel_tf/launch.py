@@ -32,7 +32,7 @@ from absl import app, flags
 
 from parallel_tf import cluster as cluster_lib
 from parallel_tf import flags as task_flags
-from parallel_tf import hosts, network, techniques
+from parallel_tf import hosts, network
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit
 from parallel_tf.errors import ConfigError
 from parallel_tf.logdir import default_logdir, prepare_logdir
@@ -152,8 +152,7 @@ def run_with_restarts(cluster, recipe_path, run_dir, common, simulated):
     """Runs the cluster; after a failure (not a mistake), restarts it up to --max_restarts times. Returns
     the exit code: 0, 2 for a task's mistake, 1 for a failure with no restart left."""
     for restart in range(FLAGS.max_restarts + 1):
-        options = task_flags.technique_options(FLAGS.mode, cluster)
-        spare_workers = techniques.spare_workers(FLAGS.mode, options, cluster)
+        spare_workers = task_flags.spare_workers(cluster)
         tasks = task_commands(cluster, recipe_path, run_dir, common)
         enter_host = {}
         if simulated:

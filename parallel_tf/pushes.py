@@ -6,10 +6,21 @@ import dataclasses
 
 from parallel_tf.compat import tf
 
+COUNTERS = "parallel_tf_push_counters"  # graph collection of (name, tensor) that push hooks add for the chief to log
+
 
 def push_counter(name, size):
     """An int64 vector on the parameter servers: pushes by each worker (or group), logged by the chief."""
     return tf.get_variable(name, [size], tf.int64, tf.zeros_initializer(), trainable=False)
+
+
+def add_counter(name, tensor):
+    """Has the chief log `tensor` as `name`: for the hooks of a push, which return no graph of their own."""
+    tf.add_to_collection(COUNTERS, (name, tensor))
+
+
+def added_counters():
+    return dict(tf.get_collection(COUNTERS))
 
 
 class GradientSum:

@@ -214,6 +214,7 @@ class Trainer:
             "ms_per_step": 1000.0 * train_seconds / steps,
             "wall_seconds": wall_seconds,
             "tf_version": tf.VERSION,
+            "techniques": list(settings.techniques),  # what ran, as compose decided
             **settings.mode_options(),
             **self._read_counters(sess),
         }

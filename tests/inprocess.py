@@ -17,7 +17,7 @@ from parallel_tf import cluster as cluster_lib
 from parallel_tf import devices, techniques
 from parallel_tf.compat import tf
 from parallel_tf.data import Dataset
-from parallel_tf.flags import Settings
+from parallel_tf.flags import Settings, composed
 from parallel_tf.launch import free_loopback_addresses
 from parallel_tf.recipe import Recipe
 from parallel_tf.trainer import Trainer
@@ -116,13 +116,14 @@ def read_outputs(logdir):
 
 
 def worker_settings(mode, config, task_index, logdir, fields):
-    """Settings for worker `task_index`; `fields` (Settings fields, and technique flags) override the defaults."""
-    fields = dict(fields)
+    """Settings for worker `task_index`; `fields` (Settings fields, and technique flags) override the defaults.
+    A cluster run's techniques are decided as a task decides them (flags.composed), the fields being the flags given."""
+    given, fields = set(fields), dict(fields)
     options = {name: fields.pop(name, default) for name, default in techniques.default_options().items()}
     defaults = dict(
         optimizer="sgd", seed=0, dataset="test", operation_timeout=OPERATION_TIMEOUT, startup_timeout=OPERATION_TIMEOUT
     )
-    return Settings(
+    settings = Settings(
         mode=mode,
         job_name="worker",
         task_index=task_index,
@@ -131,6 +132,7 @@ def worker_settings(mode, config, task_index, logdir, fields):
         options=options,
         **{**defaults, **fields},
     )
+    return composed(settings, given) if config else settings
 
 
 def scalar_recipe(loss_fn, w0):

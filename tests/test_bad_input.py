@@ -173,7 +173,7 @@ def cases(tmp):
         "negative checkpoint interval": (recipe_command("--checkpoint_every=-1"), "-1 is not a non-negative integer"),
         "backup workers with ordered aggregation": (
             recipe_command(good, *CLUSTER, "--replicas_to_aggregate=1", "--aggregation=ordered"),
-            "--replicas_to_aggregate=1 < 2 workers (backup workers) needs --aggregation=accumulator",
+            "--replicas_to_aggregate=1 needs --aggregation=accumulator, not --aggregation=ordered",
         ),
         "more replicas than workers": (
             recipe_command(good, *CLUSTER, "--replicas_to_aggregate=3"),
@@ -309,23 +309,23 @@ def cases(tmp):
         ),
         "launcher: compression with the accumulator": (
             launcher_command("--gradient_compression=8bit", "--aggregation=accumulator"),
-            "--gradient_compression needs --aggregation=ordered",
+            "--gradient_compression=8bit needs --aggregation=ordered, not --aggregation=accumulator",
         ),
         "launcher: compression with strict determinism": (
             launcher_command("--gradient_compression=1bit", "--strict_determinism"),
-            "--gradient_compression does not go with --strict_determinism",
+            "--gradient_compression=1bit needs --nostrict_determinism, not --strict_determinism",
         ),
         "launcher: local SGD with momentum": (
             launcher_command("--local_steps=4", "--optimizer=momentum"),
-            "--local_steps=4 takes plain SGD steps on each copy: --optimizer=momentum's slots",
+            "--local_steps=4 needs --optimizer=sgd, not --optimizer=momentum: an optimizer's slots",
         ),
         "launcher: local SGD with compression": (
             launcher_command("--local_steps=4", "--gradient_compression=8bit"),
-            "--local_steps=4 sends parameters every 4 steps, not gradients every step",
+            "--local_steps=4 does not go with --gradient_compression=8bit: it builds its own sync graph",
         ),
         "launcher: EASGD with a push technique": (
             launcher_command("--mode=async", "--easgd_alpha=0.25", "--staleness_aware"),
-            "pushes no gradients: it does not go with --staleness_aware",
+            "--easgd_alpha=0.25 does not go with --staleness_aware: it builds its own async graph, which does not set",
         ),
         "launcher: an elastic force past the midpoint": (
             launcher_command("--mode=async", "--easgd_alpha=0.75"),

@@ -71,7 +71,7 @@ def test_error_feedback_keeps_what_8bit_lost_and_loses_nothing_over_steps():
     with tf.Graph().as_default():
         gradient = tf.placeholder(tf.float32, [3])
         destination = tf.Variable(tf.zeros([3]))
-        (decoded,) = compression.transmit(options, [gradient], [destination])
+        (decoded,) = compression.transmit(options, [gradient], [destination], "/device:CPU:0")
         (residual,) = tf.local_variables()
         with tf.Session() as sess:
             sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
@@ -84,16 +84,19 @@ def test_error_feedback_keeps_what_8bit_lost_and_loses_nothing_over_steps():
 
 
 def test_only_the_payload_is_on_the_worker_and_the_decoding_is_on_the_parameter_server():
+    """Wherever the gradient was computed (here on the ps, as a push hook could leave it), the encoding and
+    the residual are on the worker named, and the decoding next to the variable."""
     options = {"gradient_compression": "8bit", "error_feedback": True}
+    worker = "/job:worker/task:1/device:CPU:0"
     with tf.Graph().as_default():
         with tf.device("/job:ps/task:0/device:CPU:0"):
             destination = tf.Variable(tf.zeros([3]))
-        with tf.device("/job:worker/task:1/device:CPU:0"):
             gradient = tf.constant(V)
-        (decoded,) = compression.transmit(options, [gradient], [destination])
+        (decoded,) = compression.transmit(options, [gradient], [destination], worker)
         payloads = tf.get_collection(compression.PAYLOADS)
         assert [p.dtype for p in payloads] == [tf.int8, tf.float32]
-        assert all(p.device == "/job:worker/task:1/device:CPU:0" for p in payloads)
+        assert all(p.device == worker for p in payloads)
+        assert [v.device for v in tf.local_variables()] == [worker]  # the residual
         assert decoded.op.colocation_groups() == destination.op.colocation_groups()
 
 

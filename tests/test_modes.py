@@ -49,10 +49,18 @@ def two_layers(features, num_classes):
 TWO_LAYERS = Recipe(name="two_layers", model_fn=two_layers, datasets={})
 
 
+MODE_OPTIONS = ("push_every", "fetch_every", "central_every", "aggregation", "strict_determinism", "optimizer")
+
+
 def build(mode, task_index, settings=SETTINGS):
+    """Builds worker `task_index`'s graph, with the techniques `settings` switch on (techniques.resolve)."""
     config = cluster.parse(SPECS[mode], mode)
     graph = tf.Graph()
-    settings = types.SimpleNamespace(**dict(vars(settings), mode=mode))
+    values = {**settings.options, **{name: getattr(settings, name) for name in MODE_OPTIONS}}
+    composition = techniques.resolve(mode, config, values, given=set())
+    settings = types.SimpleNamespace(
+        **{**vars(settings), "mode": mode, "techniques": composition.names, **composition.settled}
+    )
     with graph.as_default():
         built = builder(mode)(TWO_LAYERS, DATA, settings, config, task_index)
     for value in vars(built).values():  # never run here: TF would warn they went unused
@@ -85,7 +93,8 @@ def test_async_workers_compute_on_a_local_copy():
     graph, built = build("async", task_index=2)
     copies = graph.get_collection(tf.GraphKeys.LOCAL_VARIABLES)
     assert {v.device for v in copies} == {"/job:worker/task:2/device:GPU:0"}
-    assert built.counters.keys() == {"updates_by_worker", "staleness_histogram"}
+    # with --fetch_every=3, Downpour's local updates are on and the chief counts its own
+    assert built.counters.keys() == {"updates_by_worker", "staleness_histogram", "local_updates_applied"}
     # Downpour's schedule: fetch before steps 0, 3, 6, 9; push after steps 1, 3, 5, 7, 9
     plans = [built.plan(step) for step in range(SETTINGS.train_steps)]
     assert [step for step, runs in enumerate(plans) if len(runs) == 2] == [0, 3, 6, 9]
@@ -94,6 +103,13 @@ def test_async_workers_compute_on_a_local_copy():
     assert len(pushes) == 1 and not pushes & set(trains[::2])
     # Downpour's local update (fetch_every > 1): every step also moves the copy, on the worker
     assert {runs[-1]["local_update"].device for runs in plans} == {"/job:worker/task:2/device:GPU:0"}
+
+
+def test_a_resumed_async_worker_fetches_before_its_first_step():
+    """Resumed at step 1, which --fetch_every=3 would not fetch before, a worker still reads the parameters
+    before it computes; then the schedule goes on (no fetch before 2, one before 3)."""
+    _, built = build("async", task_index=1)
+    assert [len(built.plan(step)) for step in (1, 2, 3)] == [2, 1, 2]
 
 
 def test_hierarchical_groups_train_on_their_own_local_ps():
@@ -131,7 +147,8 @@ def test_backup_workers_have_no_barrier_and_count_what_the_accumulators_drop():
         graph, built = build("sync", task_index, backup)
         names = {op.name for op in graph.get_operations()}
         assert not [name for name in names if "parallel_tf_barrier" in name]
-        assert built.feed(7) == {built.step_input: 7} and set(built.counters) == {"stale_gradients_dropped"}
+        assert built.feed(7) == {built.step_input: 7}
+        assert set(built.counters) == {"gradients_applied", "stale_gradients_dropped"}
         assert "next_step" in built.plan(0)[0] and built.next_step(0, {"next_step": 5}) == 5
         assert not built.chief_waits_for_all
         assert (built.background is not None) == (task_index == 0)

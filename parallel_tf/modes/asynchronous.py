@@ -4,7 +4,15 @@ Worker i computes gradients on slice i of each global batch against its own copy
 parameters, adds them to a local sum, and every --push_every steps sends the sum to the
 parameter servers, which apply it with the optimizer (Adagrad there, as in DistBelief, works).
 Every --fetch_every steps, before the step, it refreshes its copy from the parameter servers.
-With both at 1 (the default) this is plain async SGD: read, compute, apply.
+With both at 1 (the default) this is plain async SGD: read, compute, apply. A process's first
+step always fetches, so a resumed worker never computes on a copy it has not read.
+
+A push's staleness σ is the updates applied (the global step) minus those the worker's copy
+reflects: the global step at its fetch, plus its own pushes where a technique keeps them in the
+copy (Downpour's local updates), so σ counts only the updates the copy is missing.
+
+What a push sends is encoded on the worker first (techniques' `transmit`); what the parameter
+servers do with it (a staleness-dependent rate, a compensation, a queue) acts on what they received.
 
 No barrier and no tokens: a worker never waits for another, so the order in which updates
 reach the parameters depends on timing, and results are not repeatable.
@@ -17,7 +25,7 @@ from parallel_tf.compat import tf
 from parallel_tf.devices import device_setter, worker_device
 from parallel_tf.graph import LOCAL, build_model_on_copies, make_optimizer, refresh_copies
 from parallel_tf.modes import CopiesGraph
-from parallel_tf.pushes import GradientSum, StalenessHistogram, push_counter
+from parallel_tf.pushes import GradientSum, StalenessHistogram, added_counters, push_counter
 from parallel_tf.schedules import fetches_before, sends_after
 
 
@@ -41,25 +49,30 @@ def build(recipe, dataset, settings, cluster, task_index):
             read_step = tf.Variable(tf.zeros([], tf.int64), trainable=False, collections=LOCAL, name="read_step")
         with tf.device(global_step.device):  # read where it changes, just before this push changes it
             staleness = global_step.read_value() - read_step
-        learning_rate = techniques.push_learning_rate(settings, cluster, staleness)
+        learning_rate = techniques.push_learning_rate(settings, staleness)
         optimizer = make_optimizer(settings.optimizer, learning_rate)
         gradients = [g for g, _ in optimizer.compute_gradients(model.loss, var_list=list(copies))]
         with tf.device(on_worker):
             gradient_sum = GradientSum(copies, LOCAL, "gradient_sum")
             accumulate = gradient_sum.add(gradients)
-        sums, on_fetch = techniques.push_gradients(settings, cluster, task_index, parameters, accumulate)
-        sums = techniques.transmit(settings, cluster, sums, parameters)
+        received = techniques.transmit(settings, accumulate, parameters, on_worker)
+        sums, on_fetch = techniques.push_gradients(settings, task_index, parameters, received)
         recorded = histogram.record(staleness)  # before the push changes the global step
-        send = techniques.send_push(settings, cluster, optimizer, sums, parameters, global_step, recorded)
-        pushed = gradient_sum.push(send.op, updates, task_index)
+        send = techniques.send_push(settings, optimizer, sums, parameters, global_step, recorded)
+        with tf.control_dependencies([send.op]):
+            marked = techniques.after_push(settings, read_step)
+        pushed = gradient_sum.push(tf.group(send.op, *marked) if marked else send.op, updates, task_index)
         fetch = tf.group(refresh_copies(pairs), read_step.assign(global_step), *on_fetch)
 
     report = {"workers": tf.constant([task_index]), "losses": tf.reshape(model.loss, [1])}
     step_and_push = dict(report, train=pushed)
     step_only = dict(report, train=tf.group(*accumulate))
 
+    fetched = [False]  # whether this process has fetched yet: its first step must, wherever it starts
+
     def plan(step):
-        runs = [fetch] if fetches_before(step, settings.fetch_every) else []
+        runs = [fetch] if fetches_before(step, settings.fetch_every) or not fetched[0] else []
+        fetched[0] = True
         runs.append(step_and_push if sends_after(step, settings.push_every, settings.train_steps) else step_only)
         return runs
 
@@ -72,7 +85,7 @@ def build(recipe, dataset, settings, cluster, task_index):
         ready_op=tf.report_uninitialized_variables(),
         local_init_op=tf.local_variables_initializer(),
         ready_for_local_init_op=tf.report_uninitialized_variables(tf.global_variables()),
-        counters={"updates_by_worker": updates, "staleness_histogram": histogram.nonzero()},
+        counters={"updates_by_worker": updates, "staleness_histogram": histogram.nonzero(), **added_counters()},
         initialise_on_join=send.chief_on_join if task_index == 0 else None,
         background=send.chief_background if task_index == 0 else None,
         refresh_op=fetch,

@@ -11,7 +11,7 @@ from parallel_tf import techniques
 from parallel_tf.aggregation import SlotAggregator, worker_gradients
 from parallel_tf.barrier import gather_at_chief, release_workers, step_barrier
 from parallel_tf.compat import tf
-from parallel_tf.devices import device_setter, server_cpu
+from parallel_tf.devices import device_setter, server_cpu, worker_device
 from parallel_tf.graph import build_model, make_optimizer
 from parallel_tf.modes import TrainGraph, fixed_plan
 from parallel_tf.sync_replicas import sync_replicas
@@ -31,7 +31,8 @@ def _in_fixed_order(recipe, model, global_step, optimizer, settings, cluster, ta
     per_worker = settings.microbatches // num_workers if settings.strict_determinism else 1
     aggregator = SlotAggregator(tf.trainable_variables(), per_worker * num_workers)
     gradients = worker_gradients(recipe, model, per_worker, aggregator.variables)
-    gradients = [techniques.transmit(settings, cluster, g, aggregator.variables) for g in gradients]
+    on_worker = worker_device(task_index, settings.num_gpus)
+    gradients = [techniques.transmit(settings, g, aggregator.variables, on_worker) for g in gradients]
     write = aggregator.write(task_index * per_worker, gradients)
     workers, losses = gather_at_chief(num_workers, task_index, model.loss, after=[write], name="written")
     is_chief = task_index == 0  # once every gradient is written, the chief applies the update

@@ -1,35 +1,34 @@
 """Techniques: variants of a mode, each switched on by flags of its own and written as one module.
 
 A technique module has
-    MODES                       the modes its flags apply to (any other mode refuses them, exit 2)
-    FLAGS, define_flags(flag_values=FLAGS)  the names of its flags, and their absl definitions
-    IMPLIES                     {flag: value} it needs of other flags: the value when the flag is not
-                                given; a different given value is a ConfigError from check()
-    enabled(options, cluster)   whether a run with these flag values uses it
-    check(options, cluster)     raises ConfigError for a bad combination (`options` here also holds
-                                the flags of IMPLIES the user gave)
-    spare_workers(options, cluster)  optional: non-chief workers the run may lose and go on
-    push_learning_rate(learning_rate, staleness)  optional, async: the rate a push of that
-                                staleness (an int64 tensor) is applied with
+    TECHNIQUE                   its declaration (rules.Technique): modes, flags, the flags it requires,
+                                the techniques it cannot run with and why, its hooks, whether it builds
+                                the mode's graph. How declarations compose is rules.py's to say.
+    define_flags(flag_values=FLAGS)  the absl definitions of TECHNIQUE.flags
+    enabled(values, cluster)    whether a run with these flag values uses it (`values`: every technique
+                                flag, the options of the run's mode, "optimizer" and "mode")
+    check(values, cluster)      raises ConfigError for a bad value of its own flags
+and the hooks it declares, from these:
+    build(recipe, dataset, settings, cluster, task_index) -> TrainGraph
+                                builds the mode's graph instead of the mode (TECHNIQUE.builds_graph)
+    wrap(graph, settings, cluster, task_index) -> TrainGraph
+                                adds its variables, ops, counters or pauses to the graph built
+    spare_workers(options, cluster)  non-chief workers the run may lose and go on
+    transmit(options, tensors, destinations, device) -> tensors
+                                sync and async: gradients on this worker (`device`) as the parameter
+                                servers receive them, each next to its variable in `destinations`
+    push_learning_rate(learning_rate, staleness)  async: the rate a push of that staleness (an int64
+                                tensor) is applied with
     push_gradients(options, cluster, task_index, parameters, sums) -> (sums, fetch_ops)
-                                optional, async: what a push applies instead of the summed
-                                gradients, and ops to run with each fetch
-    transmit(options, tensors, destinations) -> tensors
-                                optional, sync and async: `tensors` (gradients on this worker) as
-                                they reach the parameter servers, each next to its variable in
-                                `destinations`, if not as they are (at most one technique may say)
+                                async: what a push applies instead of the (received) sums, and ops to
+                                run with each fetch
     send_push(settings, cluster, optimizer, sums, parameters, global_step, after) -> Send
-                                optional, async: how a push reaches the parameters, if not by
-                                the optimizer at once, once op `after` has run (at most one
-                                technique may say)
-    build(build_mode, recipe, dataset, settings, cluster, task_index) -> TrainGraph
-                                optional: wraps the mode's builder (calls it and adds hooks) or
-                                replaces it
-and a line in TECHNIQUES. `options` maps its flag names to their values (Settings.options). That is
-all a new technique touches in the library; it also gets a README row and a hand-computed test.
+                                async: how a push reaches the parameters, once op `after` has run
+    after_push(read_step) -> ops  async: what a push changes in what the worker's copy reflects
+and a line in TECHNIQUES. `options` maps technique flags to their values (Settings.options). That is
+all a new technique touches in the library; it also gets a README row, a hand-computed test and an
+observable in tests/test_composition.py.
 """
-
-import functools
 
 from absl import flags
 
@@ -43,11 +42,13 @@ from parallel_tf.techniques import (
     easgd,
     local_sgd,
     local_updates,
+    rules,
     softsync,
     staleness_aware,
     stragglers,
 )
 
+# The wrapping order (rules.py): `wrap` hooks apply in this order, innermost first.
 TECHNIQUES = (
     backup_workers,
     local_updates,
@@ -60,6 +61,7 @@ TECHNIQUES = (
     compression,
     stragglers,
 )
+BY_NAME = {t.TECHNIQUE.name: t for t in TECHNIQUES}
 
 
 def define_flags():
@@ -77,84 +79,83 @@ def default_options():
 
 def flag_scopes():
     """{flag name: the modes it applies to} for every technique's flags."""
-    return {name: technique.MODES for technique in TECHNIQUES for name in technique.FLAGS}
+    return {name: t.TECHNIQUE.modes for t in TECHNIQUES for name in t.TECHNIQUE.flags}
 
 
-def enabled(mode, options, cluster):
-    return [t for t in TECHNIQUES if mode in t.MODES and t.enabled(options, cluster)]
+def required_flags():
+    """The flags of other groups that some technique requires a value of (e.g. aggregation)."""
+    return {flag for t in TECHNIQUES for flag in t.TECHNIQUE.requires}
 
 
-def check(mode, options, cluster):
-    for technique in TECHNIQUES:
-        if mode in technique.MODES:
-            technique.check(options, cluster)
+def resolve(mode, cluster, values, given):
+    """The techniques a run uses and the flag values they settle (rules.resolve), or ConfigError."""
+    return rules.resolve([t.TECHNIQUE for t in TECHNIQUES], BY_NAME, mode, cluster, values, given)
 
 
-def implied_flags():
-    return {flag for technique in TECHNIQUES for flag in technique.IMPLIES}
+def _providing(settings, hook):
+    """The run's techniques (Settings.techniques, as resolve decided) that provide `hook`."""
+    return _named(settings.techniques, hook)
 
 
-def spare_workers(mode, options, cluster):
-    """How many non-chief workers a run may lose and go on (backup workers); 0 for most runs."""
-    losable = [
-        t.spare_workers(options, cluster) for t in enabled(mode, options, cluster) if hasattr(t, "spare_workers")
-    ]
-    return max(losable, default=0)
+def _named(names, hook):
+    return [BY_NAME[name] for name in names if hook in BY_NAME[name].TECHNIQUE.hooks]
 
 
-def push_learning_rate(settings, cluster, staleness):
+def spare_workers(names, options, cluster):
+    """How many non-chief workers a run of techniques `names` may lose and go on (backup workers); most 0."""
+    return max((t.spare_workers(options, cluster) for t in _named(names, "spare_workers")), default=0)
+
+
+def push_learning_rate(settings, staleness):
     """The learning rate an async push of `staleness` is applied with: --learning_rate, unless a
     technique makes it depend on the staleness."""
     learning_rate = settings.learning_rate
-    for technique in enabled(settings.mode, settings.options, cluster):
-        if hasattr(technique, "push_learning_rate"):
-            learning_rate = technique.push_learning_rate(learning_rate, staleness)
+    for technique in _providing(settings, "push_learning_rate"):
+        learning_rate = technique.push_learning_rate(learning_rate, staleness)
     return learning_rate
 
 
-def push_gradients(settings, cluster, task_index, parameters, sums):
-    """What an async push applies to `parameters` instead of the summed gradients `sums`, and the ops
+def push_gradients(settings, task_index, parameters, sums):
+    """What an async push applies to `parameters` instead of the received sums `sums`, and the ops
     each fetch runs besides refreshing the copies: (sums, []) unless a technique changes them."""
     fetch_ops = []
-    for technique in enabled(settings.mode, settings.options, cluster):
-        if hasattr(technique, "push_gradients"):
-            sums, more = technique.push_gradients(settings.options, cluster, task_index, parameters, sums)
-            fetch_ops += more
+    for technique in _providing(settings, "push_gradients"):
+        sums, more = technique.push_gradients(settings.options, settings.cluster, task_index, parameters, sums)
+        fetch_ops += more
     return sums, fetch_ops
 
 
-def transmit(settings, cluster, tensors, destinations):
-    """Gradients `tensors` of this worker as the parameter servers holding `destinations` receive them:
-    as they are, unless a technique encodes them on the way (compression)."""
-    for technique in enabled(settings.mode, settings.options, cluster):
-        if hasattr(technique, "transmit"):
-            return technique.transmit(settings.options, tensors, destinations)
+def transmit(settings, tensors, destinations, device):
+    """Gradients `tensors` of this worker (on `device`) as the parameter servers holding `destinations`
+    receive them: as they are, unless a technique encodes them on the way (compression)."""
+    for technique in _providing(settings, "transmit"):  # at most one (rules.SINGLE_OWNER_HOOKS)
+        return technique.transmit(settings.options, tensors, destinations, device)
     return tensors
 
 
-def send_push(settings, cluster, optimizer, sums, parameters, global_step, after):
+def send_push(settings, optimizer, sums, parameters, global_step, after):
     """A push, once op `after` has run: `optimizer` applies `sums` to `parameters` at once, unless a
     technique sends them otherwise."""
-    for technique in enabled(settings.mode, settings.options, cluster):
-        if hasattr(technique, "send_push"):
-            return technique.send_push(settings, cluster, optimizer, sums, parameters, global_step, after)
+    for technique in _providing(settings, "send_push"):  # at most one (rules.SINGLE_OWNER_HOOKS)
+        return technique.send_push(settings, optimizer, sums, parameters, global_step, after)
     with tf.control_dependencies([after]):
         return Send(optimizer.apply_gradients(zip(sums, parameters, strict=True), global_step=global_step))
 
 
-def implied(mode, options, cluster):
-    """{flag: value} the run's techniques decide for flags the user did not give."""
-    return {flag: value for t in enabled(mode, options, cluster) for flag, value in t.IMPLIES.items()}
+def after_push(settings, read_step):
+    """Ops a push runs once sent, for the techniques that change what the worker's copy reflects."""
+    return [op for t in _providing(settings, "after_push") for op in t.after_push(read_step)]
 
 
 def wrap(build_mode):
-    """`build_mode`, wrapped by every technique a run's settings switch on."""
+    """`build_mode`, as a run's techniques (Settings.techniques) change it: built by the technique that
+    builds the graph itself, if one does, instead; then wrapped by every `wrap` hook in TECHNIQUES order."""
 
     def build(recipe, dataset, settings, cluster, task_index):
-        build_run = build_mode
-        for technique in enabled(settings.mode, settings.options, cluster):
-            if hasattr(technique, "build"):
-                build_run = functools.partial(technique.build, build_run)
-        return build_run(recipe, dataset, settings, cluster, task_index)
+        (build_graph,) = [t.build for t in _providing(settings, "build")] or [build_mode]  # at most one
+        graph = build_graph(recipe, dataset, settings, cluster, task_index)
+        for technique in _providing(settings, "wrap"):
+            graph = technique.wrap(graph, settings, cluster, task_index)
+        return graph
 
     return build

@@ -23,10 +23,19 @@ from parallel_tf.errors import ConfigError
 from parallel_tf.graph import build_model, make_optimizer
 from parallel_tf.modes import TrainGraph, fixed_plan
 from parallel_tf.sync_replicas import sync_replicas
+from parallel_tf.techniques.rules import Technique
 
-MODES = ("sync",)
-FLAGS = ("replicas_to_aggregate",)
-IMPLIES = {"aggregation": "accumulator"}
+TECHNIQUE = Technique(
+    name="backup_workers",
+    flags=("replicas_to_aggregate",),
+    modes=("sync",),
+    hooks=("build", "spare_workers"),
+    builds_graph=True,  # R of N is a protocol of its own, not a change to lockstep
+    requires={
+        "aggregation": ("accumulator", "the first R gradients in are averaged in arrival order"),
+        "strict_determinism": (False, "which gradients arrive first depends on timing"),
+    },
+)
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -41,20 +50,15 @@ def define_flags(flag_values=flags.FLAGS):
     )
 
 
-def enabled(options, cluster):
-    replicas = options["replicas_to_aggregate"]
-    return bool(replicas) and replicas < cluster.num_workers
+def enabled(values, cluster):
+    return 0 < values["replicas_to_aggregate"] < cluster.num_workers
 
 
-def check(options, cluster):
-    replicas, num_workers = options["replicas_to_aggregate"], cluster.num_workers
+def check(values, cluster):
+    """R = N (or 0) is plain sync; more than N cannot be waited for."""
+    replicas, num_workers = values["replicas_to_aggregate"], cluster.num_workers
     if replicas > num_workers:
         raise ConfigError(f"--replicas_to_aggregate={replicas} is more than the {num_workers} workers")
-    if enabled(options, cluster) and options.get("aggregation") == "ordered":
-        raise ConfigError(
-            f"--replicas_to_aggregate={replicas} < {num_workers} workers (backup workers) needs "
-            "--aggregation=accumulator: ordered aggregation waits for every worker"
-        )
 
 
 def spare_workers(options, cluster):
@@ -87,8 +91,8 @@ class _ChiefSync:
         sess.run(self.release_all)
 
 
-def build(build_mode, recipe, dataset, settings, cluster, task_index):
-    """Replaces sync mode's builder: R of N is a protocol of its own, not a change to lockstep."""
+def build(recipe, dataset, settings, cluster, task_index):
+    """Sync training where each step applies the first R of N gradients."""
     num_workers, replicas = cluster.num_workers, settings.options["replicas_to_aggregate"]
     is_chief = task_index == 0
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
@@ -129,7 +133,10 @@ def build(build_mode, recipe, dataset, settings, cluster, task_index):
         ready_op=tf.report_uninitialized_variables(),
         local_init_op=local_init or synced.local_init_op,
         ready_for_local_init_op=synced.ready_for_local_init_op,
-        counters={"stale_gradients_dropped": sent - applied - tf.cast(counted.num_accumulated(), tf.int64)},
+        counters={
+            "gradients_applied": applied,  # R a step
+            "stale_gradients_dropped": sent - applied - tf.cast(counted.num_accumulated(), tf.int64),
+        },
         chief_waits_for_all=False,  # some workers may be dead
         background=_ChiefSync(sync_and_count, finished, synced.optimizer.get_init_tokens_op(num_workers))
         if is_chief

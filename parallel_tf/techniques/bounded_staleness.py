@@ -10,6 +10,10 @@ until that worker has finished c − s steps. Each worker's clock (steps finishe
 parameter servers, and the largest gap between a worker starting a step and the slowest clock is
 logged as `largest_clock_gap`. A resumed worker puts one token for each step it had finished, and
 takes as many as its starting step needs, so the count carries over.
+
+A clock counts steps, so every step must push and fetch (--push_every=1 --fetch_every=1): SSP's
+promise is about reads, that a worker at clock c sees every update of clocks before c - s, and an
+update a worker holds back or a copy it does not refresh would break it silently.
 """
 
 import dataclasses
@@ -18,10 +22,21 @@ from absl import flags
 
 from parallel_tf.compat import tf
 from parallel_tf.devices import worker_device
+from parallel_tf.techniques.rules import Technique
 
-MODES = ("async",)
-FLAGS = ("max_staleness",)
-IMPLIES = {}
+EVERY_STEP = "SSP's clocks count steps, and its read bound holds only if every step's update is pushed and read"
+TECHNIQUE = Technique(
+    name="bounded_staleness",
+    flags=("max_staleness",),
+    modes=("async",),
+    hooks=("wrap",),
+    requires={"push_every": (1, EVERY_STEP), "fetch_every": (1, EVERY_STEP)},
+    conflicts={
+        "softsync": "softsync holds pushes in a queue until floor(N/n) are in, so a read can miss updates of "
+        "clocks SSP says it sees",
+        "easgd": "EASGD's workers push no updates to read, only exchange every --easgd_period steps",
+    },
+)
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -35,16 +50,15 @@ def define_flags(flag_values=flags.FLAGS):
     )
 
 
-def enabled(options, cluster):
-    return options["max_staleness"] >= 0
+def enabled(values, cluster):
+    return values["max_staleness"] >= 0
 
 
-def check(options, cluster):
+def check(values, cluster):
     """Any s >= 0 with any cluster."""
 
 
-def build(build_mode, recipe, dataset, settings, cluster, task_index):
-    graph = build_mode(recipe, dataset, settings, cluster, task_index)
+def wrap(graph, settings, cluster, task_index):
     s, num_workers, me = settings.options["max_staleness"], cluster.num_workers, task_index
     others = [j for j in range(num_workers) if j != me]
     with tf.device(tf.train.get_global_step().device):

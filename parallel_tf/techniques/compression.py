@@ -1,12 +1,13 @@
 """Gradient compression with error feedback, sync (ordered) and async modes:
---gradient_compression=8bit|1bit|topk:K (codecs.py: Dettmers 2015; Seide et al., "1-bit SGD", 2014;
-Strom, "Scalable distributed DNN training using commodity GPU cloud computing", 2015).
+--gradient_compression=8bit|1bit|topk:K (codecs.py says which paper each codec is).
 
 What a worker sends to the parameter servers (its gradient in sync mode, its summed gradients at an
-async push) is encoded on the worker and decoded on the parameter server that holds the variable,
-so only the payload crosses. With --error_feedback (on), what the encoding lost is kept in a
-residual on the worker and added to the next gradient: v = g + r; q = C(v); r <- v - D(q); send q.
-Nothing is lost, only delayed: the updates applied plus the residual sum to the gradients.
+async push) is encoded on the worker, whatever else the run does to it afterwards (delay
+compensation works on the decoded gradient, on the parameter server), and decoded on the parameter
+server that holds the variable, so only the payload crosses. With --error_feedback (on), what the
+encoding lost is kept in a residual on the worker (each worker its own) and added to the next
+gradient: v = g + r; q = C(v); r <- v - D(q); send q. Nothing is lost, only delayed: the updates
+applied plus the residual sum to the gradients.
 Encoding and decoding are deterministic, so ordered sync still repeats bitwise; strict
 determinism across worker counts does not hold (each worker's residual depends on its shard).
 """
@@ -17,12 +18,19 @@ from absl import flags
 
 from parallel_tf import codecs
 from parallel_tf.compat import tf
-from parallel_tf.errors import ConfigError
 from parallel_tf.graph import LOCAL
+from parallel_tf.techniques.rules import Technique
 
-MODES = ("sync", "async")
-FLAGS = ("gradient_compression", "error_feedback")
-IMPLIES = {"aggregation": "ordered", "strict_determinism": False}
+TECHNIQUE = Technique(
+    name="compression",
+    flags=("gradient_compression", "error_feedback"),
+    modes=("sync", "async"),
+    hooks=("transmit", "wrap"),
+    requires={
+        "aggregation": ("ordered", "SyncReplicasOptimizer's accumulators take float gradients"),
+        "strict_determinism": (False, "each worker's residual depends on its shard, so worker counts differ"),
+    },
+)
 PAYLOADS = "gradient_payloads"  # graph collection: the tensors that cross to the parameter servers
 
 
@@ -43,36 +51,26 @@ def define_flags(flag_values=flags.FLAGS):
     )
 
 
-def enabled(options, cluster):
-    return options["gradient_compression"] != "none"
+def enabled(values, cluster):
+    return values["gradient_compression"] != "none"
 
 
-def check(options, cluster):
-    codecs.parse(options["gradient_compression"])
-    if not enabled(options, cluster):
-        return
-    if options.get("aggregation") == "accumulator":
-        raise ConfigError(
-            "--gradient_compression needs --aggregation=ordered: SyncReplicasOptimizer's accumulators "
-            "take float gradients"
-        )
-    if options.get("strict_determinism"):
-        raise ConfigError(
-            "--gradient_compression does not go with --strict_determinism: each worker's residual depends "
-            "on its shard, so different worker counts cannot train the same bits"
-        )
+def check(values, cluster):
+    codecs.parse(values["gradient_compression"])
 
 
-def transmit(options, tensors, destinations):
-    """`tensors` (on this worker) as the parameter servers decode them, each next to its variable in
-    `destinations`; the payloads are added to the PAYLOADS collection."""
+def transmit(options, tensors, destinations, device):
+    """`tensors` as the parameter servers decode them, each next to its variable in `destinations`,
+    encoded on `device` (this worker's), where each keeps its residual; the payloads are added to the
+    PAYLOADS collection."""
     codec = codecs.parse(options["gradient_compression"])
-    return [_transmit_one(codec, options["error_feedback"], t, d) for t, d in zip(tensors, destinations, strict=True)]
+    error_feedback = options["error_feedback"]
+    return [_transmit_one(codec, error_feedback, t, d, device) for t, d in zip(tensors, destinations, strict=True)]
 
 
-def _transmit_one(codec, error_feedback, tensor, destination):
+def _transmit_one(codec, error_feedback, tensor, destination, device):
     size = tensor.shape.num_elements()
-    with tf.device(tensor.device):  # on the worker
+    with tf.device(device):
         v = tf.reshape(tensor, [-1])
         if error_feedback:
             residual = tf.Variable(tf.zeros([size]), trainable=False, collections=LOCAL, name="residual")
@@ -85,10 +83,9 @@ def _transmit_one(codec, error_feedback, tensor, destination):
         return tf.reshape(codec.decode(payload, size), tensor.shape)
 
 
-def build(build_mode, recipe, dataset, settings, cluster, task_index):
+def wrap(graph, settings, cluster, task_index):
     """Counts what a push sends, from the payload tensors' shapes, beside what float32 would; in sync mode,
     which has no local variables of its own, initialises the residuals."""
-    graph = build_mode(recipe, dataset, settings, cluster, task_index)
     if graph.local_init_op is None:
         globals_ready = tf.report_uninitialized_variables(tf.global_variables())
         graph = dataclasses.replace(

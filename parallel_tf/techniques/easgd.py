@@ -10,7 +10,12 @@ async: each worker on its own: d = α (x - x̃), x <- x - d, x̃ <- x̃ + d, whi
        they are exact.
 sync:  all workers at once (local_sgd.build_exchanging): each x^i <- x^i - α (x^i - x̃), and the
        chief sets x̃ <- x̃ + α Σ_i (x^i - x̃), summed in the fixed order of ordered aggregation, so
-       repeats are bitwise.
+       repeats are bitwise. The paper's moving rate is β = Nα.
+
+How large α may be: an exchange moves the common part e of the copies' distances to the centre
+to e (1 - (N+1)α) in sync (each copy moves by α e, the centre by Nα e) and to e (1 - 2α) in
+async (one copy and the centre), so the exchanges alone diverge once |1 - (N+1)α| >= 1. Sync
+needs α < 2/(N+1) (β = Nα < 2N/(N+1)); async keeps α <= 1/2, where a copy and the centre meet.
 
 Plain SGD only, for the reason local SGD gives (local_sgd.py): a worker's optimizer slots would be
 its own. A resume restarts every copy from the centre.
@@ -25,29 +30,23 @@ from parallel_tf.errors import ConfigError
 from parallel_tf.graph import LOCAL, build_model_on_copies, refresh_copies
 from parallel_tf.modes import CopiesGraph
 from parallel_tf.pushes import push_counter
-from parallel_tf.techniques import (
-    backup_workers,
-    bounded_staleness,
-    compression,
-    delay_compensation,
-    local_sgd,
-    softsync,
-    staleness_aware,
-)
 from parallel_tf.techniques.local_sgd import build_exchanging, sgd_on_copies
+from parallel_tf.techniques.rules import Technique
 
-MODES = ("sync", "async")
-FLAGS = ("easgd_alpha", "easgd_period")
-IMPLIES = {"optimizer": "sgd", "push_every": 1, "fetch_every": 1, "aggregation": "ordered", "strict_determinism": False}
-# The techniques that change how gradients are pushed or gathered: EASGD sends none, so it refuses them.
-GRADIENT_TECHNIQUES = (
-    staleness_aware,
-    softsync,
-    bounded_staleness,
-    delay_compensation,
-    compression,
-    local_sgd,
-    backup_workers,
+NO_GRADIENTS = "EASGD exchanges parameters every --easgd_period steps and pushes no gradients"
+TECHNIQUE = Technique(
+    name="easgd",
+    flags=("easgd_alpha", "easgd_period"),
+    modes=("sync", "async"),
+    hooks=("build",),
+    builds_graph=True,  # calls none of the mode's hooks: EASGD pushes no gradients
+    requires={
+        "optimizer": ("sgd", "each copy takes plain SGD steps; an optimizer's slots would be each worker's own"),
+        "push_every": (1, NO_GRADIENTS),
+        "fetch_every": (1, NO_GRADIENTS),
+        "aggregation": ("ordered", "the centre's update sums the copies in the fixed order"),
+        "strict_determinism": (False, "each copy follows its own shard, so worker counts differ"),
+    },
 )
 
 
@@ -68,29 +67,19 @@ def define_flags(flag_values=flags.FLAGS):
     )
 
 
-def enabled(options, cluster):
-    return options["easgd_alpha"] != 0
+def enabled(values, cluster):
+    return values["easgd_alpha"] != 0
 
 
-def check(options, cluster):
-    alpha = options["easgd_alpha"]
+def check(values, cluster):
+    alpha, num_workers = values["easgd_alpha"], cluster.num_workers
     if not 0 <= alpha <= 0.5:
         raise ConfigError(f"--easgd_alpha={alpha}: must be from 0 (off) to 0.5 (a copy and the centre meet)")
-    if not enabled(options, cluster):
-        return
-    if options.get("optimizer", "sgd") != "sgd":
+    if values["mode"] == "sync" and alpha >= 2 / (num_workers + 1):
         raise ConfigError(
-            f"--easgd_alpha={alpha} takes plain SGD steps on each copy: --optimizer={options['optimizer']}'s "
-            "slots would be each worker's own"
-        )
-    pushing = [t.FLAGS[0] for t in GRADIENT_TECHNIQUES if t.enabled(options, cluster)]
-    pushing += [flag for flag in ("push_every", "fetch_every") if options.get(flag, 1) != 1]
-    pushing += ["aggregation"] if options.get("aggregation") == "accumulator" else []
-    pushing += ["strict_determinism"] if options.get("strict_determinism") else []
-    if pushing:
-        raise ConfigError(
-            f"--easgd_alpha={alpha} exchanges parameters every --easgd_period steps and pushes no gradients: "
-            f"it does not go with --{pushing[0]}"
+            f"--easgd_alpha={alpha} with {num_workers} sync workers: each exchange scales the copies' distance to "
+            f"the centre by 1 - (N+1)α = {1 - (num_workers + 1) * alpha:g}, which diverges; α must be below "
+            f"2/(N+1) = {2 / (num_workers + 1):.4g}"
         )
 
 
@@ -124,8 +113,8 @@ class Elastic:
         return tf.no_op()
 
 
-def build(build_mode, recipe, dataset, settings, cluster, task_index):
-    """Replaces the mode's builder: local SGD steps on the copy, an elastic exchange every period."""
+def build(recipe, dataset, settings, cluster, task_index):
+    """Local SGD steps on the copy, an elastic exchange every period."""
     if settings.mode == "sync":
         rule = Elastic(settings.options["easgd_alpha"])
         return build_exchanging(recipe, dataset, settings, cluster, task_index, settings.options["easgd_period"], rule)

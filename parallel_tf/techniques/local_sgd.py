@@ -25,14 +25,22 @@ from parallel_tf.aggregation import SlotAggregator, tree_sum
 from parallel_tf.barrier import gather_at_chief, release_workers
 from parallel_tf.compat import tf
 from parallel_tf.devices import device_setter, worker_device
-from parallel_tf.errors import ConfigError
 from parallel_tf.graph import LOCAL, build_model_on_copies, refresh_copies
 from parallel_tf.modes import CopiesGraph
-from parallel_tf.techniques import backup_workers, compression
+from parallel_tf.techniques.rules import Technique
 
-MODES = ("sync",)
-FLAGS = ("local_steps",)
-IMPLIES = {"aggregation": "ordered", "strict_determinism": False, "optimizer": "sgd"}
+TECHNIQUE = Technique(
+    name="local_sgd",
+    flags=("local_steps",),
+    modes=("sync",),
+    hooks=("build",),
+    builds_graph=True,  # sends parameters every H steps, not gradients: calls none of sync's hooks
+    requires={
+        "aggregation": ("ordered", "the copies are averaged in the fixed order of ordered aggregation"),
+        "strict_determinism": (False, "each copy follows its own shard, so worker counts differ"),
+        "optimizer": ("sgd", "an optimizer's slots would be each worker's own and never averaged"),
+    },
+)
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -46,36 +54,16 @@ def define_flags(flag_values=flags.FLAGS):
     )
 
 
-def enabled(options, cluster):
-    return options["local_steps"] > 1
+def enabled(values, cluster):
+    return values["local_steps"] > 1
 
 
-def check(options, cluster):
-    if not enabled(options, cluster):
-        return
-    steps = options["local_steps"]
-    if options.get("aggregation") == "accumulator":
-        raise ConfigError(
-            f"--local_steps={steps} averages in the fixed order of --aggregation=ordered, not accumulator"
-        )
-    if options.get("strict_determinism"):
-        raise ConfigError(
-            f"--local_steps={steps} does not go with --strict_determinism: each copy follows its own shard"
-        )
-    if options.get("optimizer", "sgd") != "sgd":
-        raise ConfigError(
-            f"--local_steps={steps} takes plain SGD steps on each copy: --optimizer={options['optimizer']}'s "
-            "slots would be each worker's own and never averaged"
-        )
-    if compression.enabled(options, cluster) or backup_workers.enabled(options, cluster):
-        raise ConfigError(
-            f"--local_steps={steps} sends parameters every {steps} steps, not gradients every step: "
-            "it does not go with --gradient_compression or --replicas_to_aggregate"
-        )
+def check(values, cluster):
+    """Any H >= 1 (its flag's bound) with any cluster."""
 
 
-def build(build_mode, recipe, dataset, settings, cluster, task_index):
-    """Replaces the sync builder: local steps on the copies, an average every --local_steps."""
+def build(recipe, dataset, settings, cluster, task_index):
+    """Local steps on the copies, an average every --local_steps."""
     return build_exchanging(recipe, dataset, settings, cluster, task_index, settings.options["local_steps"], Average())
 
 
@@ -104,6 +92,7 @@ def build_exchanging(recipe, dataset, settings, cluster, task_index, period, rul
         model, pairs = build_model_on_copies(recipe, dataset, on_worker, LOCAL)
         parameters, copies = zip(*pairs, strict=True)
         global_step = tf.train.get_or_create_global_step()  # the steps the last exchange covers
+        exchanges = tf.get_variable("exchanges", [], tf.int64, tf.zeros_initializer(), trainable=False)
         step = tf.placeholder(tf.int64, [], name="step")
         local_step = sgd_on_copies(model, copies, settings.learning_rate, on_worker)
         slots = SlotAggregator(parameters, num_workers)
@@ -112,7 +101,7 @@ def build_exchanging(recipe, dataset, settings, cluster, task_index, period, rul
         with tf.control_dependencies([write]):
             before = rule.worker_before(pairs)
         workers, losses = gather_at_chief(num_workers, task_index, model.loss, after=[before], name="written")
-        done = _update(slots, rule, global_step, step + 1, after=[workers]) if is_chief else workers
+        done = _update(slots, rule, global_step, exchanges, step + 1, after=[workers]) if is_chief else workers
         released = release_workers(num_workers, task_index, after=[done])
         with tf.control_dependencies([released]):
             exchanged = rule.worker_after(pairs)
@@ -132,6 +121,7 @@ def build_exchanging(recipe, dataset, settings, cluster, task_index, period, rul
         local_init_op=tf.local_variables_initializer(),
         ready_for_local_init_op=tf.report_uninitialized_variables(tf.global_variables()),
         refresh_op=refresh_copies(pairs),
+        counters={"exchanges": exchanges},
         step_input=step,
     )
 
@@ -143,14 +133,14 @@ def sgd_on_copies(model, copies, learning_rate, device):
         return tf.group(*[c.assign_sub(learning_rate * g) for c, g in zip(copies, gradients, strict=True)])
 
 
-def _update(slots, rule, global_step, steps_done, after):
-    """Each parameter set to the rule's value, computed next to its slots, then the steps recorded."""
+def _update(slots, rule, global_step, exchanges, steps_done, after):
+    """Each parameter set to the rule's value, computed next to its slots, then the steps and the exchange recorded."""
     assigns = []
     for slot, parameter in zip(slots.slots, slots.variables, strict=True):
         with tf.colocate_with(slot), tf.control_dependencies(after):
             assigns.append(parameter.assign(rule.chief_update(slot.read_value(), parameter.read_value())))
     with tf.control_dependencies(assigns):
-        return global_step.assign(steps_done)
+        return tf.group(global_step.assign(steps_done), exchanges.assign_add(1))
 
 
 @dataclasses.dataclass(frozen=True)

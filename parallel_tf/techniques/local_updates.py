@@ -3,8 +3,14 @@ mode, on by default: between fetches a worker also applies each gradient to its 
 parameters, with plain SGD at the learning rate (DistBelief's client does an SGD step every
 iteration), so with --fetch_every=n > 1 its n gradients are taken at n successive points instead of
 at the same stale one. What it pushes, the sum of its gradients, is unchanged, and the next fetch
-overwrites the copy. With --fetch_every=1 the copy is refreshed before every step: nothing to do.
---nolocal_updates gives the earlier behaviour (gradients summed at a fixed point between fetches).
+overwrites the copy. With --fetch_every=1 the copy is refreshed before every step: nothing to do,
+and the technique is off. --nolocal_updates gives the earlier behaviour (gradients summed at a
+fixed point between fetches).
+
+Its own pushes are then already in the worker's copy, so they are no staleness: after each push
+the update count the copy reflects (async mode's `read_step`) goes up by one, and a push's
+staleness counts only the other workers' updates since the fetch (Zhang et al.'s σ). The chief
+logs `local_updates_applied`, its own count.
 """
 
 import dataclasses
@@ -13,10 +19,19 @@ from absl import flags
 
 from parallel_tf.compat import tf
 from parallel_tf.devices import worker_device
+from parallel_tf.graph import LOCAL
+from parallel_tf.techniques.rules import Technique
 
-MODES = ("async",)
-FLAGS = ("local_updates",)
-IMPLIES = {}
+TECHNIQUE = Technique(
+    name="local_updates",
+    flags=("local_updates",),
+    modes=("async",),
+    hooks=("wrap", "after_push"),
+    conflicts={
+        "softsync": "softsync folds floor(N/n) pushes into one update, so a worker's own push is no whole update "
+        "its copy holds and staleness cannot be counted; give --nolocal_updates or --fetch_every=1"
+    },
+)
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -30,26 +45,36 @@ def define_flags(flag_values=flags.FLAGS):
     )
 
 
-def enabled(options, cluster):
-    return options["local_updates"]
+def enabled(values, cluster):
+    return values["local_updates"] and values["fetch_every"] > 1
 
 
-def check(options, cluster):
+def check(values, cluster):
     """Any value goes with any cluster."""
 
 
-def build(build_mode, recipe, dataset, settings, cluster, task_index):
+def after_push(read_step):
+    """The push just sent is in this worker's copy already: the copy reflects one more update."""
+    return [read_step.assign_add(1)]
+
+
+def wrap(graph, settings, cluster, task_index):
     """Adds the SGD step on the copies to every run that computes gradients (the dicts; a fetch is an op)."""
-    graph = build_mode(recipe, dataset, settings, cluster, task_index)
-    if settings.fetch_every == 1:
-        return graph
     # On the worker, next to the copies; after the gradients, so the loss and gradients read the copies first.
-    with tf.device(worker_device(task_index, settings.num_gpus)), tf.control_dependencies(graph.gradients):
-        local_update = tf.group(
-            *[c.assign_sub(settings.learning_rate * g) for c, g in zip(graph.copies, graph.gradients, strict=True)]
-        )
+    with tf.device(worker_device(task_index, settings.num_gpus)):
+        applied = tf.Variable(tf.zeros([], tf.int64), trainable=False, collections=LOCAL, name="local_updates_applied")
+        with tf.control_dependencies(graph.gradients):
+            local_update = tf.group(
+                applied.assign_add(1),
+                *[c.assign_sub(settings.learning_rate * g) for c, g in zip(graph.copies, graph.gradients, strict=True)],
+            )
 
     def plan(step):
         return [dict(run, local_update=local_update) if isinstance(run, dict) else run for run in graph.plan(step)]
 
-    return dataclasses.replace(graph, plan=plan)
+    return dataclasses.replace(
+        graph,
+        plan=plan,
+        counters={**graph.counters, "local_updates_applied": applied},
+        local_init_op=tf.group(graph.local_init_op, applied.initializer),
+    )

@@ -10,10 +10,9 @@ from absl import flags
 
 from parallel_tf import modes
 from parallel_tf.errors import ConfigError
+from parallel_tf.techniques.rules import Technique
 
-MODES = modes.MODES  # every mode
-FLAGS = ("worker_delay_ms",)
-IMPLIES = {}
+TECHNIQUE = Technique(name="stragglers", flags=("worker_delay_ms",), modes=modes.MODES, hooks=("wrap",))
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -41,15 +40,14 @@ def delays(text, num_workers):
     return seconds
 
 
-def enabled(options, cluster):
-    return bool(options["worker_delay_ms"])
+def enabled(values, cluster):
+    return bool(values["worker_delay_ms"])
 
 
-def check(options, cluster):
-    delays(options["worker_delay_ms"], cluster.num_workers)
+def check(values, cluster):
+    delays(values["worker_delay_ms"], cluster.num_workers)
 
 
-def build(build_mode, recipe, dataset, settings, cluster, task_index):
-    graph = build_mode(recipe, dataset, settings, cluster, task_index)
+def wrap(graph, settings, cluster, task_index):
     pause = delays(settings.options["worker_delay_ms"], cluster.num_workers).get(task_index, 0)
     return dataclasses.replace(graph, pause_before_step=pause)
