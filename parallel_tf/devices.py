@@ -4,6 +4,8 @@ Worker i computes on GPU (i mod G) when its process sees G > 0 GPUs, else on its
 Parameters always live on a ps task's CPU, spread by size (greedy, largest load first out).
 """
 
+import os
+
 from parallel_tf.compat import tf
 
 
@@ -26,6 +28,17 @@ def cuda_visible_devices(num_workers, num_gpus):
 
 def visible_gpu_count():
     return len(tf.config.experimental.list_physical_devices("GPU"))
+
+
+DETERMINISTIC_OPS = "TF_DETERMINISTIC_OPS"
+
+
+def use_deterministic_gpu_kernels():
+    """Asks TensorFlow for deterministic GPU kernels (cuDNN convolutions, bias and reduction gradients),
+    unless the user set TF_DETERMINISTIC_OPS: without it, a worker pinned to a GPU computes with kernels
+    whose summation order varies from run to run, and no bitwise promise would hold there. Set before the
+    first session; TensorFlow reads it when it first builds a kernel. Returns the value in force."""
+    return os.environ.setdefault(DETERMINISTIC_OPS, "1")
 
 
 class ByteSizeLoadBalancer:

@@ -68,6 +68,8 @@ def train(recipe, settings):
         target = server.target
     dataset = recipe.datasets[settings.dataset](settings)
     settings = dataclasses.replace(settings, num_gpus=devices.visible_gpu_count())
+    if settings.num_gpus:
+        logging.info("GPU kernels: %s=%s", devices.DETERMINISTIC_OPS, devices.use_deterministic_gpu_kernels())
     Trainer(recipe, dataset, settings, target).run()
 
 

@@ -7,6 +7,7 @@ before evaluating, which counters to log. Give it a server's target, or "" for o
 """
 
 import math
+import os
 import threading
 import time
 
@@ -203,6 +204,8 @@ class Trainer:
             "num_workers": settings.num_workers,
             "num_ps": settings.cluster.num_ps if settings.cluster else 0,
             "num_gpus": settings.num_gpus,
+            # what TensorFlow's GPU kernels were asked for; on CPUs it changes nothing
+            devices.DETERMINISTIC_OPS: os.environ.get(devices.DETERMINISTIC_OPS, ""),
             "global_batch_size": settings.global_batch_size,
             "train_steps": steps,
             "learning_rate": settings.learning_rate,

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from parallel_tf import cluster, devices
@@ -43,3 +45,10 @@ def test_variables_go_to_ps_cpus_balanced_by_size_and_compute_to_the_worker():
     # the big variable fills ps 0, so the small ones all balance onto ps 1
     assert {v.device for v in small} == {"/job:ps/task:1/device:CPU:0"}
     assert product.device == "/job:worker/task:1/device:GPU:1"
+
+
+def test_gpu_workers_ask_for_deterministic_kernels_unless_the_user_chose(monkeypatch):
+    monkeypatch.delenv(devices.DETERMINISTIC_OPS, raising=False)
+    assert devices.use_deterministic_gpu_kernels() == "1" == os.environ[devices.DETERMINISTIC_OPS]
+    monkeypatch.setenv(devices.DETERMINISTIC_OPS, "0")  # a user comparing against non-deterministic kernels
+    assert devices.use_deterministic_gpu_kernels() == "0"
