@@ -144,15 +144,27 @@ def define_recipe_flag():
     flags.DEFINE_string("recipe", "mnist", "Recipe name (a file in recipes/) or path to a recipe file.")
 
 
-def define_mode_option_flags():
+def define_mode_option_flags(flag_values=FLAGS):
     flags.DEFINE_integer(
-        "push_every", 1, "async: send a worker's summed gradients every n steps (Downpour n_push).", lower_bound=1
+        "push_every",
+        1,
+        "async: send a worker's summed gradients every n steps (Downpour n_push).",
+        lower_bound=1,
+        flag_values=flag_values,
     )
     flags.DEFINE_integer(
-        "fetch_every", 1, "async: refresh a worker's copy of the parameters every n steps (n_fetch).", lower_bound=1
+        "fetch_every",
+        1,
+        "async: refresh a worker's copy of the parameters every n steps (n_fetch).",
+        lower_bound=1,
+        flag_values=flag_values,
     )
     flags.DEFINE_integer(
-        "central_every", 1, "hierarchical: a group sends its update to the central ps every k steps.", lower_bound=1
+        "central_every",
+        1,
+        "hierarchical: a group sends its update to the central ps every k steps.",
+        lower_bound=1,
+        flag_values=flag_values,
     )
     flags.DEFINE_enum(
         "aggregation",
@@ -160,33 +172,52 @@ def define_mode_option_flags():
         ["ordered", "accumulator"],
         "sync: sum gradients in a fixed order (bitwise repeats at any worker count), or in arrival order "
         "with SyncReplicasOptimizer.",
+        flag_values=flag_values,
     )
     flags.DEFINE_bool(
         "strict_determinism",
         False,
         "sync: the same parameters, bitwise, for every worker count that divides --microbatches.",
+        flag_values=flag_values,
     )
     flags.DEFINE_integer(
-        "microbatches", 8, "With --strict_determinism: the global batch is always cut into this many.", lower_bound=1
+        "microbatches",
+        8,
+        "With --strict_determinism: the global batch is always cut into this many.",
+        lower_bound=1,
+        flag_values=flag_values,
     )
-    techniques.define_flags()
+    techniques.define_flags(flag_values)
 
 
-def define_run_flags():
+def define_run_flags(flag_values=FLAGS):
     flags.DEFINE_integer(
-        "global_batch_size", 120, "Examples per step over all workers; must divide by the worker count.", lower_bound=1
+        "global_batch_size",
+        120,
+        "Examples per step over all workers; must divide by the worker count.",
+        lower_bound=1,
+        flag_values=flag_values,
     )
-    flags.DEFINE_integer("train_steps", 1000, "Global steps to train.", lower_bound=1)
-    flags.DEFINE_float("learning_rate", 0.1, "Learning rate of the optimizer.", lower_bound=0.0)
-    flags.DEFINE_enum("optimizer", "sgd", sorted(OPTIMIZERS), "Optimizer applied on the parameter servers.")
-    flags.DEFINE_integer("seed", 0, "Seed for data split, shuffling and initial parameters.", lower_bound=0)
-    flags.DEFINE_integer("log_every", 50, "Log loss and throughput every this many steps.", lower_bound=1)
+    flags.DEFINE_integer("train_steps", 1000, "Global steps to train.", lower_bound=1, flag_values=flag_values)
+    flags.DEFINE_float(
+        "learning_rate", 0.1, "Learning rate of the optimizer.", lower_bound=0.0, flag_values=flag_values
+    )
+    flags.DEFINE_enum(
+        "optimizer", "sgd", sorted(OPTIMIZERS), "Optimizer applied on the parameter servers.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "seed", 0, "Seed for data split, shuffling and initial parameters.", lower_bound=0, flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "log_every", 50, "Log loss and throughput every this many steps.", lower_bound=1, flag_values=flag_values
+    )
     flags.DEFINE_integer(
         "checkpoint_every",
         100,
         "The chief checkpoints every this many steps (and at the end); rerunning the command resumes "
         "from the latest. 0: only at the end.",
         lower_bound=0,
+        flag_values=flag_values,
     )
     flags.DEFINE_float(
         "startup_timeout",
@@ -194,18 +225,21 @@ def define_run_flags():
         "Seconds a worker waits for the parameter servers to come up and for the chief to initialise the "
         "model, and a parameter server for a worker that is not (or no longer) running.",
         lower_bound=0.0,
+        flag_values=flag_values,
     )
     flags.DEFINE_string(
         "trace_steps",
         "",
         "FIRST:END: the chief records TensorFlow's step stats for steps FIRST..END-1, writes each as a Chrome "
         "trace (logdir/trace_step_<n>.json) and logs where its time went (profiling.py).",
+        flag_values=flag_values,
     )
     flags.DEFINE_float(
         "operation_timeout",
         300.0,
         "Seconds a worker's step may wait for its peers (a barrier, a parameter server) before it fails; 0: forever.",
         lower_bound=0.0,
+        flag_values=flag_values,
     )
 
 
@@ -392,30 +426,43 @@ def _resolve_cluster():
     return task.cluster, task.job_name, task.task_index
 
 
-def check_run_fits(cluster):
-    """Raises ConfigError unless the run's flags fit `cluster` (batch shards, groups, techniques, strict
-    microbatches): what its tasks would check, for the tools that start them to check first."""
-    cluster_lib.check_shardable(FLAGS.global_batch_size, cluster.num_workers)
-    _check_groups(cluster, FLAGS.global_batch_size)
-    profiling.parse_steps(FLAGS.trace_steps)
-    mode = FLAGS.mode
-    values = {name: FLAGS[name].value for name, scope in MODE_OPTION_SCOPES.items() if mode in scope}
-    composition = compose(mode, cluster, {**values, "optimizer": FLAGS.optimizer}, given_flags())
-    if FLAGS.strict_determinism:
-        aggregation = composition.settled.get("aggregation", FLAGS.aggregation)
-        check_strict(aggregation, FLAGS.microbatches, FLAGS.global_batch_size, cluster)
+def check_run_fits(cluster, mode, flag_values=FLAGS):
+    """The run's Composition if its flags (parsed `flag_values` of the run and mode-option groups) fit a
+    `mode` run on `cluster` (batch shards, groups, techniques, strict microbatches), else ConfigError:
+    what its tasks would check, for the tools that start them to check first."""
+    cluster_lib.check_shardable(flag_values.global_batch_size, cluster.num_workers)
+    _check_groups(cluster, flag_values.global_batch_size)
+    profiling.parse_steps(flag_values.trace_steps)
+    values = {name: flag_values[name].value for name, scope in MODE_OPTION_SCOPES.items() if mode in scope}
+    composition = compose(mode, cluster, {**values, "optimizer": flag_values.optimizer}, given_flags(flag_values))
+    if flag_values.strict_determinism:
+        aggregation = composition.settled.get("aggregation", flag_values.aggregation)
+        check_strict(aggregation, flag_values.microbatches, flag_values.global_batch_size, cluster)
     return composition
+
+
+def parse_run_args(args):
+    """Run and mode-option flags (`--name=value` strings, as the study's variants give them) parsed with
+    their definitions into FlagValues of their own; ConfigError names a bad one."""
+    parsed = flags.FlagValues()
+    define_mode_option_flags(parsed)
+    define_run_flags(parsed)
+    try:
+        parsed(["run", *args])
+    except flags.Error as e:
+        raise ConfigError(str(e)) from None
+    return parsed
 
 
 def spare_workers(cluster):
     """For the launcher: how many non-chief workers of `cluster` the run's flags let it lose and go on."""
     options = {name: FLAGS[name].value for name in techniques.flag_scopes()}
-    return techniques.spare_workers(check_run_fits(cluster).names, options, cluster)
+    return techniques.spare_workers(check_run_fits(cluster, FLAGS.mode).names, options, cluster)
 
 
-def given_flags():
+def given_flags(flag_values=FLAGS):
     """The names of the flags the user set."""
-    return {name for name in FLAGS if FLAGS[name].present}
+    return {name for name in flag_values if flag_values[name].present}
 
 
 def composed(settings, given):

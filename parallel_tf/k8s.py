@@ -125,7 +125,7 @@ def main(argv):
             raise ConfigError(f"--name={name}: a TFJob name must be a DNS label: a-z, 0-9 and '-', at most 63")
         replicas = replica_counts(FLAGS.mode, FLAGS.num_ps, FLAGS.num_groups, FLAGS.num_workers)
         cluster = operator_cluster(name, FLAGS.namespace, replicas, FLAGS.mode, FLAGS.num_ps, FLAGS.num_groups)
-        task_flags.check_run_fits(cluster)
+        task_flags.check_run_fits(cluster, FLAGS.mode)
         job = manifest(
             name=name,
             namespace=FLAGS.namespace,

@@ -97,7 +97,7 @@ def main(argv):
         else:
             cluster = spec or local_cluster(FLAGS.mode, FLAGS.num_ps, FLAGS.num_workers, num_groups)
         cluster.check_mode(FLAGS.mode)
-        task_flags.check_run_fits(cluster)  # before any task starts: one line, exit 2
+        task_flags.check_run_fits(cluster, FLAGS.mode)  # before any task starts: one line, exit 2
         run_dir = FLAGS.logdir or default_logdir(recipe_name(recipe_path), FLAGS.mode)
         check_min_workers(FLAGS.min_workers, cluster)
         moved_to = prepare_logdir(run_dir, fresh=FLAGS.fresh)
@@ -217,7 +217,7 @@ def cluster_for_restart(cluster, failed, min_workers, fits):
 
 def fits(cluster):
     try:
-        task_flags.check_run_fits(cluster)
+        task_flags.check_run_fits(cluster, FLAGS.mode)
     except ConfigError:
         return False
     return True

@@ -28,6 +28,7 @@ import time
 
 from absl import app, flags
 
+from parallel_tf import cluster as cluster_lib
 from parallel_tf import flags as task_flags
 from parallel_tf import runs
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit, positive_ints
@@ -63,14 +64,15 @@ def main(argv):
         recipe = resolve_recipe(FLAGS.recipe)
         worker_counts = positive_ints("workers", FLAGS.workers)
         variants = _variants(FLAGS.variants) if FLAGS.variants else [(mode, mode, []) for mode in _modes(FLAGS.modes)]
+        plan = _plan(recipe, variants, worker_counts)
+        _check_runs_fit(plan)
         out = runs.out_dir(FLAGS.out, "study")
         prepare_logdir(out, flag="--out", markers=("report.json",))
     except ConfigError as e:
         exit_config_error(str(e))
     os.makedirs(os.path.join(out, "runs"), exist_ok=True)
-    plan = _plan(recipe, variants, worker_counts)
     study = Study(out, recipe)
-    for index, (variant, n, repeat, command, given) in enumerate(plan, 1):
+    for index, (variant, _, n, repeat, command, given) in enumerate(plan, 1):
         name = "reference" if variant == "reference" else f"{_slug(variant)}-{n}w-r{repeat}"
         logdir = os.path.join(out, "runs", name)
         print(f"[study] {index}/{len(plan)} {name} ...", flush=True)
@@ -94,16 +96,38 @@ def main(argv):
 
 
 def _plan(recipe, variants, worker_counts):
-    """(variant, N, repeat, command, task flags) of every run: the reference first, then the clusters."""
+    """(variant, mode, N, repeat, command, task flags) of every run: the reference first, then the clusters."""
     plan = [
-        ("reference", 1, 1, runs.single_process_command(recipe), task_flags.given_task_flags(task_flags.NO_CLUSTER))
+        (
+            "reference",
+            task_flags.NO_CLUSTER,
+            1,
+            1,
+            runs.single_process_command(recipe),
+            task_flags.given_task_flags(task_flags.NO_CLUSTER),
+        )
     ]
     for variant, mode, variant_flags in variants:
         given = [*task_flags.given_task_flags(mode), *variant_flags]
         for n in worker_counts:
             command = runs.cluster_command(recipe, mode, n, *_launcher_flags(mode, n))
-            plan += [(variant, n, repeat, command, given) for repeat in range(1, FLAGS.repeats + 1)]
+            plan += [(variant, mode, n, repeat, command, given) for repeat in range(1, FLAGS.repeats + 1)]
     return plan
+
+
+def _check_runs_fit(plan):
+    """Every cluster run's flags, parsed and composed as its launcher and tasks will (flags.check_run_fits),
+    before the first run starts: a variant whose techniques do not go together stops the study at once."""
+    for variant, mode, n, repeat, _, given in plan:
+        if mode == task_flags.NO_CLUSTER or repeat > 1:
+            continue
+        groups = _num_groups(mode, n)
+        addresses = [f"127.0.0.1:{port}" for port in range(1, 2 + groups + n)]  # only counted, never used
+        cluster = cluster_lib.assign_jobs(addresses, mode, 1, groups, f"{variant} on {n} workers")
+        try:
+            task_flags.check_run_fits(cluster, mode, task_flags.parse_run_args(given))
+        except ConfigError as e:
+            raise ConfigError(f"variant {variant!r} on {n} workers: {e}") from None
 
 
 def _variants(text):
@@ -156,9 +180,13 @@ def _modes(names):
     return names
 
 
-def _launcher_flags(mode, num_workers):
+def _num_groups(mode, num_workers):
     """Hierarchical runs split the workers into two groups where they can."""
-    return [f"--num_groups={min(2, num_workers)}"] if mode == "hierarchical" else []
+    return min(2, num_workers) if mode == "hierarchical" else 0
+
+
+def _launcher_flags(mode, num_workers):
+    return [f"--num_groups={_num_groups(mode, num_workers)}"] if mode == "hierarchical" else []
 
 
 class Study:

@@ -307,6 +307,15 @@ def cases(tmp):
             launcher_command("--gradient_compression=4bit"),
             "--gradient_compression=4bit: expected none, 8bit, 1bit, topk:K",
         ),
+        "launcher: backup workers with compression": (
+            launcher_command("--num_workers=2", "--replicas_to_aggregate=1", "--gradient_compression=8bit"),
+            "--replicas_to_aggregate=1 needs --aggregation=accumulator and --gradient_compression=8bit needs "
+            "--aggregation=ordered",
+        ),
+        "study: a variant whose techniques do not go together, before any run": (
+            study_command("--workers=2", "--variants=async;async --max_staleness=0 --push_every=2"),
+            "variant 'async --max_staleness=0 --push_every=2' on 2 workers: --max_staleness=0 needs --push_every=1",
+        ),
         "launcher: compression with the accumulator": (
             launcher_command("--gradient_compression=8bit", "--aggregation=accumulator"),
             "--gradient_compression=8bit needs --aggregation=ordered, not --aggregation=accumulator",

@@ -64,9 +64,9 @@ TECHNIQUES = (
 BY_NAME = {t.TECHNIQUE.name: t for t in TECHNIQUES}
 
 
-def define_flags():
+def define_flags(flag_values=flags.FLAGS):
     for technique in TECHNIQUES:
-        technique.define_flags()
+        technique.define_flags(flag_values)
 
 
 def default_options():
