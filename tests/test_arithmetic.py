@@ -114,6 +114,24 @@ def test_a_push_of_staleness_2_is_applied_at_half_the_rate_when_staleness_aware(
     assert b_session.run(b.train_graph.counters["staleness_histogram"]).tolist() == [[0, 2], [2, 1]]
 
 
+@pytest.mark.parametrize(
+    "local_updates, expected_w, histogram",
+    [(True, 0.7, [[0, 3]]), (False, 0.75, [[0, 1], [1, 1], [2, 1]])],
+    ids=["local updates", "nolocal_updates"],
+)
+def test_staleness_counts_only_the_updates_a_workers_copy_is_missing(tmp_path, local_updates, expected_w, histogram):
+    """One worker, loss w - mean(x) (gradient 1), w0 = 1, α = 0.1, staleness-aware, fetching before step 0
+    only (--fetch_every=3) and pushing every step, 3 steps. With local updates its copy takes each of its
+    own pushes (1, 0.9, 0.8), so none is stale: σ = 0, 0, 0 and w = 1 - 3·0.1 = 0.7, Zhang et al.'s σ.
+    Without, the copy stays at the fetched 1 while its pushes move w: σ = 0, 1, 2 and
+    w = 1 - 0.1 - 0.1/1 - 0.1/2 = 0.75."""
+    flags = {"learning_rate": 0.1, "staleness_aware": True, "fetch_every": 3, "local_updates": local_updates}
+    run = train(scalar_recipe(slope, w0=1.0), ONE_AND_THREE, tmp_path, "async", num_workers=1, **flags)
+    assert w(run) == pytest.approx(expected_w, abs=1e-6)
+    assert run["summary"]["staleness_histogram"] == histogram
+    assert run["summary"]["staleness_aware_pushes"] == 3
+
+
 @pytest.mark.parametrize("scale, expected_w", [(0.0, 0.7), (1.0, 0.72)], ids=["plain", "lambda=1"])
 def test_delay_compensation_corrects_a_gradient_for_the_drift_since_its_fetch(tmp_path, scale, expected_w):
     """Zheng et al.'s rule with f = ½ w² (x = 0), η = 0.1: the worker fetches w_bak = 1, then w moves to 0.8

@@ -1,7 +1,9 @@
 """Backup workers (Chen, Pan, Monga, Bengio, Jozefowicz, "Revisiting Distributed Synchronous SGD",
-2016), sync mode, --replicas_to_aggregate=R < N: each step applies the average of the first R
-gradients in, with SyncReplicasOptimizer's own semantics; later ones are dropped as stale, and
-training goes on if up to N - R workers other than the chief die.
+2016), sync mode, --replicas_to_aggregate=R < N, with SyncReplicasOptimizer's own semantics: each
+step waits for R gradients and applies the average of every gradient for that step in when the
+chief takes them (at least R, at most N: TF's accumulators take all they hold, not exactly the
+first R as the paper does); later ones are dropped as stale, and training goes on if up to N - R
+workers other than the chief die. `gradients_applied` counts what the steps took.
 
 No barrier (it would wait for all N): each worker runs at its own pace, its data position is the
 token it was handed (the step it works on, fed back as `step`), and a gradient computed for a step
@@ -32,7 +34,7 @@ TECHNIQUE = Technique(
     hooks=("build", "spare_workers"),
     builds_graph=True,  # R of N is a protocol of its own, not a change to lockstep
     requires={
-        "aggregation": ("accumulator", "the first R gradients in are averaged in arrival order"),
+        "aggregation": ("accumulator", "the gradients in by each step are averaged in arrival order"),
         "strict_determinism": (False, "which gradients arrive first depends on timing"),
     },
 )
@@ -92,7 +94,7 @@ class _ChiefSync:
 
 
 def build(recipe, dataset, settings, cluster, task_index):
-    """Sync training where each step applies the first R of N gradients."""
+    """Sync training where each step applies the gradients of at least R of N workers."""
     num_workers, replicas = cluster.num_workers, settings.options["replicas_to_aggregate"]
     is_chief = task_index == 0
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
