@@ -30,6 +30,8 @@ all a new technique touches in the library; it also gets a README row, a hand-co
 observable in tests/test_composition.py.
 """
 
+import functools
+
 from absl import flags
 
 from parallel_tf.compat import tf
@@ -137,7 +139,8 @@ def send_push(settings, optimizer, sums, parameters, global_step, after):
     """A push, once op `after` has run: `optimizer` applies `sums` to `parameters` at once, unless a
     technique sends them otherwise."""
     for technique in _providing(settings, "send_push"):  # at most one (rules.SINGLE_OWNER_HOOKS)
-        return technique.send_push(settings, optimizer, sums, parameters, global_step, after)
+        rate_at = functools.partial(push_learning_rate, settings)
+        return technique.send_push(settings, optimizer, sums, parameters, global_step, after, rate_at)
     with tf.control_dependencies([after]):
         return Send(optimizer.apply_gradients(zip(sums, parameters, strict=True), global_step=global_step))
 

@@ -3,7 +3,7 @@ IJCAI 2016), async mode, --softsync=n: the parameters take an update once c = �
 the average of those c, and every push is applied, however late (backup workers drop late ones).
 1-softsync waits for all N, N-softsync applies each push (plain async). (Seed 001 describes n the
 other way round; this follows the paper.) The average is applied at the rate a push of staleness n
-gets (techniques.push_learning_rate): α/n with --staleness_aware, as in the paper, else α.
+gets (`rate_at`, the run's push_learning_rate): α/n with --staleness_aware, as in the paper, else α.
 
 Pushes wait in one FIFO queue on the parameter server of the global step; the chief takes them c at
 a time in a background thread and applies their mean. Every worker pushes ⌈train_steps/push_every⌉
@@ -47,9 +47,7 @@ def check(values, cluster):
         raise ConfigError(f"--softsync={n} is more than the {num_workers} workers: n-softsync takes floor(N/n) pushes")
 
 
-def send_push(settings, optimizer, sums, parameters, global_step, after):
-    from parallel_tf import techniques  # the registry, which imports this module
-
+def send_push(settings, optimizer, sums, parameters, global_step, after, rate_at):
     n, num_workers = settings.options["softsync"], settings.num_workers
     pushes_in_a_run = num_workers * math.ceil(settings.train_steps / settings.push_every)
     with tf.device(global_step.device):
@@ -65,7 +63,7 @@ def send_push(settings, optimizer, sums, parameters, global_step, after):
         push = tf.cond(count >= pushes_in_a_run, queue.close, tf.no_op)  # the last push of the run
         close_if_all_made = tf.cond(made >= pushes_in_a_run, queue.close, tf.no_op)  # a resume after the last
         means = [tf.reduce_mean(pushes, axis=0) for pushes in _as_list(queue.dequeue_up_to(num_workers // n))]
-    rate = techniques.push_learning_rate(settings, tf.constant(n, tf.int64))
+    rate = rate_at(tf.constant(n, tf.int64))
     apply = make_optimizer(settings.optimizer, rate).apply_gradients(
         zip(means, parameters, strict=True), global_step=global_step
     )
