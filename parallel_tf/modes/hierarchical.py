@@ -27,7 +27,7 @@ from parallel_tf.schedules import sends_after
 from parallel_tf.sync_replicas import sync_replicas
 
 GLOBAL = ["variables"]  # tf.GraphKeys.GLOBAL_VARIABLES, without importing TensorFlow
-POLL_SECS = 0.5
+POLL_SECS = 0.1  # a group chief asking whether worker 0 has initialised the central parameters
 
 
 class _SummingOptimizer:
