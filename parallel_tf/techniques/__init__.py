@@ -10,7 +10,7 @@ A technique module has
     check(values, cluster)      raises ConfigError for a bad value of its own flags
 and the hooks it declares, from these:
     build(recipe, dataset, settings, cluster, task_index) -> TrainGraph
-                                builds the mode's graph instead of the mode (TECHNIQUE.builds_graph)
+                                builds the mode's graph instead of the mode (rules.py: at most one may)
     wrap(graph, settings, cluster, task_index) -> TrainGraph
                                 adds its variables, ops, counters or pauses to the graph built
     spare_workers(options, cluster)  non-chief workers the run may lose and go on
@@ -82,11 +82,6 @@ def default_options():
 def flag_scopes():
     """{flag name: the modes it applies to} for every technique's flags."""
     return {name: t.TECHNIQUE.modes for t in TECHNIQUES for name in t.TECHNIQUE.flags}
-
-
-def required_flags():
-    """The flags of other groups that some technique requires a value of (e.g. aggregation)."""
-    return {flag for t in TECHNIQUES for flag in t.TECHNIQUE.requires}
 
 
 def resolve(mode, cluster, values, given):

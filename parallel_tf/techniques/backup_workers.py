@@ -31,8 +31,7 @@ TECHNIQUE = Technique(
     name="backup_workers",
     flags=("replicas_to_aggregate",),
     modes=("sync",),
-    hooks=("build", "spare_workers"),
-    builds_graph=True,  # R of N is a protocol of its own, not a change to lockstep
+    hooks=("build", "spare_workers"),  # R of N is a protocol of its own, not a change to lockstep
     requires={
         "aggregation": ("accumulator", "the gradients in by each step are averaged in arrival order"),
         "strict_determinism": (False, "which gradients arrive first depends on timing"),

@@ -38,8 +38,7 @@ TECHNIQUE = Technique(
     name="easgd",
     flags=("easgd_alpha", "easgd_period"),
     modes=("sync", "async"),
-    hooks=("build",),
-    builds_graph=True,  # calls none of the mode's hooks: EASGD pushes no gradients
+    hooks=("build",),  # calls none of the mode's hooks: EASGD pushes no gradients
     requires={
         "optimizer": ("sgd", "each copy takes plain SGD steps; an optimizer's slots would be each worker's own"),
         "push_every": (1, NO_GRADIENTS),

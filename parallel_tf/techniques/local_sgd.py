@@ -33,8 +33,7 @@ TECHNIQUE = Technique(
     name="local_sgd",
     flags=("local_steps",),
     modes=("sync",),
-    hooks=("build",),
-    builds_graph=True,  # sends parameters every H steps, not gradients: calls none of sync's hooks
+    hooks=("build",),  # sends parameters every H steps, not gradients: calls none of sync's hooks
     requires={
         "aggregation": ("ordered", "the copies are averaged in the fixed order of ordered aggregation"),
         "strict_determinism": (False, "each copy follows its own shard, so worker counts differ"),

@@ -11,7 +11,7 @@ The rules, in the order `resolve` applies them:
    `check(values, cluster)`); it is on when its module's `enabled(values, cluster)` says so.
 2. A flag a technique requires: a different value the user gave is refused; two techniques
    requiring different values are refused; otherwise the required value is the run's.
-3. At most one technique builds the mode's graph (`builds_graph`), and it must call the mode
+3. At most one technique builds the mode's graph (its `build` hook), and it must call the mode
    hooks (HOOKS_OF_THE_MODE) of every other technique on: its `calls` lists the ones it does.
 4. At most one technique provides each single-owner hook (SINGLE_OWNER_HOOKS).
 5. A pair either of whose declarations names the other in `conflicts` is refused, with its reason.
@@ -45,16 +45,18 @@ class Technique:
     name: str
     flags: tuple
     modes: tuple
-    hooks: tuple = ()  # of HOOKS, each a function of the module with that name
+    hooks: tuple = ()  # of HOOKS, each a function of the module with that name; `build` replaces the mode's builder
     requires: dict = dataclasses.field(default_factory=dict)  # {flag: (value, why)}
     conflicts: dict = dataclasses.field(default_factory=dict)  # {technique name: why}
-    builds_graph: bool = False  # its `build` replaces the mode's builder
-    calls: tuple = ()  # with builds_graph: the HOOKS_OF_THE_MODE its builder calls
+    calls: tuple = ()  # with a `build` hook: the HOOKS_OF_THE_MODE its builder calls
 
     def __post_init__(self):
         unknown = set(self.hooks) - set(HOOKS)
         assert not unknown, f"{self.name}: unknown hooks {sorted(unknown)}"
-        assert ("build" in self.hooks) == self.builds_graph, f"{self.name}: a `build` hook is what builds_graph means"
+
+    @property
+    def builds_graph(self):
+        return "build" in self.hooks
 
     def describe(self, values):
         """How the user switched it on, as a flag: --softsync=2, --staleness_aware."""
