@@ -2,9 +2,10 @@
 
 from setuptools import find_packages, setup
 
-# TensorFlow is bounded to the versions tested (2.21): a release that drops compat.v1 pieces
-# must not break an install silently. TF 1.15 support rests on API discipline, untested here.
-TENSORFLOW = ">=2.21,<2.22"
+# TensorFlow is bounded to the versions tested: every minor release from 2.12 (the first with wheels
+# for Python 3.11) to 2.21, the newest patch of each (README: TensorFlow versions), so a release that
+# drops compat.v1 pieces cannot break an install silently. TF 1.15: tests/test_tf115_api.py.
+TENSORFLOW = ">=2.12,<2.22"
 
 setup(
     name="parallel_tf",
