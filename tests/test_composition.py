@@ -103,16 +103,14 @@ GROUPED = cluster_lib.parse(
 )
 
 
+DEFAULTS = flags.parse_run_args([])  # every run and mode-option flag at its defined default
+
+
 def compose(mode, cluster=TWO_WORKERS, **given):
     """flags.compose, as a task calls it, on the defaults of `mode`'s options and `given`."""
-    defaults = {name: _default(name) for name, scope in flags.MODE_OPTION_SCOPES.items() if mode in scope}
-    values = {**defaults, "optimizer": "sgd", **given}
+    defaults = {name: DEFAULTS[name].value for name, scope in flags.MODE_OPTION_SCOPES.items() if mode in scope}
+    values = {**defaults, "optimizer": DEFAULTS.optimizer, **given}
     return flags.compose(mode, cluster, values, set(given))
-
-
-def _default(name):
-    options = techniques.default_options()
-    return options[name] if name in options else flags.Settings.__dataclass_fields__[name].default
 
 
 def test_every_technique_has_enabling_flags_and_an_observable():
