@@ -33,6 +33,21 @@ def read_summary(logdir):
     return json.loads((Path(logdir) / "summary.json").read_text())
 
 
+# Set once, on purpose, by the first import of parallel_tf.compat (quiet logs, the same CPU kernels).
+ENVIRONMENT_SET_BY_COMPAT = {"TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS"}
+ENVIRONMENT_SET_BY_PYTEST = {"PYTEST_CURRENT_TEST"}
+
+
+@pytest.fixture(autouse=True)
+def environment_unchanged():
+    """Fails a test that leaves os.environ changed: every process started later inherits it (srun
+    passes it to Slurm's tasks too), and a leaked TF_DETERMINISTIC_OPS=1 changes CPU results."""
+    before = dict(os.environ)
+    yield
+    changed = {k for k in before.keys() | os.environ.keys() if before.get(k) != os.environ.get(k)}
+    assert not changed - ENVIRONMENT_SET_BY_COMPAT - ENVIRONMENT_SET_BY_PYTEST, f"the test left these environment variables changed: {changed}"
+
+
 class Running:
     """A started process whose merged output is collected line by line as it comes."""
 

@@ -48,7 +48,8 @@ def test_variables_go_to_ps_cpus_balanced_by_size_and_compute_to_the_worker():
 
 
 def test_gpu_workers_ask_for_deterministic_kernels_unless_the_user_chose(monkeypatch):
-    monkeypatch.delenv(devices.DETERMINISTIC_OPS, raising=False)
+    monkeypatch.setenv(devices.DETERMINISTIC_OPS, "")  # so that its absence, or the user's value, comes back after
+    monkeypatch.delenv(devices.DETERMINISTIC_OPS)
     assert devices.use_deterministic_gpu_kernels() == "1" == os.environ[devices.DETERMINISTIC_OPS]
     monkeypatch.setenv(devices.DETERMINISTIC_OPS, "0")  # a user comparing against non-deterministic kernels
     assert devices.use_deterministic_gpu_kernels() == "0"
