@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +19,9 @@ REPO = Path(__file__).resolve().parents[1]
 RECIPE = str(REPO / "recipes" / "mnist.py")
 CIFAR_RECIPE = str(REPO / "recipes" / "cifar10.py")
 PID_LINE = re.compile(r"started (\S+) \(pid (\d+)\)")
+SLURM_LOCAL = REPO / "scripts" / "slurm_local.sh"
+SYNC_STEPS = ["--train_steps=100", "--log_every=20"]
+RUN_TIMEOUT = 240
 
 
 def alive(pid):
@@ -33,8 +37,14 @@ def read_summary(logdir):
     return json.loads((Path(logdir) / "summary.json").read_text())
 
 
-# Set once, on purpose, by the first import of parallel_tf.compat (quiet logs, the same CPU kernels).
-ENVIRONMENT_SET_BY_COMPAT = {"TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS"}
+# Set once, on purpose, by a first import: parallel_tf.compat's (quiet logs, the same CPU kernels),
+# scikit-learn's (its OpenMP settings); and by pytest itself.
+ENVIRONMENT_SET_BY_IMPORTS = {
+    "TF_CPP_MIN_LOG_LEVEL",
+    "TF_ENABLE_ONEDNN_OPTS",
+    "KMP_DUPLICATE_LIB_OK",
+    "KMP_INIT_AT_FORK",
+}
 ENVIRONMENT_SET_BY_PYTEST = {"PYTEST_CURRENT_TEST"}
 
 
@@ -45,7 +55,9 @@ def environment_unchanged():
     before = dict(os.environ)
     yield
     changed = {k for k in before.keys() | os.environ.keys() if before.get(k) != os.environ.get(k)}
-    assert not changed - ENVIRONMENT_SET_BY_COMPAT - ENVIRONMENT_SET_BY_PYTEST, f"the test left these environment variables changed: {changed}"
+    assert not changed - ENVIRONMENT_SET_BY_IMPORTS - ENVIRONMENT_SET_BY_PYTEST, (
+        f"the test left these environment variables changed: {changed}"
+    )
 
 
 class Running:
@@ -120,6 +132,59 @@ def procs():
     tracker = ProcessTracker()
     yield tracker
     tracker.kill_all()
+
+
+@pytest.fixture(scope="session")
+def sync_two_workers(tmp_path_factory):
+    """The launcher's sync run of ps:0, worker:0, worker:1 that every other way of starting that
+    cluster (tasks by hand, srun on a real Slurm) must match bitwise. On consecutive ports, as a
+    Slurm step on one node places them (--port_base + local index), and in this network namespace,
+    so tasks started by hand can restart on its ports right after it."""
+    logdir = tmp_path_factory.mktemp("launch") / "two_workers"
+    base = consecutive_free_ports(3)
+    spec = logdir.parent / "consecutive.json"
+    addresses = [f"127.0.0.1:{base + offset}" for offset in range(3)]
+    spec.write_text(json.dumps({"cluster": {"ps": addresses[:1], "worker": addresses[1:]}}))
+    tracker = ProcessTracker()
+    command = launcher_command(f"--logdir={logdir}", *SYNC_STEPS, f"--cluster_spec={spec}", "--isolate_network=off")
+    run = tracker.start(command)
+    try:
+        assert run.wait(RUN_TIMEOUT) == 0, run.output
+        yield run, logdir
+    finally:
+        tracker.kill_all()
+
+
+def consecutive_free_ports(count):
+    """The first of `count` consecutive free 127.0.0.1 ports."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = probe.getsockname()[1]
+        sockets = [socket.socket() for _ in range(count)]
+        try:
+            for offset, s in enumerate(sockets):
+                s.bind(("127.0.0.1", base + offset))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    pytest.fail(f"found no {count} consecutive free ports")
+
+
+def slurm_is_up():
+    """True when scripts/slurm_local.sh has a Slurm running that answers."""
+    try:
+        return subprocess.run(slurm_command("sinfo"), capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def slurm_command(*args):
+    """`args` run on the local Slurm's login node (scripts/slurm_local.sh run)."""
+    return [str(SLURM_LOCAL), "run", *args]
 
 
 def launcher_command(*args):

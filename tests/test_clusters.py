@@ -13,13 +13,22 @@ import time
 
 import models
 import pytest
-from conftest import REPO, ProcessTracker, alive, launcher_command, read_summary, recipe_command
+from conftest import (
+    REPO,
+    RUN_TIMEOUT,
+    SYNC_STEPS,
+    ProcessTracker,
+    alive,
+    launcher_command,
+    read_summary,
+    recipe_command,
+    slurm_is_up,
+)
 
 from parallel_tf.compat import tf
 from parallel_tf.launch import free_loopback_addresses
 
-STEPS = ["--train_steps=100", "--log_every=20"]
-RUN_TIMEOUT = 240
+STEPS = SYNC_STEPS
 SUMMARY_KEYS = {
     "mode",
     "num_workers",
@@ -45,48 +54,8 @@ def tracker():
     tracker.kill_all()
 
 
-def launch(tracker, logdir, *args):
-    run = tracker.start(launcher_command(f"--logdir={logdir}", *STEPS, *args))
-    code = run.wait(RUN_TIMEOUT)
-    assert code == 0, run.output
-    return run
-
-
-@pytest.fixture(scope="module")
-def two_workers(tracker, tmp_path_factory):
-    """The launcher's run of ps:0, worker:0, worker:1 on consecutive ports, as a Slurm step on one node
-    would place them (--port_base + local index), so the Slurm-driven launch can rerun it on them."""
-    logdir = tmp_path_factory.mktemp("launch") / "two_workers"
-    base = consecutive_free_ports(3)
-    spec = logdir.parent / "consecutive.json"
-    spec.write_text(
-        json.dumps(
-            {"cluster": {"ps": [f"127.0.0.1:{base}"], "worker": [f"127.0.0.1:{base + 1}", f"127.0.0.1:{base + 2}"]}}
-        )
-    )
-    # In this network namespace, so the tasks started by hand can restart on its ports right after it.
-    return launch(tracker, logdir, f"--cluster_spec={spec}", "--isolate_network=off"), logdir
-
-
-def consecutive_free_ports(count):
-    """The first of `count` consecutive free 127.0.0.1 ports."""
-    for _ in range(100):
-        base = int(free_loopback_addresses(1)[0].split(":")[1])
-        sockets = [socket.socket() for _ in range(count)]
-        try:
-            for offset, s in enumerate(sockets):
-                s.bind(("127.0.0.1", base + offset))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    pytest.fail(f"found no {count} consecutive free ports")
-
-
-def test_launcher_runs_every_task_and_leaves_none_running(two_workers):
-    run, _ = two_workers
+def test_launcher_runs_every_task_and_leaves_none_running(sync_two_workers):
+    run, _ = sync_two_workers
     assert set(run.task_pids) == {"ps:0", "worker:0", "worker:1"}
     assert not [name for name, pid in run.task_pids.items() if alive(pid)]
     assert any(line.startswith("[worker:0]") and "step 100/100" in line for line in run.lines)
@@ -94,8 +63,8 @@ def test_launcher_runs_every_task_and_leaves_none_running(two_workers):
     assert "all 3 tasks exited 0" in run.output
 
 
-def test_chief_writes_the_documented_outputs(two_workers):
-    _, logdir = two_workers
+def test_chief_writes_the_documented_outputs(sync_two_workers):
+    _, logdir = sync_two_workers
     summary = read_summary(logdir)
     assert set(summary) >= SUMMARY_KEYS
     assert (summary["mode"], summary["num_workers"], summary["num_ps"], summary["train_steps"]) == ("sync", 2, 1, 100)
@@ -113,12 +82,13 @@ def test_chief_writes_the_documented_outputs(two_workers):
     assert all(address.startswith("127.0.0.1:") for hosts in spec["cluster"].values() for address in hosts)
 
 
-def test_slurm_step_on_the_launchers_ports_matches_it_bitwise(two_workers, tracker, tmp_path):
+@pytest.mark.skipif(slurm_is_up(), reason="a real Slurm is up: tests/test_slurm_real.py runs this step with srun")
+def test_slurm_step_on_the_launchers_ports_matches_it_bitwise(sync_two_workers, tracker, tmp_path):
     """Three tasks started by hand as srun would start them: the same command, and only Slurm's
     variables (faked for one node) to tell them apart. They reuse the ports the launcher's run has
     just closed, as a cluster manager restarts tasks (those connections are still in TIME_WAIT),
     and they must train the launcher's params_sha256."""
-    _, launcher_logdir = two_workers
+    _, launcher_logdir = sync_two_workers
     logdir = tmp_path / "slurm"
     spec = json.loads((launcher_logdir / "cluster_spec.json").read_text())
     port_base = int(spec["cluster"]["ps"][0].split(":")[1])
