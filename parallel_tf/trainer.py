@@ -34,7 +34,7 @@ class Trainer:
 
     def __init__(self, recipe, dataset, settings, target=""):
         self.recipe, self.dataset, self.settings, self.target = recipe, dataset, settings, target
-        self._diverged = False
+        self._diverged = self._rejoined = False
         self.traffic = traffic.Meter(("worker", settings.task_index) if settings.cluster else None)
         self.tracer = profiling.StepTracer(settings.trace_steps if settings.is_chief else None, settings.logdir)
         self.sharder = GlobalBatchSharder(
@@ -92,7 +92,9 @@ class Trainer:
     def join(self):
         """A session on the cluster. The chief (worker 0) initialises the shared parameters, or restores
         them from its latest checkpoint; a graph may initialise more of its own (a group chief's local
-        ps). The others wait until the model is ready."""
+        ps). The others wait until the model is ready. A chief restarted while its parameter servers
+        kept running finds the model ready and rejoins it as it is: those servers hold training that is
+        newer than any checkpoint, and the other workers are using it."""
         settings, train_graph = self.settings, self.train_graph
         manager = tf.train.SessionManager(
             local_init_op=train_graph.local_init_op,
@@ -112,6 +114,14 @@ class Trainer:
             except tf.errors.DeadlineExceededError:
                 raise chief_did_not_initialise(settings.startup_timeout) from None
 
+        if settings.cluster:
+            try:  # restarted alone (its pod, by a cluster manager): the servers still hold the live model
+                sess = manager.wait_for_session(self.target, config=config, max_wait_secs=0)
+                self._rejoined = True
+                return sess
+            except tf.errors.DeadlineExceededError:
+                pass  # not initialised yet: a new or restarted cluster, which this task initialises
+
         def init_fn(sess):
             for initialise in initialisers:
                 initialise(sess)
@@ -122,7 +132,9 @@ class Trainer:
     def _open_outputs(self, first_step):
         settings = self.settings
         logdir.record_run(settings.logdir, logdir.run_identity(self.recipe.name, settings))
-        if self.checkpoints.latest:
+        if self._rejoined:
+            logging.info("rejoined the running cluster at step %d/%d", first_step, settings.train_steps)
+        elif self.checkpoints.latest:
             logging.info("resuming from %s at step %d/%d", self.checkpoints.latest, first_step, settings.train_steps)
         return outputs.RunWriter(settings.logdir, self.graph, first_step)
 

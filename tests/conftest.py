@@ -64,6 +64,7 @@ class Running:
     """A started process whose merged output is collected line by line as it comes."""
 
     def __init__(self, command, tracker, env=None):
+        self.env = env  # the variables it was given beyond this process's: a restart gives them again
         self.proc = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,

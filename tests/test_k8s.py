@@ -2,20 +2,21 @@
 pods train when started here with the TF_CONFIG the operator would inject."""
 
 import json
+import os
 import re
+import signal
 import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import REPO, ProcessTracker, read_summary
+from conftest import REPO, RUN_TIMEOUT, SYNC_STEPS, ProcessTracker, read_summary
 
 from parallel_tf import k8s
 from parallel_tf.cluster import from_tfjob_config
 from parallel_tf.launch import free_loopback_addresses
 
 CRD = json.loads((Path(__file__).parent / "data" / "tfjob_crd_v1_schema.json").read_text())["schema"]
-RUN_TIMEOUT = 240
 
 
 def job(mode="sync", num_ps=1, num_groups=2, num_workers=2, task_args=(), **overrides):
@@ -109,17 +110,18 @@ def test_the_checks_catch_what_the_operator_would_refuse():
 
 def test_the_tfjob_resolver_maps_ps_replicas_after_the_central_ones_to_the_groups_local_ps():
     """Two groups: of the operator's PS 0-2, PS 0 is the central ps and PS 1, 2 the local ones; worker i
-    is in group i mod 2."""
+    is in group i mod 2. TF_CONFIG as the operator writes it: its "environment" key, and the port of
+    the container's tfjob-port, here an edited manifest's 2345 rather than the default 2222."""
     cluster = {
-        "ps": [f"j-ps-{i}.ns.svc:2222" for i in range(3)],
-        "worker": [f"j-worker-{i}.ns.svc:2222" for i in range(4)],
+        "ps": [f"j-ps-{i}.ns.svc:2345" for i in range(3)],
+        "worker": [f"j-worker-{i}.ns.svc:2345" for i in range(4)],
     }
     tasks = [("ps", 0, ("ps", 0)), ("ps", 2, ("local_ps", 1)), ("worker", 3, ("worker", 3))]
     for kind, index, expected in tasks:
         tf_config = json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}, "environment": "cloud"})
         config, job_name, task_index = from_tfjob_config(tf_config, "hierarchical", 1, 2)
         assert (job_name, task_index) == expected
-    assert config.jobs["local_ps"] == ("j-ps-1.ns.svc:2222", "j-ps-2.ns.svc:2222")
+    assert config.jobs["local_ps"] == ("j-ps-1.ns.svc:2345", "j-ps-2.ns.svc:2345")
     assert config.groups == ((0, 2), (1, 3))
 
 
@@ -138,20 +140,9 @@ def test_hierarchical_tfjob_pods_train_with_the_operators_tf_config(tmp_path):
     with the central ps."""
     task_args = ["--central_every=5", "--train_steps=100", "--log_every=20"]
     manifest = job("hierarchical", num_groups=1, num_workers=1, task_args=task_args)
-    specs = manifest["spec"]["tfReplicaSpecs"]
-    ports = iter(free_loopback_addresses(sum(spec["replicas"] for spec in specs.values())))
-    addresses = {kind: [next(ports) for _ in range(spec["replicas"])] for kind, spec in specs.items()}
     tracker = ProcessTracker()
     try:
-        pods = {}
-        for kind, spec in specs.items():
-            container = spec["template"]["spec"]["containers"][0]
-            args = [f"--logdir={tmp_path}" if arg.startswith("--logdir=") else arg for arg in container["args"]]
-            command = [sys.executable, *container["command"][1:], *args]
-            assert Path(REPO, container["command"][-1]).is_file()
-            for index in range(spec["replicas"]):
-                env = {"TF_CONFIG": operator_tf_config(manifest, addresses, kind, index)}
-                pods[f"{kind}-{index}"] = tracker.start(command, env=env)
+        pods = start_pods(manifest, tracker, tmp_path)
         for name, pod in pods.items():
             assert pod.wait(RUN_TIMEOUT) == 0, f"{name}:\n{pod.output}"
     finally:
@@ -161,3 +152,48 @@ def test_hierarchical_tfjob_pods_train_with_the_operators_tf_config(tmp_path):
     summary = read_summary(tmp_path)
     assert summary["central_exchanges_by_group"] == [20]  # train_steps / central_every
     assert summary["eval_accuracy"] > 0.8
+
+
+def test_a_chief_pod_restarted_while_the_others_run_rejoins_and_ends_on_the_uninterrupted_run(
+    sync_two_workers, tmp_path
+):
+    """Under restartPolicy ExitCode the operator restarts a killed pod (137) and leaves the others
+    running. The restarted chief finds the model live on the parameter server, so it rejoins it
+    rather than restoring its older checkpoint over the step the other worker is in; the run ends on
+    the launcher's uninterrupted params_sha256."""
+    _, launcher_logdir = sync_two_workers
+    manifest = job("sync", task_args=[*SYNC_STEPS, "--checkpoint_every=20"])
+    tracker = ProcessTracker()
+    try:
+        pods = start_pods(manifest, tracker, tmp_path)
+        pods["Worker-0"].wait_for_line(r"step 40/100", timeout=RUN_TIMEOUT)
+        os.kill(pods["Worker-0"].proc.pid, signal.SIGKILL)
+        assert pods["Worker-0"].wait(30) == -signal.SIGKILL
+        restarted = tracker.start(pods["Worker-0"].proc.args, env=pods["Worker-0"].env)
+        for name, pod in {**pods, "Worker-0": restarted}.items():
+            assert pod.wait(RUN_TIMEOUT) == 0, f"{name}:\n{pod.output}"
+    finally:
+        tracker.kill_all()
+    assert re.search(r"rejoined the running cluster at step \d+/100", restarted.output), restarted.output
+    assert "resuming from" not in restarted.output
+    steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [20, 40, 60, 80, 100]
+    assert read_summary(tmp_path)["params_sha256"] == read_summary(launcher_logdir)["params_sha256"]
+
+
+def start_pods(manifest, tracker, logdir):
+    """Every pod of `manifest`, started here with the TF_CONFIG the operator would inject: the
+    container's command and args, with `logdir` for the claim's path."""
+    specs = manifest["spec"]["tfReplicaSpecs"]
+    ports = iter(free_loopback_addresses(sum(spec["replicas"] for spec in specs.values())))
+    addresses = {kind: [next(ports) for _ in range(spec["replicas"])] for kind, spec in specs.items()}
+    pods = {}
+    for kind, spec in specs.items():
+        container = spec["template"]["spec"]["containers"][0]
+        args = [f"--logdir={logdir}" if arg.startswith("--logdir=") else arg for arg in container["args"]]
+        command = [sys.executable, *container["command"][1:], *args]
+        assert Path(REPO, container["command"][-1]).is_file()
+        for index in range(spec["replicas"]):
+            env = {"TF_CONFIG": operator_tf_config(manifest, addresses, kind, index)}
+            pods[f"{kind}-{index}"] = tracker.start(command, env=env)
+    return pods
