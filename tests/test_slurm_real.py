@@ -17,7 +17,8 @@ from conftest import REPO, RUN_TIMEOUT, SYNC_STEPS, read_summary, slurm_command,
 pytestmark = [pytest.mark.slurm, pytest.mark.cluster]
 
 PORT_BASE = 8888
-RECIPE = [str(REPO / ".venv" / "bin" / "python"), "recipes/mnist.py"]  # the tasks run where srun puts them
+PYTHON = str(REPO / ".venv" / "bin" / "python")  # by path: srun's tasks do not inherit an activated venv
+RECIPE = [PYTHON, "recipes/mnist.py"]
 # Each node declares 6 CPUs (scripts/slurm_local.sh): with 2 a task, a node takes at most 3 tasks.
 AT_MOST_3_A_NODE = ["--cpus-per-task=2"]
 SLURM_RECIPE = [*RECIPE, "--cluster_resolver=slurm", "--num_ps=1", f"--port_base={PORT_BASE}"]
@@ -36,7 +37,7 @@ print(json.dumps({{
 """
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # as wide as sync_two_workers, so that a skip comes before that run
 def two_nodes():
     if not slurm_is_up():
         pytest.skip("no local Slurm is up: `scripts/slurm_local.sh up --nodes=2` starts one (as root it installs it)")
@@ -68,7 +69,8 @@ def finished_job(job, timeout):
     30 s here, longer than the job takes."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        shown = subprocess.run(slurm_command("scontrol", "-o", "show", "job", job), capture_output=True, text=True)
+        show = slurm_command("scontrol", "-o", "show", "job", job)
+        shown = subprocess.run(show, capture_output=True, text=True, timeout=30)
         fields = dict(re.findall(r"(\w+)=(\S+)", shown.stdout))
         if fields.get("JobState") not in (None, "PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
             return fields["JobState"], fields["ExitCode"]
@@ -78,7 +80,7 @@ def finished_job(job, timeout):
 
 def probe(jobs, distribution, tasks, mode="sync", groups="interleaved"):
     """Every task's view of a step of `tasks` tasks on both nodes, at most 3 a node, by rank."""
-    command = srun(jobs, "-N2", f"-n{tasks}", *AT_MOST_3_A_NODE, f"--distribution={distribution}", *RECIPE[:1])
+    command = srun(jobs, "-N2", f"-n{tasks}", *AT_MOST_3_A_NODE, f"--distribution={distribution}", PYTHON)
     done = subprocess.run(
         [*command, "-c", PLACEMENT_PROBE, mode, groups], capture_output=True, text=True, timeout=60, cwd=REPO
     )
@@ -87,7 +89,7 @@ def probe(jobs, distribution, tasks, mode="sync", groups="interleaved"):
 
 
 @pytest.mark.parametrize("distribution", ["block", "cyclic"])
-def test_every_task_listens_on_its_own_node_at_port_base_plus_its_local_id(two_nodes, jobs, distribution):
+def test_every_task_gets_an_address_on_its_own_node_at_port_base_plus_its_local_id(two_nodes, jobs, distribution):
     tasks = probe(jobs, distribution, 5)
     assert {task["host"] for task in tasks} == {"sn1", "sn2"}
     cluster = tasks[0]["cluster"]
