@@ -15,9 +15,14 @@ def per_step(run):
     return summary["bytes_sent_per_step"], summary["bytes_received_per_step"]
 
 
+FLOAT_GRADIENT = 4  # one float parameter
+BESIDES_THE_GRADIENT = 4 + 4 + 4  # its loss to the barrier, its gradient slot's index, the learning rate
+RECEIVED = 4 + 2 * 8  # w, and every worker's (index, loss)
+
+
 @pytest.mark.parametrize(
     "flags, sent",
-    [({}, 4), ({"gradient_compression": "8bit"}, 1 + 4)],
+    [({}, FLOAT_GRADIENT), ({"gradient_compression": "8bit"}, 1 + 4)],
     ids=["float", "8bit"],
 )
 def test_the_chief_of_ordered_sync_sends_and_receives_what_its_step_needs(tmp_path, flags, sent):
@@ -27,7 +32,7 @@ def test_the_chief_of_ordered_sync_sends_and_receives_what_its_step_needs(tmp_pa
     (index, loss) (2 × 8). (The barrier's constants, its index, the count it dequeues and the release
     token, are made on the ps, as is the global step's increment.)"""
     run = train(QUADRATIC, scalar_dataset(1, 3), tmp_path, "sync", **flags)
-    assert per_step(run) == (sent + 4 + 4 + 4, 4 + 16)
+    assert per_step(run) == (sent + BESIDES_THE_GRADIENT, RECEIVED)
     assert [(m["bytes_sent_per_step"], m["bytes_received_per_step"]) for m in run["metrics"]] == [per_step(run)] * 3
 
 

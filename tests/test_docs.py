@@ -1,0 +1,102 @@
+"""The docs cannot go stale silently: every file path, test and flag they name exists, and the
+numbers they quote from a test are that test's numbers."""
+
+import ast
+import re
+
+import pytest
+import test_composition
+import test_traffic
+from conftest import REPO
+
+DOCS = [REPO / "README.md", REPO / "BENCHMARKS.md", *sorted((REPO / "docs").rglob("*.md"))]
+# A path the docs name: under a folder of the repository, ending in a file name with an extension
+# or in "/" (a folder). "examples/sec" is a unit, not a path.
+PATH = re.compile(
+    r"(?<![\w/.-])((?:parallel_tf|tests|scripts|examples|recipes|docs|\.ci)/(?:[\w.-]+/)*(?:[\w-]+\.\w+)?)"
+)
+TEST = re.compile(r"\b(test_\w+?)(?:\.py)?(?:::(test_\w+))?\b")
+FLAG = re.compile(r"(?<![\w-])--([a-z][\w-]*)")
+# Flags of other programs that the docs show: absl's help, srun/scancel, unshare and iptables.
+OTHER_PROGRAMS_FLAGS = {
+    "help",
+    "helpfull",
+    "kill-on-bad-exit",
+    "nodes",
+    "signal",
+    "map-root-user",
+    "net",
+    "user",
+    "dport",
+}
+
+
+def doc_ids():
+    return [str(doc.relative_to(REPO)) for doc in DOCS]
+
+
+def functions_by_test_module():
+    """{module: names of its test functions} for every tests/test_*.py."""
+    return {
+        path.stem: {node.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.FunctionDef)}
+        for path in (REPO / "tests").glob("test_*.py")
+    }
+
+
+def defined_flags():
+    """Every absl flag the package and the recipes define (a boolean also as --noNAME)."""
+    sources = [*(REPO / "parallel_tf").rglob("*.py"), *(REPO / "recipes").glob("*.py")]
+    names = {name for path in sources for name in re.findall(r'DEFINE_\w+\(\s*"(\w+)"', path.read_text())}
+    return names | {f"no{name}" for name in names}
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=doc_ids())
+def test_every_path_the_docs_name_exists(doc):
+    missing = sorted({path for path in PATH.findall(doc.read_text()) if not (REPO / path).exists()})
+    assert not missing, f"{doc.name} names files that do not exist: {missing}"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=doc_ids())
+def test_every_test_the_docs_name_exists(doc):
+    functions = functions_by_test_module()
+    every_function = set().union(*functions.values())
+    missing = []
+    for module, function in TEST.findall(doc.read_text()):
+        if function:
+            found = function in functions.get(module, ())
+        else:  # a module, a function named alone, or a script of the same name
+            found = module in functions or module in every_function or (REPO / "scripts" / f"{module}.sh").exists()
+        if not found:
+            missing.append(f"{module}::{function}" if function else module)
+    assert not missing, f"{doc.name} names tests that do not exist: {sorted(set(missing))}"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=doc_ids())
+def test_every_flag_the_docs_name_is_defined(doc):
+    unknown = sorted(set(FLAG.findall(doc.read_text())) - defined_flags() - OTHER_PROGRAMS_FLAGS)
+    assert not unknown, f"{doc.name} names flags nothing defines: {unknown}"
+
+
+def test_the_checks_catch_a_stale_name(tmp_path):
+    stale = "See `tests/test_gone.py::test_vanished`, `scripts/gone.sh` and --no_such_flag."
+    assert PATH.findall(stale) == ["tests/test_gone.py", "scripts/gone.sh"]
+    assert TEST.findall(stale) == [("test_gone", "test_vanished")]
+    assert "no_such_flag" not in defined_flags() and FLAG.findall(stale) == ["no_such_flag"]
+
+
+def test_the_readme_quotes_the_traffic_test_s_bytes():
+    sent = test_traffic.FLOAT_GRADIENT + test_traffic.BESIDES_THE_GRADIENT
+    assert f"the chief sends {sent} bytes" in readme_text()
+    assert f"and receives {test_traffic.RECEIVED})" in readme_text()
+
+
+def test_the_readme_quotes_the_composition_test_s_counts():
+    runs, refused, by_rules = test_composition.RUN, test_composition.REFUSED, len(test_composition.REFUSED_BY_RULES)
+    quoted = f"every mode × pair of techniques ({runs + refused}): {refused - by_rules} are refused because a"
+    quoted_too = f"{by_rules} by the rules (the test pins which), and {runs} train"
+    text = " ".join(readme_text().split())
+    assert quoted in text and quoted_too in text, "README's counts differ from tests/test_composition.py"
+
+
+def readme_text():
+    return (REPO / "README.md").read_text()
