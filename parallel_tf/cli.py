@@ -16,12 +16,30 @@ def exit_config_error(message):
     sys.exit(2)
 
 
+HELP = {"--help", "-help", "-h", "-?", "--helpshort"}
+RUN_FLAGS_MODULE = "parallel_tf.flags"
+
+
 def parse_flags_or_exit(argv, known_only=False):
     """An absl flags_parser. With known_only, unknown flags stay in the returned argv."""
+    if HELP & set(argv[1:]):
+        print_help_and_exit()
     try:
         return flags.FLAGS(argv, known_only=known_only)
     except flags.Error as e:
         exit_config_error(str(e))
+
+
+def print_help_and_exit():
+    """--help: the command's usage and every flag its user can give, its own and the run flags it
+    passes on (parallel_tf/flags.py), on stdout; exit 0. absl's --help exits 1 and lists only the
+    flags the command's own module defines, leaving the rest to --helpfull."""
+    for flag in flags.FLAGS.get_flags_for_module(RUN_FLAGS_MODULE):
+        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+    print((sys.modules["__main__"].__doc__ or "").strip())
+    print(f"\nflags:\n{flags.FLAGS.main_module_help()}")
+    print("\n--helpfull lists every flag, absl's and TensorFlow's included.")
+    sys.exit(0)
 
 
 def positive_ints(flag, values):

@@ -29,8 +29,6 @@ __all__ = ["Recipe", "run"]
 def run(recipe):
     """The entry point of every recipe: `task.run(Recipe(...))` under its `__main__`."""
     define_task_flags(list(recipe.datasets))
-    for flag in flags.FLAGS.get_flags_for_module("parallel_tf.flags"):  # so --help lists them, not only --helpfull
-        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
     app.run(lambda argv: main(recipe, argv), flags_parser=parse_flags_or_exit)
 
 
