@@ -73,13 +73,6 @@ SYSTEMS = {
     "parameter_server": System("ParameterServerStrategy", "async", strategy="parameter_server", min_workers=2),
 }
 PEERS = {"sync": "mirrored", "async": "parameter_server"}
-# --quick: what the targets need, each of the two peers included, twice (about 4 minutes here).
-QUICK_PLAN = (
-    *(("mlp", system, 1) for system in ("process", "sync")),
-    *(("mlp", system, 2) for system in ("sync", "async", "mirrored", "parameter_server")),
-    ("cnn", "process", 1),
-    *(("cnn", system, 2) for system in ("sync", "mirrored")),
-)
 QUICK_REPEATS = 2
 # The targets: (model, system, workers, against, at least). `against` is "limit" or "peer".
 TARGETS = (
@@ -88,6 +81,18 @@ TARGETS = (
     ("mlp", "async", 2, "peer", 1.0),
     ("cnn", "sync", 1, "limit", 0.95),
     ("cnn", "sync", 2, "peer", 1.0),
+)
+
+# --quick runs what the targets need: each target's run and the run it is compared with.
+QUICK_PLAN = tuple(
+    dict.fromkeys(
+        key
+        for model, system, workers, against, _ in TARGETS
+        for key in (
+            (model, system, workers),
+            (model, "process", 1) if against == "limit" else (model, PEERS[SYSTEMS[system].kind], workers),
+        )
+    )
 )
 MIN_STEPS = 10  # logged every tenth of the run, and the first interval left out
 BEGIN, END = "<!-- bench:begin (written by python -m parallel_tf.bench) -->", "<!-- bench:end -->"
