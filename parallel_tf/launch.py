@@ -31,10 +31,10 @@ import sys
 from absl import app, flags
 
 from parallel_tf import cluster as cluster_lib
+from parallel_tf import download, hosts, network
 from parallel_tf import flags as task_flags
-from parallel_tf import hosts, network
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit
-from parallel_tf.errors import ConfigError
+from parallel_tf.errors import ConfigError, TaskFailure
 from parallel_tf.logdir import default_logdir, prepare_logdir
 from parallel_tf.processes import Cluster, describe_exit, say
 
@@ -90,6 +90,7 @@ def main(argv):
         task_flags.check_flag_scopes(FLAGS.mode, task_flags.MODE_OPTION_SCOPES)
         spec = cluster_lib.from_spec_file(FLAGS.cluster_spec) if FLAGS.cluster_spec else None
         num_groups = groups_count()
+        fetch_before_fencing(recipe_flags)
         isolated, fenced = fence(FLAGS.isolate_network, spec)
         check_simulated_hosts(isolated, spec)
         if FLAGS.simulate_hosts:
@@ -104,6 +105,9 @@ def main(argv):
         simulated = hosts.SimulatedHosts(FLAGS.simulate_hosts) if FLAGS.simulate_hosts else None
     except ConfigError as e:
         exit_config_error(str(e))
+    except TaskFailure as e:
+        say(f"error: {e}")
+        sys.exit(1)
     say(fenced)
     if moved_to:
         say(f"--fresh: moved the old {run_dir} aside to {moved_to}")
@@ -120,6 +124,25 @@ def main(argv):
     finally:
         if simulated:
             simulated.stop()
+
+
+def fetch_before_fencing(recipe_flags):
+    """--download, done by the launcher before it enters its private network: inside it the tasks
+    reach only each other, so their own downloads could not connect. The tasks then find every file
+    with its checksum in --data_dir and fetch nothing. The data flags are the recipe's; a value they
+    would refuse is left for the tasks to report."""
+    data = flags.FlagValues()
+    flags.DEFINE_string("dataset", None, "", flag_values=data)
+    flags.DEFINE_string("data_dir", None, "", flag_values=data)
+    flags.DEFINE_bool("download", False, "", flag_values=data)
+    flags.DEFINE_string("download_url", None, "", flag_values=data)
+    try:
+        data(["launch", *recipe_flags], known_only=True)
+    except flags.Error:
+        return
+    if data.download and data.data_dir and data.dataset in download.SOURCES:
+        say(f"downloading {data.dataset} into {data.data_dir} before the cluster starts")
+        download.fetch(data.dataset, data.data_dir, data.download_url)
 
 
 def groups_count():

@@ -8,10 +8,10 @@ import threading
 import types
 
 import pytest
-from conftest import REPO, recipe_command
+from conftest import REPO, launcher_command, recipe_command
 from idx_files import write_mnist
 
-from parallel_tf import datasets, download
+from parallel_tf import datasets, download, launch
 from parallel_tf.errors import TaskFailure
 
 
@@ -116,3 +116,39 @@ def test_recipe_reports_a_published_checksum_mismatch_in_one_line(tmp_path, mnis
     assert any("train-images-idx3-ubyte.gz: checksum mismatch" in line for line in lines), lines
     assert "Traceback" not in done.stderr
     assert not list((tmp_path / "data").glob("*ubyte*")), "nothing saved"
+
+
+def test_the_launcher_downloads_before_it_fences_the_cluster(tmp_path, mnist_files, serve, monkeypatch):
+    """Inside the launcher's private network the tasks reach only each other, so --download given
+    to the launcher is done by the launcher first; the tasks then find every file in place."""
+    files, md5s = mnist_files
+    server = serve(files)
+    monkeypatch.setitem(download.SOURCES, "mnist", ("http://unused.invalid/", md5s))
+    data_dir = tmp_path / "data"
+    given = ["--dataset=mnist", f"--data_dir={data_dir}", "--download", f"--download_url={server.url}"]
+    launch.fetch_before_fencing(["--model=cnn", *given])  # among the recipe's other flags
+    assert sorted(p.name for p in data_dir.iterdir()) == sorted(files)
+    launch.fetch_before_fencing(given)  # present with their checksums: nothing fetched again
+    launch.fetch_before_fencing(given[:2])  # no --download: nothing fetched
+    assert sorted(server.requests) == sorted(files)
+
+
+def test_a_launcher_download_that_fails_stops_it_before_any_task_starts(tmp_path, mnist_files, serve):
+    """The real command against the real published checksums, which our tiny files cannot match: the
+    launcher reached the 127.0.0.1 server (from outside the fence it is about to enter), says why it
+    failed in one line, exits 1 and starts nothing."""
+    files, _ = mnist_files
+    server = serve(files)
+    data_dir = tmp_path / "data"
+    command = launcher_command(
+        "--dataset=mnist",
+        "--download",
+        f"--download_url={server.url}",
+        f"--data_dir={data_dir}",
+        f"--logdir={tmp_path / 'run'}",
+    )
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "[launch] error: http://127.0.0.1:" in done.stdout and "checksum mismatch" in done.stdout
+    assert server.requests and "started" not in done.stdout
+    assert not list(data_dir.glob("*ubyte*")), "nothing saved"
