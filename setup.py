@@ -13,7 +13,8 @@ setup(
     description="Controlled, reproducible parameter-server training in TensorFlow's graph mode",
     packages=find_packages(include=["parallel_tf", "parallel_tf.*"]),
     python_requires=">=3.10",
-    install_requires=["numpy", "absl-py", "scikit-learn", "matplotlib"],
+    # tensorboard: the chief writes summaries, and tensorflow-cpu (unlike tensorflow) does not bring it.
+    install_requires=["numpy", "absl-py", "scikit-learn", "matplotlib", "tensorboard"],
     extras_require={
         "cpu": [f"tensorflow-cpu{TENSORFLOW}"],
         "gpu": [f"tensorflow{TENSORFLOW}"],

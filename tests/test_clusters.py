@@ -24,6 +24,7 @@ from conftest import (
     recipe_command,
     slurm_is_up,
 )
+from tensorboard.backend.event_processing import event_accumulator
 
 from parallel_tf.compat import tf
 from parallel_tf.launch import free_loopback_addresses
@@ -73,7 +74,11 @@ def test_chief_writes_the_documented_outputs(sync_two_workers):
     metrics = [json.loads(line) for line in (logdir / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [20, 40, 60, 80, 100]
     assert metrics[-1]["loss"] < metrics[0]["loss"]
-    assert list(logdir.glob("events.out.tfevents.*"))
+    board = event_accumulator.EventAccumulator(str(logdir))  # what `tensorboard --logdir` reads
+    board.Reload()
+    scalars = board.Scalars("loss")
+    assert [e.step for e in scalars] == [m["step"] for m in metrics]
+    assert [e.value for e in scalars] == pytest.approx([m["loss"] for m in metrics], rel=1e-7)  # float32 there
     assert list(logdir.glob("model.ckpt-100*"))
     saved = {name for name, _ in tf.train.list_variables(str(logdir / "model.ckpt-100"))}
     assert "model/hidden/weights" in saved
