@@ -5,6 +5,7 @@ import ast
 import re
 
 import pytest
+import test_bad_input
 import test_composition
 import test_traffic
 from conftest import REPO
@@ -96,6 +97,11 @@ def test_the_readme_quotes_the_composition_test_s_counts():
     quoted_too = f"{by_rules} by the rules (the test pins which), and {runs} train"
     text = " ".join(readme_text().split())
     assert quoted in text and quoted_too in text, "README's counts differ from tests/test_composition.py"
+
+
+def test_the_readme_quotes_the_bad_input_test_s_case_count():
+    count = len(test_bad_input.case_names())
+    assert f"runs every mistake we know of ({count})" in " ".join(readme_text().split())
 
 
 def readme_text():
