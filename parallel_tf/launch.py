@@ -120,10 +120,22 @@ def main(argv):
     if isolated:
         os.environ[network.PRIVATE_NETWORK_ENV] = "1"  # for the tasks: no exposure warnings
     try:
-        sys.exit(run_with_restarts(cluster, recipe_path, run_dir, common, simulated))
+        code = run_with_restarts(cluster, recipe_path, run_dir, common, simulated)
+    except SystemExit as stopped:  # Ctrl-C or SIGTERM: every task has been stopped
+        code = stopped.code
     finally:
         if simulated:
             simulated.stop()
+    if code not in (0, 2):
+        say(resume_hint(run_dir, FLAGS["logdir"].present))
+    sys.exit(code)
+
+
+def resume_hint(run_dir, logdir_given):
+    """How to go on after a failure or Ctrl-C: a default logdir has a new name on every run, so the
+    same command resumes only if it names this one."""
+    logdir = "" if logdir_given else f" with --logdir={run_dir}"
+    return f"to resume from the latest checkpoint in {run_dir}, run the same command{logdir}"
 
 
 def fetch_before_fencing(recipe_flags):

@@ -6,7 +6,7 @@ import pytest
 
 from parallel_tf import cluster, hosts
 from parallel_tf.errors import ConfigError
-from parallel_tf.launch import cluster_for_restart, local_cluster
+from parallel_tf.launch import cluster_for_restart, local_cluster, resume_hint
 
 GOOD = {"cluster": {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "localhost:2224"]}}
 
@@ -175,3 +175,11 @@ def test_simulated_hosts_place_tasks_cyclically_on_the_same_port_numbers():
     for g, members in enumerate(cluster.groups):  # every group on one host, with its local ps
         on = {hosts.host_of(cluster.jobs["worker"][w]) for w in members} | {hosts.host_of(cluster.jobs["local_ps"][g])}
         assert on == {g}
+
+
+def test_the_resume_hint_names_a_default_logdir_which_the_same_command_would_not_find():
+    assert resume_hint("runs/mnist-sync-20261124-020802", logdir_given=False) == (
+        "to resume from the latest checkpoint in runs/mnist-sync-20261124-020802, run the same command "
+        "with --logdir=runs/mnist-sync-20261124-020802"
+    )
+    assert resume_hint("runs/exp1", logdir_given=True).endswith("in runs/exp1, run the same command")

@@ -125,6 +125,7 @@ def test_killed_task_stops_the_cluster_and_is_named(procs, tmp_path):
     assert run.wait(30) == 1
     assert time.time() - killed_at < 10
     assert "ps:0 was killed by signal SIGKILL; stopped the other tasks" in run.output
+    assert run.lines[-1] == f"[launch] to resume from the latest checkpoint in {tmp_path}, run the same command"
     assert not [name for name, pid in run.task_pids.items() if alive(pid)]
 
 
@@ -164,6 +165,7 @@ def test_ctrl_c_to_the_launcher_stops_every_task_of_a_cluster_no_one_outside_can
     os.kill(run.proc.pid, signal.SIGINT)
     assert run.wait(30) == 128 + signal.SIGINT
     assert "SIGINT: stopping all tasks" in run.output
+    assert f"to resume from the latest checkpoint in {tmp_path}, run the same command\n" in run.output + "\n"
     assert len(run.task_pids) == 2
     assert not [name for name, pid in run.task_pids.items() if alive(pid)]
 
