@@ -199,8 +199,9 @@ def define_run_flags(flag_values=FLAGS):
         flag_values=flag_values,
     )
     flags.DEFINE_integer("train_steps", 1000, "Global steps to train.", lower_bound=1, flag_values=flag_values)
-    flags.DEFINE_float(
-        "learning_rate", 0.1, "Learning rate of the optimizer.", lower_bound=0.0, flag_values=flag_values
+    flags.DEFINE_float("learning_rate", 0.1, "Learning rate of the optimizer.", flag_values=flag_values)
+    flags.register_validator(  # at parse: the launcher refuses it before any task starts
+        "learning_rate", lambda rate: rate > 0, "must be greater than 0", flag_values=flag_values
     )
     flags.DEFINE_enum(
         "optimizer", "sgd", sorted(OPTIMIZERS), "Optimizer applied on the parameter servers.", flag_values=flag_values
@@ -344,8 +345,6 @@ def settings_from_flags():
         raise ConfigError("--download_url only applies with --download")
     if FLAGS.failure_exit_code == 2:
         raise ConfigError("--failure_exit_code=2: 2 means a mistake, which no restart cures; choose another code")
-    if FLAGS.learning_rate <= 0:
-        raise ConfigError(f"--learning_rate={FLAGS.learning_rate}: must be greater than 0")
     cluster, env_job, env_index = _resolve_cluster()
     mode = FLAGS.mode if cluster else NO_CLUSTER
     check_flag_scopes(mode)
