@@ -41,7 +41,7 @@ CIFAR10_SHAPE = (32, 32, 3)
 
 def digits(settings):
     """scikit-learn's digits, pixels scaled to [0, 1], split into train/eval by the seed."""
-    _no_files("digits", settings)
+    check_data_flags("digits", settings)
     table = _digits_table()
     x = (table[:, :-1] / 16.0).astype(np.float32)
     y = table[:, -1].astype(np.int64)
@@ -145,7 +145,7 @@ def cifar10(settings):
 
 def synthetic_cifar10(settings, num_train=1000, num_eval=200):
     """Random images of CIFAR-10's shape and random labels, fixed by the seed."""
-    _no_files("synthetic", settings)
+    check_data_flags("synthetic", settings)
     rng = np.random.RandomState(settings.seed)
     images = rng.rand(num_train + num_eval, *CIFAR10_SHAPE).astype(np.float32)
     labels = rng.randint(0, 10, size=num_train + num_eval).astype(np.int64)
@@ -154,18 +154,31 @@ def synthetic_cifar10(settings, num_train=1000, num_eval=200):
     )
 
 
-def _data_dir(dataset, settings):
-    if not settings.data_dir:
-        raise ConfigError(f"--dataset={dataset} is read from files: give --data_dir (and --download to fetch them)")
-    if settings.download:
-        download.fetch(dataset, settings.data_dir, settings.download_url)
-    return settings.data_dir
-
-
-def _no_files(dataset, settings):
+def check_data_flags(dataset, settings):
+    """The data flags' rules, before anything is read: a dataset of published files (those --download
+    knows) needs --data_dir; one that needs no files takes neither --data_dir nor --download."""
+    if dataset in download.SOURCES:
+        if not settings.data_dir:
+            raise ConfigError(f"--dataset={dataset} is read from files: give --data_dir (and --download to fetch them)")
+        return
     for flag in ("data_dir", "download"):
         if getattr(settings, flag):
             raise ConfigError(f"--{flag} does not apply to --dataset={dataset}, which needs no files")
+
+
+def check_loader_flags(loader, settings):
+    """check_data_flags for one of this module's loaders, before it reads anything (a task's
+    --check_flags); a recipe's own loader checks its flags itself, when it loads."""
+    dataset = {digits: "digits", mnist: "mnist", cifar10: "cifar10", synthetic_cifar10: "synthetic"}.get(loader)
+    if dataset:
+        check_data_flags(dataset, settings)
+
+
+def _data_dir(dataset, settings):
+    check_data_flags(dataset, settings)
+    if settings.download:
+        download.fetch(dataset, settings.data_dir, settings.download_url)
+    return settings.data_dir
 
 
 def _read_cifar_batches(data_dir, names):

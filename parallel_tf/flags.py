@@ -74,6 +74,12 @@ def define_task_flags(dataset_names):
 
 
 def define_cluster_flags():
+    flags.DEFINE_bool(
+        "check_flags",
+        False,
+        "Check this task's flags and cluster, then exit: 0 if it would start, 2 and the one-line error if not. "
+        "The launcher runs the chief's command so before it starts any task.",
+    )
     flags.DEFINE_enum("job_name", None, ["ps", "local_ps", "worker"], "This process's job in the cluster.")
     flags.DEFINE_integer("task_index", 0, "This process's index within its job; worker 0 is the chief.", lower_bound=0)
     flags.DEFINE_list("ps_hosts", [], "Comma-separated host:port of the parameter servers (instead of a spec).")

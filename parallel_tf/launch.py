@@ -38,6 +38,7 @@ from parallel_tf.errors import ConfigError, TaskFailure
 from parallel_tf.logdir import default_logdir, prepare_logdir
 from parallel_tf.processes import Cluster, describe_exit, say
 
+CHECK_TIMEOUT_SECS = 120
 RECIPES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "recipes")
 
 FLAGS = flags.FLAGS
@@ -101,6 +102,13 @@ def main(argv):
         task_flags.check_run_fits(cluster, FLAGS.mode)  # before any task starts: one line, exit 2
         run_dir = FLAGS.logdir or default_logdir(recipe_name(recipe_path), FLAGS.mode)
         check_min_workers(FLAGS.min_workers, cluster)
+        common = [
+            f"--mode={FLAGS.mode}",
+            f"--logdir={run_dir}",
+            *task_flags.given_task_flags(FLAGS.mode),
+            *recipe_flags,
+        ]
+        check_task_flags(cluster, recipe_path, common)
         moved_to = prepare_logdir(run_dir, fresh=FLAGS.fresh)
         simulated = hosts.SimulatedHosts(FLAGS.simulate_hosts) if FLAGS.simulate_hosts else None
     except ConfigError as e:
@@ -111,12 +119,6 @@ def main(argv):
     say(fenced)
     if moved_to:
         say(f"--fresh: moved the old {run_dir} aside to {moved_to}")
-    common = [
-        f"--mode={FLAGS.mode}",
-        f"--logdir={run_dir}",
-        *task_flags.given_task_flags(FLAGS.mode),
-        *recipe_flags,
-    ]
     if isolated:
         os.environ[network.PRIVATE_NETWORK_ENV] = "1"  # for the tasks: no exposure warnings
     try:
@@ -136,6 +138,22 @@ def resume_hint(run_dir, logdir_given):
     same command resumes only if it names this one."""
     logdir = "" if logdir_given else f" with --logdir={run_dir}"
     return f"to resume from the latest checkpoint in {run_dir}, run the same command{logdir}"
+
+
+def check_task_flags(cluster, recipe_path, common):
+    """Runs the chief's command with --check_flags before anything is started or written, so a flag
+    the tasks would refuse (the recipe's own, an unknown one, a bad value) is one line and exit 2 here,
+    in the recipe's own words, in well under a second: a task checks its flags before it imports
+    TensorFlow. The cluster goes by TF_CONFIG, as its spec file is not written yet."""
+    tf_config = json.dumps({**json.loads(cluster.to_json()), "task": {"type": "worker", "index": 0}})
+    command = [sys.executable, recipe_path, *common, "--check_flags"]
+    done = subprocess.run(
+        command, env=dict(os.environ, TF_CONFIG=tf_config), capture_output=True, text=True, timeout=CHECK_TIMEOUT_SECS
+    )
+    if done.returncode == 2:
+        raise ConfigError(done.stderr.strip().splitlines()[-1].removeprefix("error: "))
+    if done.returncode:
+        raise TaskFailure(f"checking the tasks' flags failed (exit {done.returncode}): {done.stderr.strip()}")
 
 
 def fetch_before_fencing(recipe_flags):

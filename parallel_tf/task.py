@@ -12,7 +12,7 @@ import time
 
 from absl import app, flags, logging
 
-from parallel_tf import devices, logdir, slurm
+from parallel_tf import datasets, devices, logdir, slurm
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit
 from parallel_tf.cluster import SERVER_JOBS
 from parallel_tf.compat import tf
@@ -38,6 +38,9 @@ def main(recipe, argv):
     _configure_logging()
     try:
         settings = settings_from_flags()
+        if flags.FLAGS.check_flags:  # every flag checked; nothing started, read or written
+            datasets.check_loader_flags(recipe.datasets[settings.dataset], settings)
+            return
         if flags.FLAGS.cluster_resolver == "slurm":  # before TensorFlow sees a GPU
             _narrow_gpus(slurm.narrowed_gpus(os.environ, settings.job_name))
         if settings.job_name in SERVER_JOBS:

@@ -238,6 +238,19 @@ def cases(tmp):
             "--strict_determinism is a sync-mode option: use it with --modes=sync",
         ),
         "study: unknown mode": (study_command("--modes=sync,fast"), "--modes: fast: choose from sync, async"),
+        "launcher: a task flag no one defines": (launcher_command("--stepz=5"), "Unknown command line flag 'stepz'"),
+        "launcher: a value the recipe's own flag refuses": (
+            launcher_command("--model=rnn"),
+            "--model=rnn: value should be one of <mlp|cnn>",
+        ),
+        "launcher: a learning rate of zero": (
+            launcher_command("--learning_rate=0"),
+            "--learning_rate=0.0: must be greater than 0",
+        ),
+        "launcher: a file dataset without data dir": (
+            launcher_command("--dataset=mnist"),
+            "--dataset=mnist is read from files: give --data_dir",
+        ),
         "launcher: unknown recipe": (
             launcher_command("--recipe=nope"),
             "--recipe=nope: no such recipe (available: cifar10, mnist)",
