@@ -16,16 +16,6 @@ def worker_device(task_index, num_gpus):
     return f"/job:worker/task:{task_index}/device:CPU:0"
 
 
-def cuda_visible_devices(num_workers, num_gpus):
-    """What the launcher puts in each worker's CUDA_VISIBLE_DEVICES: one GPU each, round robin.
-
-    Returns None when there are no GPUs, so the environment is left alone.
-    """
-    if num_gpus <= 0:
-        return None
-    return [str(i % num_gpus) for i in range(num_workers)]
-
-
 def visible_gpu_count():
     return len(tf.config.experimental.list_physical_devices("GPU"))
 

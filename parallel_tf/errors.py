@@ -1,4 +1,4 @@
-"""The two kinds of failure a task reports, mapped to the exit codes DESIGN.md promises."""
+"""The two kinds of failure a task reports, mapped to the exit codes README.md promises (Errors and exit codes)."""
 
 import re
 

@@ -1,9 +1,10 @@
 """n-softsync (Zhang, Gupta, Lian, Liu, "Staleness-aware Async-SGD for Distributed Deep Learning",
 IJCAI 2016), async mode, --softsync=n: the parameters take an update once c = ⌊N/n⌋ pushes are in,
 the average of those c, and every push is applied, however late (backup workers drop late ones).
-1-softsync waits for all N, N-softsync applies each push (plain async). (Seed 001 describes n the
-other way round; this follows the paper.) The average is applied at the rate a push of staleness n
-gets (`rate_at`, the run's push_learning_rate): α/n with --staleness_aware, as in the paper, else α.
+1-softsync waits for all N, N-softsync applies each push (plain async). (The notes this project
+started from describe n the other way round; this follows the paper.) The average is applied at
+the rate a push of staleness n gets (`rate_at`, the run's push_learning_rate): α/n with
+--staleness_aware, as in the paper, else α.
 
 Pushes wait in one FIFO queue on the parameter server of the global step; the chief takes them c at
 a time in a background thread and applies their mean. Every worker pushes ⌈train_steps/push_every⌉
