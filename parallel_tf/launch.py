@@ -151,7 +151,8 @@ def check_task_flags(cluster, recipe_path, common):
         command, env=dict(os.environ, TF_CONFIG=tf_config), capture_output=True, text=True, timeout=CHECK_TIMEOUT_SECS
     )
     if done.returncode == 2:
-        raise ConfigError(done.stderr.strip().splitlines()[-1].removeprefix("error: "))
+        said = (done.stderr + done.stdout).strip().splitlines() or ["the chief's command refused its flags (exit 2)"]
+        raise ConfigError(said[-1].removeprefix("error: "))
     if done.returncode:
         raise TaskFailure(f"checking the tasks' flags failed (exit {done.returncode}): {done.stderr.strip()}")
 
