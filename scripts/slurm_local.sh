@@ -42,8 +42,8 @@ install_slurm() {
   [[ $EUID -eq 0 ]] || die "Slurm is not installed and only root can install it (apt-get install slurm-wlm)"
   command -v apt-get >/dev/null || die "Slurm is not installed and there is no apt-get to install it with"
   echo "slurm_local: installing slurm-wlm with apt-get" >&2
-  timeout 300 apt-get update -qq >/dev/null || die "apt-get update failed"
-  DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -qq slurm-wlm >/dev/null || die "apt-get install failed"
+  timeout 120 apt-get update -qq >/dev/null || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive timeout 120 apt-get install -y -qq slurm-wlm >/dev/null || die "apt-get install failed"
 }
 
 start_munge() {
