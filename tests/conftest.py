@@ -37,6 +37,15 @@ def read_summary(logdir):
     return json.loads((Path(logdir) / "summary.json").read_text())
 
 
+@pytest.fixture(scope="session", autouse=True)
+def tensorflow_imported():
+    """TensorFlow's import sets variables of its own (TF2_BEHAVIOR, ...), as does compat around it:
+    done once, before the first test's snapshot of the environment, whichever test runs first."""
+    from parallel_tf.compat import tf
+
+    tf.get_default_graph()
+
+
 # Set once, on purpose, by a first import: parallel_tf.compat's (quiet logs, the same CPU kernels),
 # scikit-learn's (its OpenMP settings); and by pytest itself.
 ENVIRONMENT_SET_BY_IMPORTS = {
