@@ -28,6 +28,7 @@ from parallel_tf import flags as task_flags
 from parallel_tf import profiling, runs
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit, positive_ints
 from parallel_tf.errors import ConfigError
+from parallel_tf.files import write_atomically
 from parallel_tf.launch import resolve_recipe
 
 FLAGS = flags.FLAGS
@@ -363,9 +364,7 @@ def write_report(path, generated):
         text = text[: text.index(BEGIN)] + generated + text[text.index(END) + len(END) :]
     else:
         text = f"{text.rstrip()}\n\n{generated}\n" if text else f"# Benchmarks\n\n{generated}\n"
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
+    write_atomically(path, text)
 
 
 def machine():

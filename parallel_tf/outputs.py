@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from parallel_tf.compat import tf
+from parallel_tf.files import write_atomically
 
 
 def params_sha256(named_params):
@@ -42,9 +43,7 @@ class RunWriter:
             return
         with open(self._metrics_path, encoding="utf-8") as f:
             kept = [line for line in f if line.strip() and json.loads(line)["step"] <= step]
-        with open(self._metrics_path + ".tmp", "w", encoding="utf-8") as f:
-            f.writelines(kept)
-        os.replace(self._metrics_path + ".tmp", self._metrics_path)
+        write_atomically(self._metrics_path, "".join(kept))
 
     def log_step(self, step, loss, examples_per_sec, **counters):
         """Appends a metrics line; `counters` are the mode's own (e.g. updates_by_worker), lists of ints."""
@@ -92,8 +91,4 @@ def append_metrics(logdir, step, loss, examples_per_sec, **counters):
 def write_results(logdir, summary, named_params):
     """params.npz, then summary.json (last, and atomically, so its presence means the run completed)."""
     np.savez(os.path.join(logdir, "params.npz"), **named_params)
-    path = os.path.join(logdir, "summary.json")
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(path + ".tmp", path)
+    write_atomically(os.path.join(logdir, "summary.json"), json.dumps(summary, indent=2, sort_keys=True) + "\n")

@@ -33,6 +33,7 @@ from parallel_tf import flags as task_flags
 from parallel_tf import runs
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit, positive_ints
 from parallel_tf.errors import ConfigError
+from parallel_tf.files import write_atomically
 from parallel_tf.launch import resolve_recipe
 from parallel_tf.logdir import prepare_logdir
 from parallel_tf.modes import MODES
@@ -269,8 +270,8 @@ class Study:
 
     def _write(self):
         report = {"recipe": self.recipe, "reference": self.reference, "runs": self.rows, "verdicts": self.verdicts()}
-        _write_atomically(os.path.join(self.out, "report.json"), json.dumps(report, indent=2) + "\n")
-        _write_atomically(os.path.join(self.out, "report.md"), self._markdown())
+        write_atomically(os.path.join(self.out, "report.json"), json.dumps(report, indent=2) + "\n")
+        write_atomically(os.path.join(self.out, "report.md"), self._markdown())
         plot_loss_curves([self.reference, *self.rows], os.path.join(self.out, "loss_curves.png"))
 
     def _markdown(self):
@@ -353,12 +354,6 @@ def _staleness(histogram):
 
 def _or_dash(value, spec):
     return "—" if value is None else format(value, spec)
-
-
-def _write_atomically(path, text):
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
 
 
 def _yes(value):
