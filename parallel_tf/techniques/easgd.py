@@ -30,6 +30,7 @@ from parallel_tf.errors import ConfigError
 from parallel_tf.graph import LOCAL, build_model_on_copies, refresh_copies
 from parallel_tf.modes import CopiesGraph
 from parallel_tf.pushes import push_counter
+from parallel_tf.schedules import sends_after
 from parallel_tf.techniques.local_sgd import build_exchanging, sgd_on_copies
 from parallel_tf.techniques.rules import Technique
 
@@ -133,7 +134,7 @@ def build(recipe, dataset, settings, cluster, task_index):
     local, exchange = dict(report, train=local_step), dict(report, train=counted)
 
     def plan(step):
-        return [exchange if (step + 1) % period == 0 or step + 1 == settings.train_steps else local]
+        return [exchange if sends_after(step, period, settings.train_steps) else local]
 
     return CopiesGraph(
         model=model,

@@ -27,6 +27,7 @@ from parallel_tf.compat import tf
 from parallel_tf.devices import device_setter, worker_device
 from parallel_tf.graph import LOCAL, build_model_on_copies, refresh_copies
 from parallel_tf.modes import CopiesGraph
+from parallel_tf.schedules import sends_after
 from parallel_tf.techniques.rules import Technique
 
 TECHNIQUE = Technique(
@@ -109,7 +110,7 @@ def build_exchanging(recipe, dataset, settings, cluster, task_index, period, rul
     exchange = {"workers": workers, "losses": losses, "train": exchanged}
 
     def plan(at):
-        return [exchange if (at + 1) % period == 0 or at + 1 == settings.train_steps else local]
+        return [exchange if sends_after(at, period, settings.train_steps) else local]
 
     return _ExchangingGraph(
         model=model,
