@@ -11,6 +11,8 @@ Techniques (techniques/) wrap or replace a mode's builder the same way.
 
 import dataclasses
 
+from parallel_tf.compat import tf
+
 # Importable without TensorFlow: the launcher needs the names, not the builders.
 MODES = ("sync", "async", "hierarchical")
 
@@ -57,6 +59,12 @@ class CopiesGraph(TrainGraph):
 
     def before_evaluation(self, sess):
         sess.run(self.refresh_op)
+
+
+def own_report(task_index, loss):
+    """The report of a worker that steps on its own (async, local SGD, backup workers): its index and
+    its loss, shaped as a barrier's report of several workers is."""
+    return {"workers": tf.constant([task_index]), "losses": tf.reshape(loss, [1])}
 
 
 def fixed_plan(fetches):

@@ -24,7 +24,7 @@ from parallel_tf import techniques
 from parallel_tf.compat import tf
 from parallel_tf.devices import device_setter, worker_device
 from parallel_tf.graph import LOCAL, build_model_on_copies, make_optimizer, refresh_copies
-from parallel_tf.modes import CopiesGraph
+from parallel_tf.modes import CopiesGraph, own_report
 from parallel_tf.pushes import GradientSum, StalenessHistogram, added_counters, push_counter
 from parallel_tf.schedules import fetches_before, sends_after
 
@@ -64,7 +64,7 @@ def build(recipe, dataset, settings, cluster, task_index):
         pushed = gradient_sum.push(tf.group(send.op, *marked) if marked else send.op, updates, task_index)
         fetch = tf.group(refresh_copies(pairs), read_step.assign(global_step), *on_fetch)
 
-    report = {"workers": tf.constant([task_index]), "losses": tf.reshape(model.loss, [1])}
+    report = own_report(task_index, model.loss)
     step_and_push = dict(report, train=pushed)
     step_only = dict(report, train=tf.group(*accumulate))
 

@@ -23,7 +23,7 @@ from parallel_tf.compat import tf
 from parallel_tf.devices import device_setter
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import build_model, make_optimizer
-from parallel_tf.modes import TrainGraph, fixed_plan
+from parallel_tf.modes import TrainGraph, fixed_plan, own_report
 from parallel_tf.sync_replicas import sync_replicas
 from parallel_tf.techniques.rules import Technique
 
@@ -119,11 +119,7 @@ def build(recipe, dataset, settings, cluster, task_index):
         # Taken in the same run as the gradients, in no order, as TF takes its per-variable accumulators.
         sync_and_count = tf.group(synced.sync_op, applied.assign_add(tf.cast(counted.take_grad(replicas), tf.int64)))
         with tf.control_dependencies([synced.train_op]):
-            report = {
-                "workers": tf.constant([task_index]),
-                "losses": tf.reshape(model.loss, [1]),
-                "next_step": tf.identity(synced.train_op),
-            }
+            report = {**own_report(task_index, model.loss), "next_step": tf.identity(synced.train_op)}
     local_init = tf.group(synced.local_init_op, counted.set_global_step(global_step)) if is_chief else None
     finished = global_step >= settings.train_steps
     return BackupWorkersGraph(

@@ -26,7 +26,7 @@ from parallel_tf.barrier import gather_at_chief, release_workers
 from parallel_tf.compat import tf
 from parallel_tf.devices import device_setter, worker_device
 from parallel_tf.graph import LOCAL, build_model_on_copies, refresh_copies
-from parallel_tf.modes import CopiesGraph
+from parallel_tf.modes import CopiesGraph, own_report
 from parallel_tf.schedules import sends_after
 from parallel_tf.techniques.rules import Technique
 
@@ -105,7 +105,7 @@ def build_exchanging(recipe, dataset, settings, cluster, task_index, period, rul
         released = release_workers(num_workers, task_index, after=[done])
         with tf.control_dependencies([released]):
             exchanged = rule.worker_after(pairs)
-    report = {"workers": tf.constant([task_index]), "losses": tf.reshape(model.loss, [1])}
+    report = own_report(task_index, model.loss)
     local = dict(report, train=local_step)
     exchange = {"workers": workers, "losses": losses, "train": exchanged}
 
