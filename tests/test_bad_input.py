@@ -23,6 +23,8 @@ from conftest import (
 )
 from idx_files import write_mnist
 
+pytestmark = pytest.mark.cluster  # every test here starts the real command
+
 TIMEOUT = 120
 CLUSTER = ["--job_name=worker", "--task_index=0"]
 HELD_SOCKETS = []  # ports kept busy for the "port already in use" case, for as long as the module runs

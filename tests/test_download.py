@@ -103,6 +103,7 @@ def test_no_server_is_one_clear_failure(tmp_path, serve):
         download.fetch("cifar10", str(tmp_path), url)
 
 
+@pytest.mark.cluster
 def test_recipe_reports_a_published_checksum_mismatch_in_one_line(tmp_path, mnist_files, serve):
     """The real command line against the real published checksums: our tiny files cannot match."""
     files, _ = mnist_files
@@ -133,6 +134,7 @@ def test_the_launcher_downloads_before_it_fences_the_cluster(tmp_path, mnist_fil
     assert sorted(server.requests) == sorted(files)
 
 
+@pytest.mark.cluster
 def test_a_launcher_download_that_fails_stops_it_before_any_task_starts(tmp_path, mnist_files, serve):
     """The real command against the real published checksums, which our tiny files cannot match: the
     launcher reached the 127.0.0.1 server (from outside the fence it is about to enter), says why it

@@ -133,6 +133,7 @@ def operator_tf_config(manifest, addresses, kind, index):
     return json.dumps({"cluster": cluster, "task": {"type": kind.lower(), "index": index}, "environment": "cloud"})
 
 
+@pytest.mark.cluster
 def test_hierarchical_tfjob_pods_train_with_the_operators_tf_config(tmp_path):
     """One group of one worker (three pods, for the suite's time): PS 0 is the central ps, PS 1 the
     group's local parameter server. Every pod runs the container's command and args (the logdir aside)
@@ -154,6 +155,7 @@ def test_hierarchical_tfjob_pods_train_with_the_operators_tf_config(tmp_path):
     assert summary["eval_accuracy"] > 0.8
 
 
+@pytest.mark.cluster
 def test_a_chief_pod_restarted_while_the_others_run_rejoins_and_ends_on_the_uninterrupted_run(
     sync_two_workers, tmp_path
 ):

@@ -9,6 +9,8 @@ from cifar_files import write_cifar10
 from conftest import REPO, bench_command, cifar_command, k8s_command, launcher_command, recipe_command, study_command
 from idx_files import write_mnist
 
+pytestmark = pytest.mark.cluster  # every test here starts the real command
+
 TIMEOUT = 120
 
 
