@@ -277,6 +277,18 @@ def check_group_flags(mode, names=("num_groups",)):
             raise ConfigError(f"--{name} applies only to --mode=hierarchical, not {mode}")
 
 
+def check_groups_by_host(hosts_known, source):
+    """--groups=by_host's one rule, wherever a cluster is laid out (Slurm, the launcher, a TFJob): one
+    group per host, so `source` must say which tasks share a host (`hosts_known`), and the host count
+    is the group count, so --num_groups is refused."""
+    if FLAGS.groups != "by_host":
+        return
+    if not hosts_known:
+        raise ConfigError(f"--groups=by_host: {source} does not say which tasks share a host; use --num_groups")
+    if FLAGS["num_groups"].present:
+        raise ConfigError("--groups=by_host makes one group per host; it does not take --num_groups")
+
+
 def not_for_mode(flag, mode, scope):
     return ConfigError(f"{flag} does not apply to --mode={mode}; it is for --mode={'|'.join(scope)}")
 
@@ -417,11 +429,8 @@ def _resolve_cluster():
                 f"--cluster_resolver={FLAGS.cluster_resolver} decides the cluster and each task's job; drop --{name}"
             )
     check_group_flags(FLAGS.mode, ("num_groups", "groups"))
-    if FLAGS.groups == "by_host" and FLAGS["num_groups"].present:
-        raise ConfigError("--groups=by_host makes one group per host; it does not take --num_groups")
+    check_groups_by_host(FLAGS.cluster_resolver == "slurm", "TF_CONFIG")
     if FLAGS.cluster_resolver == "tfjob":
-        if FLAGS.groups == "by_host":
-            raise ConfigError("--groups=by_host: TF_CONFIG does not say which pods share a node")
         if FLAGS["port_base"].present:
             raise ConfigError("--port_base applies only to --cluster_resolver=slurm; TF_CONFIG names every port")
         if not os.environ.get("TF_CONFIG"):

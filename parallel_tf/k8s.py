@@ -115,9 +115,8 @@ def main(argv):
     try:
         recipe = recipe_name(resolve_recipe(FLAGS.recipe))
         task_flags.check_flag_scopes(FLAGS.mode, task_flags.MODE_OPTION_SCOPES)
-        task_flags.check_group_flags(FLAGS.mode)
-        if FLAGS.groups == "by_host":
-            raise ConfigError("--groups=by_host: a TFJob does not say which pods share a node; use --num_groups")
+        task_flags.check_group_flags(FLAGS.mode, ("num_groups", "groups"))
+        task_flags.check_groups_by_host(False, "a TFJob")
         if not FLAGS.image:
             raise ConfigError("--image is required: the container image the pods run")
         name = FLAGS.name or f"{recipe}-{FLAGS.mode}".replace("_", "-").lower()

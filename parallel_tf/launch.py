@@ -87,7 +87,7 @@ def main(argv):
     recipe_flags = [arg for arg in argv[1:] if arg != "--"]  # the recipe's own (--model, --dataset, ...)
     try:
         recipe_path = resolve_recipe(FLAGS.recipe)
-        task_flags.check_group_flags(FLAGS.mode)
+        task_flags.check_group_flags(FLAGS.mode, ("num_groups", "groups"))
         task_flags.check_flag_scopes(FLAGS.mode, task_flags.MODE_OPTION_SCOPES)
         spec = cluster_lib.from_spec_file(FLAGS.cluster_spec) if FLAGS.cluster_spec else None
         num_groups = groups_count()
@@ -178,15 +178,8 @@ def fetch_before_fencing(recipe_flags):
 
 def groups_count():
     """--num_groups, or with --groups=by_host one group per simulated host."""
-    if FLAGS.groups != "by_host":
-        return FLAGS.num_groups
-    if FLAGS.mode != cluster_lib.GROUPED_MODE or not FLAGS.simulate_hosts:
-        raise ConfigError("--groups=by_host needs --mode=hierarchical and --simulate_hosts (one group per host)")
-    if FLAGS["num_groups"].present and FLAGS.num_groups != FLAGS.simulate_hosts:
-        raise ConfigError(
-            f"--groups=by_host makes {FLAGS.simulate_hosts} groups, one per host, not --num_groups={FLAGS.num_groups}"
-        )
-    return FLAGS.simulate_hosts
+    task_flags.check_groups_by_host(bool(FLAGS.simulate_hosts), "a cluster without --simulate_hosts")
+    return FLAGS.simulate_hosts if FLAGS.groups == "by_host" else FLAGS.num_groups
 
 
 def check_simulated_hosts(isolated, spec):

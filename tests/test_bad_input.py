@@ -312,7 +312,20 @@ def cases(tmp):
         ),
         "launcher: groups by host without hosts": (
             launcher_command("--mode=hierarchical", "--groups=by_host"),
-            "--groups=by_host needs --mode=hierarchical and --simulate_hosts (one group per host)",
+            "--groups=by_host: a cluster without --simulate_hosts does not say which tasks share a host",
+        ),
+        # One rule for --groups=by_host with --num_groups, in the launcher, a Slurm task and the TFJob writer.
+        "launcher: groups by host and a group count": (
+            launcher_command("--mode=hierarchical", "--simulate_hosts=2", "--groups=by_host", "--num_groups=2"),
+            "--groups=by_host makes one group per host; it does not take --num_groups",
+        ),
+        "slurm task: groups by host and a group count": (
+            recipe_command("--cluster_resolver=slurm", "--mode=hierarchical", "--groups=by_host", "--num_groups=2"),
+            "--groups=by_host makes one group per host; it does not take --num_groups",
+        ),
+        "k8s: groups by host": (
+            k8s_command("--image=x", "--mode=hierarchical", "--groups=by_host"),
+            "--groups=by_host: a TFJob does not say which tasks share a host; use --num_groups",
         ),
         "launcher: simulated hosts outside the private network": (
             launcher_command("--simulate_hosts=2", "--isolate_network=off"),
