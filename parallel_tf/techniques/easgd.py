@@ -28,7 +28,7 @@ from parallel_tf.compat import tf
 from parallel_tf.devices import device_setter, worker_device
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import LOCAL, build_model_on_copies, refresh_copies
-from parallel_tf.modes import CopiesGraph
+from parallel_tf.modes import CopiesGraph, own_report
 from parallel_tf.pushes import push_counter
 from parallel_tf.schedules import sends_after
 from parallel_tf.techniques.local_sgd import build_exchanging, sgd_on_copies
@@ -130,7 +130,7 @@ def build(recipe, dataset, settings, cluster, task_index):
             exchanged = elastic_exchange(copies, centres, settings.options["easgd_alpha"])
         with tf.control_dependencies([exchanged]):
             counted = tf.scatter_add(exchanges, [task_index], tf.constant([1], tf.int64))
-    report = {"workers": tf.constant([task_index]), "losses": tf.reshape(model.loss, [1])}
+    report = own_report(task_index, model.loss)
     local, exchange = dict(report, train=local_step), dict(report, train=counted)
 
     def plan(step):
