@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from parallel_tf.launch import free_loopback_addresses
+
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = str(REPO / "recipes" / "mnist.py")
 CIFAR_RECIPE = str(REPO / "recipes" / "cifar10.py")
@@ -168,9 +170,7 @@ def sync_two_workers(tmp_path_factory):
 def consecutive_free_ports(count):
     """The first of `count` consecutive free 127.0.0.1 ports."""
     for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
+        base = int(free_loopback_addresses(1)[0].split(":")[1])
         sockets = [socket.socket() for _ in range(count)]
         try:
             for offset, s in enumerate(sockets):
