@@ -18,6 +18,6 @@ setup(
     extras_require={
         "cpu": [f"tensorflow-cpu{TENSORFLOW}"],
         "gpu": [f"tensorflow{TENSORFLOW}"],
-        "dev": ["pytest>=7", "pytest-timeout", "ruff", "jsonschema"],
+        "dev": ["pytest>=7", "pytest-timeout", "ruff", "jsonschema", "import-linter", "mkdocs"],
     },
 )

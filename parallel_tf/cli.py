@@ -17,27 +17,30 @@ def exit_config_error(message):
 
 
 HELP = {"--help", "-help", "-h", "-?", "--helpshort"}
-RUN_FLAGS_MODULE = "parallel_tf.flags"
+RUN_FLAGS_MODULE = "parallel_tf.training.task_flags"
 
 
-def parse_flags_or_exit(argv, known_only=False):
-    """An absl flags_parser. With known_only, unknown flags stay in the returned argv."""
+def parse_flags_or_exit(argv, known_only=False, command="__main__"):
+    """An absl flags_parser. With known_only, unknown flags stay in the returned argv. `command`: the
+    name of the module that defines the command's own flags and describes it (--help)."""
     if HELP & set(argv[1:]):
-        print_help_and_exit()
+        print_help_and_exit(command)
     try:
         return flags.FLAGS(argv, known_only=known_only)
     except flags.Error as e:
         exit_config_error(str(e))
 
 
-def print_help_and_exit():
-    """--help: the command's usage and every flag its user can give, its own and the run flags it
-    passes on (parallel_tf/flags.py), on stdout; exit 0. absl's --help exits 1 and lists only the
-    flags the command's own module defines, leaving the rest to --helpfull."""
+def print_help_and_exit(command="__main__"):
+    """--help: the usage of `command` (its module's docstring) and every flag its user can give, its
+    own and the run flags it passes on (parallel_tf/training/task_flags.py), on stdout; exit 0. absl's
+    --help exits 1 and lists only the flags the command's own module defines, leaving the rest to --helpfull."""
+    module = sys.modules[command]
+    key = sys.argv[0] if command == "__main__" else command  # how absl names the module that defined a flag
     for flag in flags.FLAGS.get_flags_for_module(RUN_FLAGS_MODULE):
-        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
-    print((sys.modules["__main__"].__doc__ or "").strip())
-    print(f"\nflags:\n{flags.FLAGS.main_module_help()}")
+        flags.FLAGS.register_key_flag_for_module(key, flag)
+    print((module.__doc__ or "").strip())
+    print(f"\nflags:\n{flags.FLAGS.module_help(key)}")
     print("\n--helpfull lists every flag, absl's and TensorFlow's included.")
     sys.exit(0)
 

@@ -48,7 +48,7 @@ def _tensorflow_v1():
 
 def tensorflow_v2():
     """TF 2's own API with its behaviour (eager) back on: only for the benchmark's peers, TensorFlow's
-    distribution strategies (peer_strategies.py), which have no TF1 graph-mode form. TF 2 only."""
+    distribution strategies (tools/tf_strategies.py), which have no TF1 graph-mode form. TF 2 only."""
     tensorflow = _import_tensorflow()
     tensorflow.compat.v1.enable_v2_behavior()
     return tensorflow

@@ -1,4 +1,4 @@
-"""The two kinds of failure a task reports, mapped to the exit codes README.md promises (Errors and exit codes)."""
+"""The two kinds of failure a task reports, mapped to the exit codes docs/failures-and-security.md promises."""
 
 import re
 

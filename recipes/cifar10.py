@@ -10,10 +10,11 @@ and flips drawn from the seed and the step, so sync training stays deterministic
 
 from absl import flags
 
-from parallel_tf import datasets, task
 from parallel_tf.compat import tf
-from parallel_tf.data import random_crop_and_flip
-from parallel_tf.layers import conv2d, dense, flatten, max_pool
+from parallel_tf.data import datasets
+from parallel_tf.data.sharding import random_crop_and_flip
+from parallel_tf.graph.layers import conv2d, dense, flatten, max_pool
+from parallel_tf.training import task
 
 flags.DEFINE_bool("augment", False, "Random 4-pixel crops and left-right flips of training images.")
 

@@ -17,9 +17,10 @@ import math
 
 from absl import flags
 
-from parallel_tf import datasets, task
 from parallel_tf.compat import tf
-from parallel_tf.layers import conv2d, dense, flatten, max_pool
+from parallel_tf.data import datasets
+from parallel_tf.graph.layers import conv2d, dense, flatten, max_pool
+from parallel_tf.training import task
 
 flags.DEFINE_enum("model", "mlp", ["mlp", "cnn"], "Fully connected net or convolutional net.")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from parallel_tf.launch import free_loopback_addresses
+from parallel_tf.launch.launcher import free_loopback_addresses
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = str(REPO / "recipes" / "mnist.py")
@@ -222,4 +222,4 @@ def bench_command(*args):
 
 
 def peers_command(*args):
-    return [sys.executable, "-m", "parallel_tf.peer_strategies", *args]
+    return [sys.executable, "-m", "parallel_tf.tools.tf_strategies", *args]

@@ -15,14 +15,15 @@ import threading
 
 import numpy as np
 
-from parallel_tf import cluster as cluster_lib
-from parallel_tf import devices, techniques
+from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.compat import tf
-from parallel_tf.data import Dataset
-from parallel_tf.flags import Settings, composed
-from parallel_tf.launch import free_loopback_addresses
-from parallel_tf.recipe import Recipe
-from parallel_tf.trainer import Trainer
+from parallel_tf.data.sharding import Dataset
+from parallel_tf.graph import devices
+from parallel_tf.launch.launcher import free_loopback_addresses
+from parallel_tf.training import techniques
+from parallel_tf.training.recipe import Recipe
+from parallel_tf.training.task_flags import Settings, composed
+from parallel_tf.training.trainer import Trainer
 
 OPERATION_TIMEOUT = 60
 RUN_TIMEOUT = 120

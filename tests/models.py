@@ -6,9 +6,9 @@ import importlib.util
 from conftest import RECIPE
 from inprocess import train
 
-from parallel_tf import datasets
-from parallel_tf.flags import Settings
-from parallel_tf.recipe import Recipe
+from parallel_tf.data import datasets
+from parallel_tf.training.recipe import Recipe
+from parallel_tf.training.task_flags import Settings
 
 
 def recipe_module(name, path):

@@ -1,6 +1,6 @@
 import pytest
 
-from parallel_tf.aggregation import tree_sum
+from parallel_tf.graph.aggregation import tree_sum
 
 
 class Term(str):

@@ -15,7 +15,7 @@ import pytest
 from inprocess import half_mean_square, joined_workers, linear, scalar_dataset, scalar_recipe, slope, train
 
 from parallel_tf.compat import tf
-from parallel_tf.techniques import easgd
+from parallel_tf.training.techniques import easgd
 
 pytestmark = pytest.mark.inprocess
 

@@ -9,7 +9,7 @@ from conftest import bench_command
 from inprocess import train
 from models import DIGITS, FLAGS, MLP
 
-from parallel_tf import bench, runs
+from parallel_tf.tools import bench, runs
 
 BATCH = 120
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from cifar_files import batch_bytes, write_cifar10
 
-from parallel_tf import datasets
+from parallel_tf.data import datasets
 from parallel_tf.errors import ConfigError
 
 

@@ -27,7 +27,7 @@ from conftest import (
 from tensorboard.backend.event_processing import event_accumulator
 
 from parallel_tf.compat import tf
-from parallel_tf.launch import free_loopback_addresses
+from parallel_tf.launch.launcher import free_loopback_addresses
 
 STEPS = SYNC_STEPS
 SUMMARY_KEYS = {
@@ -147,7 +147,7 @@ def cluster_ports(logdir):
 
 
 def private_networks_allowed():
-    probe = "from parallel_tf.network import enter_private_network as e; import sys; sys.exit(1 if e() else 0)"
+    probe = "from parallel_tf.launch.fence import enter_private_network as e; import sys; sys.exit(1 if e() else 0)"
     return subprocess.run([sys.executable, "-c", probe], cwd=REPO, timeout=30).returncode == 0
 
 

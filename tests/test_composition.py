@@ -12,14 +12,15 @@ import numpy as np
 import pytest
 from inprocess import train
 
-from parallel_tf import cluster as cluster_lib
-from parallel_tf import flags, techniques
+from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.compat import tf
-from parallel_tf.data import Dataset
+from parallel_tf.data.sharding import Dataset
 from parallel_tf.errors import ConfigError
-from parallel_tf.modes import MODES
-from parallel_tf.recipe import Recipe
-from parallel_tf.techniques import rules
+from parallel_tf.training import task_flags as flags
+from parallel_tf.training import techniques
+from parallel_tf.training.recipe import Recipe
+from parallel_tf.training.techniques import rules
+from parallel_tf.training.train_graph import MODES
 
 STEPS, WORKERS, DELAY_MS = 4, 2, 20
 # Each technique's smallest non-default flags that switch it on with 2 workers and 4 steps.
@@ -201,7 +202,7 @@ def test_both_techniques_of_a_pair_take_effect(tmp_path, mode, a, b):
 
 # The pairs the rules refuse (the others outside scope are refused for a technique's mode): a rule that
 # changes shows here. `pytest -s -k count_of_pairs` prints each with its line.
-RUN, REFUSED = 21, 114  # of the 135 mode × pair combinations; README.md quotes them (tests/test_docs.py)
+RUN, REFUSED = 21, 114  # of the 135 mode × pair combinations; docs/modes-and-techniques.md quotes them
 REFUSED_BY_RULES = {
     ("sync", "backup_workers", "local_sgd"),
     ("sync", "backup_workers", "easgd"),

@@ -6,12 +6,12 @@ import pytest
 from inprocess import train
 from models import DIGITS, MLP
 
-from parallel_tf import codecs
 from parallel_tf.compat import tf
-from parallel_tf.data import Dataset
+from parallel_tf.data.sharding import Dataset
 from parallel_tf.errors import ConfigError
-from parallel_tf.recipe import Recipe
-from parallel_tf.techniques import compression
+from parallel_tf.graph import codecs
+from parallel_tf.training.recipe import Recipe
+from parallel_tf.training.techniques import compression
 
 V = [0.3, -1.0, 0.25]
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from idx_files import idx_bytes, write_mnist
 
-from parallel_tf import datasets
+from parallel_tf.data import datasets
 from parallel_tf.errors import ConfigError
 
 

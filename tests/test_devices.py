@@ -2,9 +2,10 @@ import os
 
 import pytest
 
-from parallel_tf import cluster, devices
+from parallel_tf.cluster import config as cluster
 from parallel_tf.compat import tf
-from parallel_tf.launch import gpu_environments
+from parallel_tf.graph import devices
+from parallel_tf.launch.launcher import gpu_environments
 
 
 @pytest.mark.parametrize(

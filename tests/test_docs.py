@@ -18,7 +18,7 @@ PATH = re.compile(
 )
 TEST = re.compile(r"\b(test_\w+?)(?:\.py)?(?:::(test_\w+))?\b")
 FLAG = re.compile(r"(?<![\w-])--([a-z][\w-]*)")
-# Flags of other programs that the docs show: absl's help, srun/scancel, unshare and iptables.
+# Flags of other programs that the docs show: absl's help, srun/scancel, unshare, iptables and mkdocs.
 OTHER_PROGRAMS_FLAGS = {
     "help",
     "helpfull",
@@ -29,6 +29,7 @@ OTHER_PROGRAMS_FLAGS = {
     "net",
     "user",
     "dport",
+    "strict",
 }
 
 
@@ -85,24 +86,25 @@ def test_the_checks_catch_a_stale_name(tmp_path):
     assert "no_such_flag" not in defined_flags() and FLAG.findall(stale) == ["no_such_flag"]
 
 
-def test_the_readme_quotes_the_traffic_test_s_bytes():
+def test_the_docs_quote_the_traffic_test_s_bytes():
     sent = test_traffic.FLOAT_GRADIENT + test_traffic.BESIDES_THE_GRADIENT
-    assert f"the chief sends {sent} bytes" in readme_text()
-    assert f"and receives {test_traffic.RECEIVED})" in readme_text()
+    assert f"the chief sends {sent} bytes" in docs_text()
+    assert f"and receives {test_traffic.RECEIVED})" in docs_text()
 
 
-def test_the_readme_quotes_the_composition_test_s_counts():
+def test_the_docs_quote_the_composition_test_s_counts():
     runs, refused, by_rules = test_composition.RUN, test_composition.REFUSED, len(test_composition.REFUSED_BY_RULES)
     quoted = f"every mode × pair of techniques ({runs + refused}): {refused - by_rules} are refused because a"
     quoted_too = f"{by_rules} by the rules (the test pins which), and {runs} train"
-    text = " ".join(readme_text().split())
-    assert quoted in text and quoted_too in text, "README's counts differ from tests/test_composition.py"
+    text = docs_text()
+    assert quoted in text and quoted_too in text, "the docs' counts differ from tests/test_composition.py"
 
 
-def test_the_readme_quotes_the_bad_input_test_s_case_count():
+def test_the_docs_quote_the_bad_input_test_s_case_count():
     count = len(test_bad_input.case_names())
-    assert f"runs every mistake we know of ({count})" in " ".join(readme_text().split())
+    assert f"runs every mistake we know of ({count})" in docs_text()
 
 
-def readme_text():
-    return (REPO / "README.md").read_text()
+def docs_text():
+    """Every doc's text, its lines joined by spaces: a quoted phrase may wrap anywhere."""
+    return " ".join(" ".join(doc.read_text() for doc in DOCS).split())

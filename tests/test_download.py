@@ -11,8 +11,9 @@ import pytest
 from conftest import REPO, launcher_command, recipe_command
 from idx_files import write_mnist
 
-from parallel_tf import datasets, download, launch
+from parallel_tf.data import datasets, download
 from parallel_tf.errors import TaskFailure
+from parallel_tf.launch import launcher as launch
 
 
 class FileServer:

@@ -10,9 +10,9 @@ from conftest import CIFAR_RECIPE
 from inprocess import train
 from models import DEFAULTS, DIGITS, FLAGS, MLP, recipe_module, sha
 
-from parallel_tf import datasets
-from parallel_tf.data import random_crop_and_flip
-from parallel_tf.recipe import Recipe
+from parallel_tf.data import datasets
+from parallel_tf.data.sharding import random_crop_and_flip
+from parallel_tf.training.recipe import Recipe
 
 pytestmark = pytest.mark.inprocess
 

@@ -7,7 +7,7 @@ import pytest
 from inprocess import linear, scalar_dataset, scalar_recipe, start_cluster, worker_settings
 
 from parallel_tf.compat import tf
-from parallel_tf.trainer import Trainer
+from parallel_tf.training.trainer import Trainer
 
 pytestmark = pytest.mark.inprocess
 

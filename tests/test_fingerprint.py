@@ -1,6 +1,6 @@
 import numpy as np
 
-from parallel_tf.outputs import params_sha256
+from parallel_tf.training.outputs import params_sha256
 
 
 def test_fingerprint_follows_names_not_insertion_order():

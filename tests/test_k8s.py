@@ -12,9 +12,9 @@ import jsonschema
 import pytest
 from conftest import REPO, RUN_TIMEOUT, SYNC_STEPS, ProcessTracker, read_summary
 
-from parallel_tf import k8s
-from parallel_tf.cluster import from_tfjob_config
-from parallel_tf.launch import free_loopback_addresses
+from parallel_tf.cluster.config import from_tfjob_config
+from parallel_tf.launch.launcher import free_loopback_addresses
+from parallel_tf.tools import k8s
 
 CRD = json.loads((Path(__file__).parent / "data" / "tfjob_crd_v1_schema.json").read_text())["schema"]
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from parallel_tf.errors import ConfigError
-from parallel_tf.logdir import check_same_run, default_logdir, prepare_logdir, record_run
+from parallel_tf.training.logdir import check_same_run, default_logdir, prepare_logdir, record_run
 
 IDENTITY = {"recipe": "mnist", "seed": 0, "global_batch_size": 120}
 

@@ -9,12 +9,13 @@ import types
 import numpy as np
 import pytest
 
-from parallel_tf import cluster, techniques
+from parallel_tf.cluster import config as cluster
 from parallel_tf.compat import tf
-from parallel_tf.data import Dataset
-from parallel_tf.layers import dense
-from parallel_tf.modes import builder
-from parallel_tf.recipe import Recipe
+from parallel_tf.data.sharding import Dataset
+from parallel_tf.graph.layers import dense
+from parallel_tf.training import techniques
+from parallel_tf.training.modes import builder
+from parallel_tf.training.recipe import Recipe
 
 SPECS = {
     "sync": {"cluster": {"ps": ["a:1", "a:2"], "worker": ["a:3", "a:4", "a:5"]}},

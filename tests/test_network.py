@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
+from parallel_tf.cluster.addresses import check_port_free, exposure_warning, is_loopback
 from parallel_tf.errors import ConfigError
-from parallel_tf.network import check_port_free, exposure_warning, is_loopback
-from parallel_tf.processes import Cluster
+from parallel_tf.launch.processes import Cluster
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1:2222", "localhost:2222", "127.8.0.1:1", "[::1]:2222"])
@@ -68,6 +68,6 @@ def test_backup_workers_let_the_launcher_lose_only_spare_non_chief_workers():
 def test_the_launcher_stays_single_threaded_so_it_can_enter_a_private_network():
     """unshare(CLONE_NEWUSER) refuses a multi-threaded process (EINVAL), and numpy's BLAS starts a thread
     when it is imported: the launcher, and every module it imports, must not import numpy or TensorFlow."""
-    probe = "import os, parallel_tf.launch; print(len(os.listdir('/proc/self/task')))"
+    probe = "import os, parallel_tf.launch.launcher; print(len(os.listdir('/proc/self/task')))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "1"

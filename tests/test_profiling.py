@@ -5,8 +5,8 @@ import json
 import pytest
 from inprocess import half_mean_square, scalar_dataset, scalar_recipe, train
 
-from parallel_tf import profiling
 from parallel_tf.errors import ConfigError
+from parallel_tf.training import profiling
 
 
 @pytest.mark.parametrize("text", ["5", "5:5", "7:3", "a:b", ":4"])

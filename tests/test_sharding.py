@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from parallel_tf.data import GlobalBatchSharder, random_crop_and_flip
+from parallel_tf.data.sharding import GlobalBatchSharder, random_crop_and_flip
 from parallel_tf.errors import ConfigError
 
 

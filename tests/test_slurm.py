@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from parallel_tf import slurm
+from parallel_tf.cluster import slurm
 from parallel_tf.errors import ConfigError
 
 

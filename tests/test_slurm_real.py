@@ -1,4 +1,4 @@
-"""The README's Slurm commands on a real Slurm: srun and sbatch on the cluster that
+"""The Slurm commands of docs/launching.md on a real Slurm: srun and sbatch on the cluster that
 scripts/slurm_local.sh brings up (.ci/run brings up two nodes, sn1 and sn2, each a network
 namespace with its own slurmd). Without one, every test here is skipped with the reason.
 
@@ -26,7 +26,7 @@ SLURM_RECIPE = [*RECIPE, "--cluster_resolver=slurm", "--num_ps=1", f"--port_base
 # What each task of a step sees: its host, its Slurm ids, and the cluster the resolver makes of them.
 PLACEMENT_PROBE = f"""
 import json, os, socket, sys
-from parallel_tf import slurm
+from parallel_tf.cluster import slurm
 mode, groups = sys.argv[1:]
 placement = slurm.placement(os.environ, mode, 1, 0, {PORT_BASE}, groups=groups)
 print(json.dumps({{

@@ -2,7 +2,7 @@
 
 import pytest
 
-from parallel_tf import study
+from parallel_tf.tools import study
 
 
 def lines_for(verdict):
@@ -25,7 +25,7 @@ def verdict(identical, param_diff, loss_spread):
     [(2.1e-6, 8.9e-8, "yes"), (1e-5, 1e-5, "yes"), (2e-5, 8.9e-8, "no"), (2.1e-6, 3e-5, "no")],
 )
 def test_runs_that_differ_across_n_are_judged_against_sync_s_promised_tolerance(param_diff, loss_spread, within):
-    """README's measured figures (2.1e-6, 8.9e-8) are within the promise; a difference past 1e-5 in
+    """docs/reproducibility.md's measured figures (2.1e-6, 8.9e-8) are within the promise; a difference past 1e-5 in
     either is not. Before, such a study said only 'identical across N: no', which read as a failure."""
     line = lines_for(verdict(False, param_diff, loss_spread))[1]
     assert line.startswith(f"sync: identical across N: no; within sync's promised 1e-05: {within} (max |Δparam| = ")

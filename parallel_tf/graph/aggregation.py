@@ -1,0 +1,73 @@
+"""Sync-mode gradient aggregation in a fixed order, so training repeats bitwise at any worker count.
+
+SyncReplicasOptimizer's accumulators add gradients in arrival order; with three or more workers
+that order, and so the last bits of the sum, change from run to run. Here each trainable
+variable has M gradient slots, kept next to it on its parameter server. Worker i writes the
+gradients of its microbatches into their slots; once every worker has written (a barrier), the
+chief sums the M slots with a fixed pairwise tree, on the parameter servers, divides by M and
+applies the mean with the optimizer; a second barrier holds everyone until it has.
+
+ordered:  one microbatch per worker, its whole shard (M = N). Repeats are bitwise; different
+          worker counts differ by rounding, since N shard means are not one batch mean.
+strict:   the global batch is always cut into the same M microbatches (--microbatches), each with
+          a forward and backward pass of its own, of the same shape whatever N; with the same
+          tree over them, the arithmetic is the same for every worker count that divides M.
+"""
+
+from parallel_tf.compat import tf
+from parallel_tf.graph.model import SCRATCH, microbatch_gradients
+
+
+def tree_sum(tensors):
+    """((t0 + t1) + (t2 + t3)) + ...: a sum whose order depends only on how many terms there are."""
+    while len(tensors) > 1:
+        paired = [a + b for a, b in zip(tensors[0::2], tensors[1::2], strict=False)]
+        tensors = paired + tensors[len(paired) * 2 :]
+    return tensors[0]
+
+
+class SlotAggregator:
+    """Gradient slots for `num_microbatches` microbatches, and the ops that fill, sum and apply them."""
+
+    def __init__(self, variables, num_microbatches):
+        self.variables = list(variables)
+        self.num_microbatches = num_microbatches
+        self.slots = []
+        for variable in self.variables:
+            with tf.colocate_with(variable):
+                self.slots.append(
+                    tf.get_variable(
+                        variable.op.name.replace("/", "_") + "_gradient_slots",
+                        [num_microbatches, *variable.shape.as_list()],
+                        variable.dtype.base_dtype,
+                        tf.zeros_initializer(),
+                        trainable=False,
+                        collections=[tf.GraphKeys.GLOBAL_VARIABLES, SCRATCH],
+                    )
+                )
+
+    def write(self, first_microbatch, gradients_by_microbatch):
+        """Stores gradients_by_microbatch[k][v] (microbatch first_microbatch + k, variable v) in their slots."""
+        indices = list(range(first_microbatch, first_microbatch + len(gradients_by_microbatch)))
+        writes = []
+        for v, slot in enumerate(self.slots):
+            with tf.colocate_with(slot):  # stacked where the slot is: a decoded gradient (compression) stays there
+                stacked = tf.stack([gradients[v] for gradients in gradients_by_microbatch])
+            writes.append(tf.scatter_update(slot, indices, stacked))
+        return tf.group(*writes)
+
+    def apply(self, optimizer, global_step, after):
+        """Once `after` (ops) has run: every variable's slots summed by `tree_sum` on its ps, divided by M,
+        and applied with `optimizer`."""
+        means = []
+        for slot in self.slots:
+            with tf.colocate_with(slot), tf.control_dependencies(after):
+                means.append(tree_sum(tf.unstack(slot.read_value())) / float(self.num_microbatches))
+        return optimizer.apply_gradients(zip(means, self.variables, strict=True), global_step=global_step)
+
+
+def worker_gradients(recipe, model, microbatches_per_worker, variables):
+    """This worker's gradients, one list per microbatch: of its whole shard when it has one."""
+    if microbatches_per_worker == 1:
+        return [tf.gradients(model.loss, variables)]
+    return microbatch_gradients(recipe, model, microbatches_per_worker, variables)

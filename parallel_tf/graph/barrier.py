@@ -1,0 +1,128 @@
+"""Cross-process synchronisation from shared queues on the parameter servers.
+
+A `threading.Barrier` only works inside one process; these work across processes because every
+worker's graph names the same queues (`shared_name`) on the same server device.
+
+The step barrier: each member puts (its index, its shard loss) into every member's queue, then
+takes as many items from its own. Nobody passes step t until all members have reached it, and
+the chief receives every member's loss on the way, so it can log the batch's loss without
+another pass. Sync mode uses it over all workers on ps 0; hierarchical mode over each group on
+its local ps.
+
+A step barrier is only safe to reuse step after step if no member can arrive at step t+1
+before every member has left step t. SyncReplicasOptimizer's tokens see to that in the sync
+accumulator and hierarchical modes. Ordered aggregation has no tokens, so it uses a gather at
+the chief (each worker sends its loss once its gradients are written) and a release (the chief,
+once it has applied the update, puts one token in each worker's own queue): every queue has one
+reader and one step's item at a time. The same gather tells the chief when async workers and
+hierarchical groups, which finish at different times, have all run their last step.
+
+The done signal (TF issue #4713): each worker puts its index into a queue on every server it
+uses when it has finished; a server exits once it has heard from all of its workers. A worker
+that stops answering before it has signalled is lost: the server gives up (exit 1) rather than
+wait forever, unless the run has backup workers to spare.
+"""
+
+import time
+
+from parallel_tf.compat import tf
+from parallel_tf.graph.devices import server_cpu
+
+LIVENESS_POLL_SECS = 0.5
+
+
+def _shared_queue(name, device, dtypes, shapes):
+    with tf.device(device):
+        return tf.FIFOQueue(-1, dtypes, shapes=shapes, shared_name=name, name=name)
+
+
+def _constant(value, device):
+    """A constant made where the queue op that takes it runs, and before any control dependency: made
+    inside one, on the worker, it would cost a round trip (server to worker and back) in each step."""
+    with tf.control_dependencies(None), tf.device(device):
+        return tf.constant(value, tf.int32)
+
+
+def _done_queue(job, task):
+    return _shared_queue(f"parallel_tf_done_{job}_{task}", server_cpu(job, task), [tf.int32], [[]])
+
+
+def step_barrier(members, worker_index, loss, after, device):
+    """Returns (worker indices, losses) of all `members`, ready once each has run its `after` ops."""
+    queues = {
+        member: _shared_queue(f"parallel_tf_barrier_{member}", device, [tf.int32, tf.float32], [[], []])
+        for member in members
+    }
+    index, count = _constant(worker_index, device), _constant(len(members), device)
+    with tf.control_dependencies(after):
+        arrivals = [queue.enqueue((index, loss)) for queue in queues.values()]
+    with tf.control_dependencies(arrivals):
+        return queues[worker_index].dequeue_many(count)
+
+
+def gather_at_chief(num_workers, worker_index, value, after, name):
+    """Each worker sends (its index, `value`) to the chief once it has run `after` (ops).
+
+    Returns, for the chief, every worker's (index, value) once all N have sent; for the others,
+    their own, without waiting. The queue has one reader, the chief, so it is safe to use every
+    step as long as no worker can send twice before the chief has read a round: see release_workers.
+    """
+    device = server_cpu("ps", 0)
+    queue = _shared_queue(f"parallel_tf_{name}", device, [tf.int32, tf.float32], [[], []])
+    index, count = _constant(worker_index, device), _constant(num_workers, device)
+    with tf.control_dependencies(after):
+        sent = queue.enqueue((index, value))
+    with tf.control_dependencies([sent]):
+        if worker_index == 0:
+            return queue.dequeue_many(count)
+        return tf.constant([worker_index]), tf.reshape(tf.identity(value), [1])
+
+
+def release_workers(num_workers, worker_index, after):
+    """The chief, once it has run `after`, lets every other worker go on; they wait here until it does.
+
+    One queue per worker, one token per step: a worker cannot take a later step's token early.
+    """
+    device = server_cpu("ps", 0)
+    queues = [_shared_queue(f"parallel_tf_release_{w}", device, [tf.int32], [[]]) for w in range(num_workers)]
+    token = _constant(0, device)
+    with tf.control_dependencies(after):
+        if worker_index == 0:
+            return tf.group(*[queue.enqueue(token) for queue in queues[1:]])
+        return queues[worker_index].dequeue()
+
+
+def signal_done(servers, worker_index):
+    """The op a worker runs once, at the very end, to tell each (job, task) in `servers` it has finished."""
+    return tf.group(*[_done_queue(job, task).enqueue(worker_index) for job, task in servers])
+
+
+def wait_until_workers_done(target, job, task, workers, is_alive, on_done, on_lost, patience_secs):
+    """Blocks server (job, task) until every one of `workers` (indices) has signalled done or is lost.
+
+    A worker is lost when is_alive(worker) has been false for `patience_secs` without a done
+    signal (never started, crashed, killed): on_lost(worker) decides whether that is fatal (it
+    raises) or survivable (backup workers). on_done(worker) is called for each signal.
+    """
+    graph = tf.Graph()
+    with graph.as_default():
+        queue = _done_queue(job, task)
+        signals_waiting, next_signal = queue.size(), queue.dequeue()
+    config = tf.ConfigProto(device_filters=[f"/job:{job}/task:{task}"])
+    pending = set(workers)
+    last_alive = dict.fromkeys(pending, time.time())
+    with tf.Session(target, graph=graph, config=config) as sess:
+        while pending:
+            for _ in range(int(sess.run(signals_waiting))):  # never blocks: this server is the only reader
+                worker = int(sess.run(next_signal))
+                pending.discard(worker)
+                on_done(worker)
+            now = time.time()
+            for worker in sorted(pending):
+                if is_alive(worker):
+                    last_alive[worker] = now
+                elif now - last_alive[worker] > patience_secs:
+                    pending.discard(worker)
+                    on_lost(worker)
+            if pending:
+                time.sleep(LIVENESS_POLL_SECS)

@@ -1,0 +1,347 @@
+"""Runs a whole cluster on this machine, one process per task, and watches over it.
+
+    python -m parallel_tf.launch [--recipe=mnist] [--mode=sync|async|hierarchical] [--num_workers=2]
+                                 [--num_ps=1] [--num_groups=2] [--logdir=DIR] [--cluster_spec=FILE]
+                                 [--max_restarts=K [--min_workers=K]] [--simulate_hosts=H [--groups=by_host]]
+                                 [run and mode flags, e.g. --train_steps=100] [the recipe's own flags]
+
+Picks free 127.0.0.1 ports (unless --cluster_spec is given), writes the spec it used into the
+logdir, starts every task (ps, local_ps in hierarchical mode, worker), prefixes each output line
+with its task, and waits. If any task fails, or on Ctrl-C / SIGTERM, it stops every other task
+by PID and exits non-zero naming the task. The run and mode flags it was given (training/task_flags.py) and the
+flags it does not know (the recipe's own, e.g. --model=cnn) go to every task.
+Rerun on the same --logdir after a crash resumes from the chief's latest checkpoint; --fresh starts over.
+With --max_restarts=K the launcher does that itself when a task fails, up to K times (exit 2, a
+mistake, never restarts); with --min_workers a sync restart goes on without the worker that failed.
+
+On Linux the whole cluster runs in a private network namespace (--isolate_network, fence.py):
+TensorFlow's servers accept unauthenticated graphs on every interface, and this keeps them unreachable.
+Inside it, --simulate_hosts=H lays the cluster out on H simulated hosts (hosts.py).
+
+Deliberately free of TensorFlow and numpy, and so single-threaded until it starts the tasks: it only
+manages processes, and the kernel lets only a single-threaded process enter a user namespace.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+from absl import app, flags
+
+from parallel_tf.cli import exit_config_error, parse_flags_or_exit
+from parallel_tf.cluster import addresses
+from parallel_tf.cluster import config as cluster_lib
+from parallel_tf.data import download
+from parallel_tf.errors import ConfigError, TaskFailure
+from parallel_tf.launch import fence, hosts
+from parallel_tf.launch.processes import Cluster, describe_exit, say
+from parallel_tf.training import task_flags
+from parallel_tf.training.logdir import default_logdir, prepare_logdir
+
+CHECK_TIMEOUT_SECS = 120
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RECIPES_DIR = os.path.join(REPO_DIR, "recipes")
+
+FLAGS = flags.FLAGS
+
+
+def define_launcher_flags():
+    task_flags.define_recipe_flag()
+    task_flags.define_mode_flag()
+    task_flags.define_mode_option_flags()
+    task_flags.define_run_flags()
+    task_flags.define_logdir_flags()
+    task_flags.define_cluster_spec_flag()
+    task_flags.define_cluster_shape_flags()
+    flags.DEFINE_integer("num_workers", 2, "Worker processes to start.", lower_bound=1)
+    flags.DEFINE_integer(
+        "simulate_hosts",
+        0,
+        "Run the cluster on this many simulated hosts: network namespaces on a private bridge, each with "
+        "its own address, its tasks on the same port numbers as the other hosts' (hosts.py). 0: one host.",
+        lower_bound=0,
+    )
+    flags.DEFINE_integer(
+        "max_restarts",
+        0,
+        "When a task fails (not a mistake: exit 2 never restarts), stop the others and restart the whole "
+        "cluster from the chief's latest checkpoint, up to this many times.",
+        lower_bound=0,
+    )
+    flags.DEFINE_integer(
+        "min_workers",
+        None,
+        "sync, with --max_restarts: a worker that failed is left out of the restart, which goes on with the "
+        "most workers left that the run's batch (and --microbatches) divide, if at least this many.",
+        lower_bound=1,
+    )
+    flags.DEFINE_enum(
+        "isolate_network",
+        "auto",
+        ["auto", "on", "off"],
+        "Run the cluster in a private network namespace with only loopback, unreachable from outside "
+        "(auto: where the kernel allows it; on: or exit 2; off: plain 127.0.0.1 ports).",
+    )
+
+
+def main(argv):
+    recipe_flags = [arg for arg in argv[1:] if arg != "--"]  # the recipe's own (--model, --dataset, ...)
+    try:
+        recipe_path = resolve_recipe(FLAGS.recipe)
+        task_flags.check_group_flags(FLAGS.mode, ("num_groups", "groups"))
+        task_flags.check_flag_scopes(FLAGS.mode, task_flags.MODE_OPTION_SCOPES)
+        spec = cluster_lib.from_spec_file(FLAGS.cluster_spec) if FLAGS.cluster_spec else None
+        num_groups = groups_count()
+        fetch_before_fencing(recipe_flags)
+        isolated, fenced = fence.fence_off(FLAGS.isolate_network, spec)
+        check_simulated_hosts(isolated, spec)
+        if FLAGS.simulate_hosts:
+            cluster = hosts.layout(FLAGS.mode, FLAGS.num_ps, FLAGS.num_workers, num_groups, FLAGS.simulate_hosts)
+        else:
+            cluster = spec or local_cluster(FLAGS.mode, FLAGS.num_ps, FLAGS.num_workers, num_groups)
+        cluster.check_mode(FLAGS.mode)
+        task_flags.check_run_fits(cluster, FLAGS.mode)  # before any task starts: one line, exit 2
+        run_dir = FLAGS.logdir or default_logdir(recipe_name(recipe_path), FLAGS.mode)
+        check_min_workers(FLAGS.min_workers, cluster)
+        common = [
+            f"--mode={FLAGS.mode}",
+            f"--logdir={run_dir}",
+            *task_flags.given_task_flags(FLAGS.mode),
+            *recipe_flags,
+        ]
+        check_task_flags(cluster, recipe_path, common)
+        moved_to = prepare_logdir(run_dir, fresh=FLAGS.fresh)
+        simulated = hosts.SimulatedHosts(FLAGS.simulate_hosts) if FLAGS.simulate_hosts else None
+    except ConfigError as e:
+        exit_config_error(str(e))
+    except TaskFailure as e:
+        say(f"error: {e}")
+        sys.exit(1)
+    say(fenced)
+    if moved_to:
+        say(f"--fresh: moved the old {run_dir} aside to {moved_to}")
+    if isolated:
+        os.environ[addresses.PRIVATE_NETWORK_ENV] = "1"  # for the tasks: no exposure warnings
+    try:
+        code = run_with_restarts(cluster, recipe_path, run_dir, common, simulated)
+    except SystemExit as stopped:  # Ctrl-C or SIGTERM: every task has been stopped
+        code = stopped.code
+    finally:
+        if simulated:
+            simulated.stop()
+    if code not in (0, 2):
+        say(resume_hint(run_dir, FLAGS["logdir"].present))
+    sys.exit(code)
+
+
+def resume_hint(run_dir, logdir_given):
+    """How to go on after a failure or Ctrl-C: a default logdir has a new name on every run, so the
+    same command resumes only if it names this one."""
+    logdir = "" if logdir_given else f" with --logdir={run_dir}"
+    return f"to resume from the latest checkpoint in {run_dir}, run the same command{logdir}"
+
+
+def check_task_flags(cluster, recipe_path, common):
+    """Runs the chief's command with --check_flags before anything is started or written, so a flag
+    the tasks would refuse (the recipe's own, an unknown one, a bad value) is one line and exit 2 here,
+    in the recipe's own words, in well under a second: a task checks its flags before it imports
+    TensorFlow. The cluster goes by TF_CONFIG, as its spec file is not written yet."""
+    tf_config = json.dumps({**json.loads(cluster.to_json()), "task": {"type": "worker", "index": 0}})
+    command = [sys.executable, recipe_path, *common, "--check_flags"]
+    done = subprocess.run(
+        command, env=dict(os.environ, TF_CONFIG=tf_config), capture_output=True, text=True, timeout=CHECK_TIMEOUT_SECS
+    )
+    if done.returncode == 2:
+        said = (done.stderr + done.stdout).strip().splitlines() or ["the chief's command refused its flags (exit 2)"]
+        raise ConfigError(said[-1].removeprefix("error: "))
+    if done.returncode:
+        raise TaskFailure(f"checking the tasks' flags failed (exit {done.returncode}): {done.stderr.strip()}")
+
+
+def fetch_before_fencing(recipe_flags):
+    """--download, done by the launcher before it enters its private network: inside it the tasks
+    reach only each other, so their own downloads could not connect. The tasks then find every file
+    with its checksum in --data_dir and fetch nothing. The data flags are the recipe's; a value they
+    would refuse is left for the tasks to report."""
+    data = flags.FlagValues()
+    flags.DEFINE_string("dataset", None, "", flag_values=data)
+    flags.DEFINE_string("data_dir", None, "", flag_values=data)
+    flags.DEFINE_bool("download", False, "", flag_values=data)
+    flags.DEFINE_string("download_url", None, "", flag_values=data)
+    try:
+        data(["launch", *recipe_flags], known_only=True)
+    except flags.Error:
+        return
+    if data.download and data.data_dir and data.dataset in download.SOURCES:
+        say(f"downloading {data.dataset} into {data.data_dir} before the cluster starts")
+        download.fetch(data.dataset, data.data_dir, data.download_url)
+
+
+def groups_count():
+    """--num_groups, or with --groups=by_host one group per simulated host."""
+    task_flags.check_groups_by_host(bool(FLAGS.simulate_hosts), "a cluster without --simulate_hosts")
+    return FLAGS.simulate_hosts if FLAGS.groups == "by_host" else FLAGS.num_groups
+
+
+def check_simulated_hosts(isolated, spec):
+    """Simulated hosts are built inside the launcher's private network, on a layout of their own."""
+    if not FLAGS.simulate_hosts:
+        return
+    if spec:
+        raise ConfigError("--simulate_hosts lays the cluster out itself; it does not take --cluster_spec")
+    if not isolated:
+        raise ConfigError(
+            "--simulate_hosts builds its hosts inside the launcher's private network: it needs "
+            "--isolate_network=auto|on where the kernel allows it"
+        )
+
+
+def run_with_restarts(cluster, recipe_path, run_dir, common, simulated):
+    """Runs the cluster; after a failure (not a mistake), restarts it up to --max_restarts times. Returns
+    the exit code: 0, 2 for a task's mistake, 1 for a failure with no restart left."""
+    for restart in range(FLAGS.max_restarts + 1):
+        spare_workers = task_flags.spare_workers(cluster)
+        tasks = task_commands(cluster, recipe_path, run_dir, common)
+        enter_host = {}
+        if simulated:
+            enter_host = {name: simulated.enter(hosts.host_of(address)) for name, address in cluster.tasks()}
+        failed = Cluster(tasks, gpu_environments(cluster), spare_workers, enter_host).run()
+        if not failed:
+            report_summary(run_dir)
+            return 0
+        name, code = failed
+        if code == 2 or restart == FLAGS.max_restarts:
+            say(f"{name} {describe_exit(code)}; stopped the other tasks")
+            return 2 if code == 2 else 1
+        cluster = cluster_for_restart(cluster, name, FLAGS.min_workers, fits)
+        say(
+            f"{name} {describe_exit(code)}; stopped the other tasks; restart {restart + 1} of "
+            f"{FLAGS.max_restarts} from the latest checkpoint with {cluster.num_workers} workers"
+        )
+
+
+def task_commands(cluster, recipe_path, run_dir, common):
+    """(name, command) of every task, in start order, after writing the spec they share into the logdir."""
+    spec_path = os.path.join(run_dir, "cluster_spec.json")
+    with open(spec_path, "w", encoding="utf-8") as f:
+        f.write(cluster.to_json())
+    tasks = [
+        (f"{job}:{index}", [sys.executable, "-u", recipe_path, f"--job_name={job}", f"--task_index={index}"])
+        for job in cluster.jobs
+        for index in range(len(cluster.jobs[job]))
+    ]
+    counts = ", ".join(f"{len(hosts)} {'workers' if job == 'worker' else job}" for job, hosts in cluster.jobs.items())
+    say(f"{len(tasks)} tasks ({counts}), mode {FLAGS.mode}; logdir {run_dir}")
+    return [(name, [*command, f"--cluster_spec={spec_path}", *common]) for name, command in tasks]
+
+
+def check_min_workers(min_workers, cluster):
+    if min_workers is None:
+        return
+    if FLAGS.mode != "sync":
+        raise ConfigError(
+            f"--min_workers applies only to --mode=sync, not {FLAGS.mode}: a resume must keep its worker count"
+        )
+    if not FLAGS.max_restarts:
+        raise ConfigError("--min_workers applies with --max_restarts: only a restart can go on with fewer workers")
+    if min_workers > cluster.num_workers:
+        raise ConfigError(f"--min_workers={min_workers} is more than the {cluster.num_workers} workers")
+
+
+def cluster_for_restart(cluster, failed, min_workers, fits):
+    """The cluster to restart: the same one; or, with --min_workers and a failed worker, the same one
+    without that worker, cut to the most workers left that `fits` (the run's arithmetic) allows."""
+    if min_workers is None or not failed.startswith("worker:"):
+        return cluster
+    lost = cluster.jobs["worker"][int(failed.split(":")[1])]
+    left = [address for address in cluster.jobs["worker"] if address != lost]
+    for count in range(len(left), min_workers - 1, -1):
+        smaller = cluster_lib.parse({"cluster": {**cluster.as_dict(), "worker": left[:count]}}, "restart")
+        if fits(smaller):
+            return smaller
+    say(f"no worker count from {len(left)} down to --min_workers={min_workers} fits the run; restarting all")
+    return cluster
+
+
+def fits(cluster):
+    try:
+        task_flags.check_run_fits(cluster, FLAGS.mode)
+    except ConfigError:
+        return False
+    return True
+
+
+def resolve_recipe(recipe):
+    path = recipe if recipe.endswith(".py") else os.path.join(RECIPES_DIR, f"{recipe}.py")
+    if not os.path.isfile(path):
+        available = sorted(name[:-3] for name in os.listdir(RECIPES_DIR) if name.endswith(".py"))
+        raise ConfigError(f"--recipe={recipe}: no such recipe (available: {', '.join(available)})")
+    return os.path.abspath(path)
+
+
+def recipe_name(path):
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+def local_cluster(mode, num_ps, num_workers, num_groups):
+    """A spec on free loopback ports; in hierarchical mode worker i joins group i mod G, as in the seed."""
+    num_local_ps = num_groups if mode == cluster_lib.GROUPED_MODE else 0
+    if num_local_ps > num_workers:
+        raise ConfigError(f"--num_groups={num_groups} is more than --num_workers={num_workers}")
+    free = free_loopback_addresses(num_ps + num_local_ps + num_workers)
+    return cluster_lib.assign_jobs(free, mode, num_ps, num_groups, "generated spec")
+
+
+def free_loopback_addresses(count):
+    """`count` distinct free 127.0.0.1 ports, found by binding port 0 (all held until all are found)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def visible_gpus():
+    """GPU ids the launcher may hand out: CUDA_VISIBLE_DEVICES if set, else what nvidia-smi lists."""
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        return [g for g in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if g.strip()]
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i, line in enumerate(listing.stdout.splitlines()) if line.startswith("GPU ")]
+
+
+def gpu_environments(cluster, gpus=None):
+    """Per-task CUDA_VISIBLE_DEVICES: worker i gets GPU i mod G, a ps (central or local) none. {} without GPUs."""
+    gpus = visible_gpus() if gpus is None else gpus
+    if not gpus:
+        return {}
+    environments = {f"{job}:{i}": "" for job in cluster_lib.SERVER_JOBS for i in range(len(cluster.jobs.get(job, ())))}
+    environments.update({f"worker:{i}": gpus[i % len(gpus)] for i in range(cluster.num_workers)})
+    return environments
+
+
+def report_summary(run_dir):
+    path = os.path.join(run_dir, "summary.json")
+    if not os.path.exists(path):
+        say(f"no summary.json in {run_dir}")
+        return
+    with open(path, encoding="utf-8") as f:
+        summary = json.load(f)
+    say(
+        f"eval_accuracy {summary['eval_accuracy']:.4f}  final_loss {summary['final_loss']:.6f}  "
+        f"{summary['ms_per_step']:.2f} ms/step  params_sha256 {summary['params_sha256']}"
+    )
+    say(f"outputs: {run_dir}")
+
+
+def run_command_line():
+    """`python -m parallel_tf.launch`."""
+    define_launcher_flags()
+    app.run(main, flags_parser=lambda argv: parse_flags_or_exit(argv, known_only=True, command=__name__))

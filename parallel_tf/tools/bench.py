@@ -1,0 +1,409 @@
+"""Benchmark: our runs beside TensorFlow's own strategies on the same models, interleaved and repeated.
+
+    python -m parallel_tf.bench [--quick] [--models=mlp,cnn] [--systems=...] [--workers=1,2,4]
+                                [--repeats=3] [--report=BENCHMARKS.md] [--out=DIR] [--trace_steps=FIRST:END]
+
+For each repeat it runs every (model, system, worker count) once, in turn, so the machine's drift
+spreads over all of them alike. A system is the recipe in one process (the limit), one of our
+modes on a local cluster, or a peer: MultiWorkerMirroredStrategy (sync) or ParameterServerStrategy
+(async), on the same model, initial values, data order and global batch (tf_strategies.py).
+ms/step is the steady state: the chief's logged intervals after the first (start-up and warm-up).
+The tables give median and spread over repeats, examples/s, throughput against the limit and
+against the peer of the same kind at the same worker count, and what the chief sends and receives
+per step. --report writes the tables, the targets and a PNG of throughput against worker count
+into a Markdown file, between markers, so the prose around them survives a re-run.
+"""
+
+import dataclasses
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+from absl import app, flags
+
+from parallel_tf.cli import exit_config_error, parse_flags_or_exit, positive_ints
+from parallel_tf.errors import ConfigError
+from parallel_tf.files import write_atomically
+from parallel_tf.launch.launcher import resolve_recipe
+from parallel_tf.tools import runs
+from parallel_tf.training import profiling, task_flags
+
+FLAGS = flags.FLAGS
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    title: str
+    recipe: str
+    flags: tuple
+    train_steps: int
+    quick_steps: int
+
+
+@dataclasses.dataclass(frozen=True)
+class System:
+    title: str
+    kind: str  # "limit", "sync" or "async": whom it is compared with
+    mode: str = None  # ours: the launcher's --mode; None for the one process and the peers
+    flags: tuple = ()
+    strategy: str = None  # a peer's tf_strategies --strategy
+    min_workers: int = 1
+
+
+MODELS = {
+    "mlp": Model("digits MLP 64-128-10 (recipes/mnist.py), latency-bound", "mnist", (), 500, 300),
+    "cnn": Model(
+        "CIFAR-10 CNN on synthetic data (recipes/cifar10.py), compute-bound",
+        "cifar10",
+        ("--dataset=synthetic",),
+        40,
+        20,
+    ),
+}
+SYSTEMS = {
+    "process": System("one process (the limit)", "limit"),
+    "sync": System("sync, ordered", "sync", mode="sync"),
+    "strict": System("sync, strict", "sync", mode="sync", flags=("--strict_determinism",)),
+    "accumulator": System("sync, accumulator", "sync", mode="sync", flags=("--aggregation=accumulator",)),
+    "async": System("async", "async", mode="async"),
+    "hierarchical": System("hierarchical, 2 groups", "async", mode="hierarchical", min_workers=2),
+    "mirrored": System("MultiWorkerMirroredStrategy", "sync", strategy="mirrored"),
+    "parameter_server": System("ParameterServerStrategy", "async", strategy="parameter_server", min_workers=2),
+}
+PEERS = {"sync": "mirrored", "async": "parameter_server"}
+QUICK_REPEATS = 2
+# The issue's targets: (model, system, workers, against, at least). `against` is "limit" or "peer".
+TARGETS = (
+    ("mlp", "sync", 1, "limit", 0.5),
+    ("mlp", "sync", 2, "peer", 1.0),
+    ("mlp", "async", 2, "peer", 1.0),
+    ("cnn", "sync", 1, "limit", 0.95),
+    ("cnn", "sync", 2, "peer", 1.0),
+)
+
+# --quick runs what the targets need: each target's run and the run it is compared with.
+QUICK_PLAN = tuple(
+    dict.fromkeys(
+        key
+        for model, system, workers, against, _ in TARGETS
+        for key in (
+            (model, system, workers),
+            (model, "process", 1) if against == "limit" else (model, PEERS[SYSTEMS[system].kind], workers),
+        )
+    )
+)
+MIN_STEPS = 10  # logged every tenth of the run, and the first interval left out
+BEGIN, END = "<!-- bench:begin (written by python -m parallel_tf.bench) -->", "<!-- bench:end -->"
+
+
+def define_bench_flags():
+    flags.DEFINE_list("models", list(MODELS), f"Models to run: {', '.join(MODELS)}.")
+    flags.DEFINE_list("systems", list(SYSTEMS), f"Systems to run: {', '.join(SYSTEMS)}.")
+    flags.DEFINE_list("workers", ["1", "2", "4"], "Worker counts.")
+    flags.DEFINE_integer("repeats", 3, "Runs of each (model, system, worker count), interleaved.", lower_bound=1)
+    flags.DEFINE_bool(
+        "quick",
+        False,
+        "A smaller plan: the runs the targets need, at 1 and 2 workers, fewer steps, 2 repeats; --models, "
+        "--systems, --workers and --repeats given as well narrow it or win.",
+    )
+    flags.DEFINE_string("report", None, "Markdown file to write the results into (e.g. BENCHMARKS.md).")
+    flags.DEFINE_string("out", None, "Directory for the runs; default runs/bench-<time>.")
+    task_flags.define_run_flags()
+
+
+def main(argv):
+    if len(argv) > 1:
+        exit_config_error(f"unexpected argument {argv[1]!r}; flags look like --name=value")
+    try:
+        plan = make_plan()
+        profiling.parse_steps(FLAGS.trace_steps)
+    except ConfigError as e:
+        exit_config_error(str(e))
+    out = runs.out_dir(FLAGS.out, "bench")
+    try:
+        results = run_plan(plan, out)
+    except KeyboardInterrupt:  # the run under way gets the same Ctrl-C and stops its own tasks
+        print(f"\n[bench] interrupted; the runs finished so far are in {out}", file=sys.stderr)
+        sys.exit(130)
+    batch = FLAGS.global_batch_size
+    tables = {name: table_rows(name, results, batch) for name in dict.fromkeys(model for model, _, _ in plan)}
+    for name, rows in tables.items():
+        print(f"\n{MODELS[name].title}, {steps_of(name)} steps, global batch {FLAGS.global_batch_size}")
+        print(text_table(rows))
+    print("\n" + "\n".join(target_lines(tables)))
+    if FLAGS.trace_steps:
+        print_profile(results)
+    if FLAGS.report:
+        write_report(FLAGS.report, report_markdown(tables, results, FLAGS.report))
+        print(f"\nwrote {FLAGS.report}")
+
+
+def repeats():
+    return QUICK_REPEATS if FLAGS.quick and not FLAGS["repeats"].present else FLAGS.repeats
+
+
+def steps_of(model):
+    if FLAGS["train_steps"].present:
+        return FLAGS.train_steps
+    return MODELS[model].quick_steps if FLAGS.quick else MODELS[model].train_steps
+
+
+def make_plan():
+    """[(model, system, workers)], in the order of one repeat; ConfigError for unknown names."""
+    for flag_name, known in (("models", MODELS), ("systems", SYSTEMS)):
+        unknown = [name for name in FLAGS[flag_name].value if name not in known]
+        if unknown:
+            raise ConfigError(f"--{flag_name}: unknown {', '.join(unknown)} (known: {', '.join(known)})")
+    if steps_of(FLAGS.models[0]) < MIN_STEPS:
+        raise ConfigError(
+            f"--train_steps={FLAGS.train_steps}: the bench needs at least {MIN_STEPS} to see a steady state"
+        )
+    workers = positive_ints("workers", FLAGS.workers)
+    for count in workers:
+        if FLAGS.global_batch_size % count:
+            raise ConfigError(f"--workers: {count} does not divide --global_batch_size={FLAGS.global_batch_size}")
+    plan = []
+    for model in FLAGS.models:
+        for name in FLAGS.systems:
+            system = SYSTEMS[name]
+            counts = [1] if system.kind == "limit" else [n for n in workers if n >= system.min_workers]
+            plan += [(model, name, n) for n in counts]
+    return [key for key in QUICK_PLAN if key in plan] if FLAGS.quick else plan
+
+
+def run_plan(plan, out):
+    """{(model, system, workers): [result per repeat]}: each result has ms_per_step, the run's summary and logdir."""
+    results = {key: [] for key in plan}
+    started = time.time()
+    total = repeats() * len(plan)
+    for repeat in range(repeats()):
+        for index, key in enumerate(plan):
+            model, system, workers = key
+            logdir = os.path.join(out, f"{model}-{system}-{workers}w-r{repeat + 1}")
+            done = repeat * len(plan) + index
+            eta = "" if not done else f", about {(time.time() - started) / done * (total - done) / 60:.1f} min left"
+            print(f"[bench] {done + 1}/{total}: {model}, {SYSTEMS[system].title}, {workers} worker(s){eta}", flush=True)
+            command, given = command_for(model, system, workers)
+            try:
+                summary = runs.run(command, logdir, given, log_path=logdir + ".log")
+            except runs.RunFailed as e:
+                print(
+                    f"error: {model}, {system} with {workers} worker(s) {e}\n(full output: {logdir}.log)",
+                    file=sys.stderr,
+                )
+                sys.exit(1)
+            results[key].append({"ms_per_step": steady_ms_per_step(logdir), "summary": summary, "logdir": logdir})
+    return results
+
+
+def command_for(model_name, system_name, workers):
+    """(command, flags) of one run: the limit, one of our clusters, or a peer."""
+    model, system = MODELS[model_name], SYSTEMS[system_name]
+    recipe = resolve_recipe(model.recipe)
+    steps = steps_of(model_name)
+    given = [
+        flag for flag in task_flags.given_task_flags(task_flags.NO_CLUSTER) if not flag.startswith("--train_steps=")
+    ]
+    run_flags = [f"--train_steps={steps}", f"--log_every={max(1, steps // 10)}", *model.flags, *given]
+    if system.strategy:  # the peers trace nothing and save nothing
+        command = [sys.executable, "-m", "parallel_tf.tools.tf_strategies", f"--strategy={system.strategy}"]
+        run_flags = [flag for flag in run_flags if not flag.startswith("--trace_steps")]
+        return [*command, f"--num_workers={workers}", f"--recipe={recipe}"], run_flags
+    # Ours checkpoint only at the end, unless told otherwise: a save inside the measured steps would count.
+    run_flags = ["--checkpoint_every=0", *run_flags]
+    if system.kind == "limit":
+        return runs.single_process_command(recipe), run_flags
+    return runs.cluster_command(recipe, system.mode, workers), [*run_flags, *system.flags]
+
+
+def steady_ms_per_step(logdir):
+    """ms/step over the logged intervals after the first: the steady state, without start-up and warm-up."""
+    first, *_, last = runs.read_metrics(logdir)
+    return 1000.0 * (last["wall_time"] - first["wall_time"]) / (last["step"] - first["step"])
+
+
+def table_rows(model, results, global_batch_size):
+    """One row per (system, workers) of `model`: medians, spreads and ratios (None where there is no peer)."""
+    medians = {
+        (system, n): statistics.median(r["ms_per_step"] for r in rs)
+        for (m, system, n), rs in results.items()
+        if m == model
+    }
+    limit = next((ms for (system, _), ms in medians.items() if system == "process"), None)
+    rows = []
+    for (system, n), ms in medians.items():
+        spread = [r["ms_per_step"] for r in results[(model, system, n)]]
+        summary = results[(model, system, n)][0]["summary"]
+        peer = PEERS.get(SYSTEMS[system].kind)
+        peer_ms = medians.get((peer, n)) if peer and peer != system else None
+        rows.append(
+            {
+                "system": system,
+                "workers": n,
+                "ms": ms,
+                "spread": (min(spread), max(spread)),
+                "examples_per_sec": 1000.0 * global_batch_size / ms,
+                "x_limit": limit / ms if limit else None,
+                "x_peer": peer_ms / ms if peer_ms else None,
+                "kb_sent": summary.get("bytes_sent_per_step", 0) / 1000,
+                "kb_received": summary.get("bytes_received_per_step", 0) / 1000,
+            }
+        )
+    return rows
+
+
+def _ratio(value):
+    return "" if value is None else f"{value:.2f}"
+
+
+def _cells(row):
+    low, high = row["spread"]
+    return [
+        SYSTEMS[row["system"]].title,
+        str(row["workers"]),
+        f"{row['ms']:.2f}",
+        f"{low:.2f}-{high:.2f}",
+        f"{row['examples_per_sec']:.0f}",
+        _ratio(row["x_limit"]),
+        _ratio(row["x_peer"]),
+        f"{row['kb_sent']:.1f}" if row["kb_sent"] else "",
+        f"{row['kb_received']:.1f}" if row["kb_received"] else "",
+    ]
+
+
+HEADER = ["system", "workers", "ms/step", "spread", "examples/s", "x limit", "x peer", "KB sent", "KB recv"]
+
+
+def text_table(rows):
+    widths = [30, 8, 9, 14, 11, 8, 8, 9, 9]
+    lines = [HEADER, *(_cells(row) for row in rows)]
+    return "\n".join(
+        "".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(cells, widths, strict=True))
+        )
+        for cells in lines
+    )
+
+
+def markdown_table(rows):
+    lines = [HEADER, ["---"] * len(HEADER), *(_cells(row) for row in rows)]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+
+
+def target_lines(tables):
+    """Each of the issue's targets that this run measured: the ratio, and met or by how much missed."""
+    lines = []
+    for model, system, workers, against, at_least in TARGETS:
+        row = next((r for r in tables.get(model, []) if (r["system"], r["workers"]) == (system, workers)), None)
+        ratio = row and row[f"x_{against}"]
+        if ratio is None:
+            continue
+        versus = "the one process" if against == "limit" else SYSTEMS[PEERS[SYSTEMS[system].kind]].title
+        verdict = "met" if ratio >= at_least else f"missed by {at_least - ratio:.2f}"
+        lines.append(
+            f"- target {model} {SYSTEMS[system].title}, {workers} worker(s): at least {at_least}x {versus}; "
+            f"measured {ratio:.2f}x: {verdict}"
+        )
+    return lines
+
+
+def print_profile(results):
+    """Where a traced step's time went (--trace_steps), the means over the last repeat's traced steps: its
+    wall time, and op time by kind on every task it touched (profiling.py; kinds overlap in time)."""
+    print(f"\n{'traced steps (ms)':<36}{'workers':>8}{'wall':>9}" + "".join(f"{kind:>10}" for kind in profiling.KINDS))
+    for (model, system, workers), repeats in results.items():
+        path = os.path.join(repeats[-1]["logdir"], "trace_breakdown.jsonl")
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            traced = [json.loads(line) for line in f]
+        wall = sum(t["wall_ms"] for t in traced) / len(traced)
+        kinds = "".join(f"{sum(t['op_ms'][kind] for t in traced) / len(traced):>10.2f}" for kind in profiling.KINDS)
+        print(f"{model + ' ' + SYSTEMS[system].title:<36}{workers:>8}{wall:>9.2f}{kinds}")
+
+
+def report_markdown(tables, results, path):
+    """The generated part of the report, between BEGIN and END; draws the PNG beside `path`."""
+    png = os.path.splitext(path)[0] + ".png"
+    plot_throughput(tables, png)
+    tf_version = next(iter(results.values()))[0]["summary"]["tf_version"]
+    parts = [
+        BEGIN,
+        f"Measured {time.strftime('%Y-%m-%d %H:%M')} on {machine()}, TensorFlow {tf_version}, by",
+        "",
+        "```bash\n" + " ".join(["python -m parallel_tf.bench", *shown_flags(sys.argv[1:])]) + "\n```",
+        "",
+        f"Repeats: {repeats()}, interleaved; median ms/step over repeats (steady state: the logged "
+        "intervals after the first), spread min-max; x limit and x peer are throughput ratios (above 1: faster).",
+    ]
+    for model, rows in tables.items():
+        parts += ["", f"### {MODELS[model].title}, {steps_of(model)} steps, global batch {FLAGS.global_batch_size}"]
+        parts += ["", markdown_table(rows)]
+    parts += ["", "### Targets", "", *target_lines(tables)]
+    parts += ["", f"![throughput against worker count]({os.path.basename(png)})"]
+    return "\n".join([*parts, END])
+
+
+def shown_flags(argv):
+    """The command's flags as the report shows them: where its runs went is of no use to a reader."""
+    return [arg for arg in argv if not arg.startswith("--out=")]
+
+
+def write_report(path, generated):
+    """`generated` in place of the old one between BEGIN and END in `path`, keeping the text around it;
+    appended if there is none, in a new file if there is no file."""
+    text = ""
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    if BEGIN in text and END in text:
+        text = text[: text.index(BEGIN)] + generated + text[text.index(END) + len(END) :]
+    else:
+        text = f"{text.rstrip()}\n\n{generated}\n" if text else f"# Benchmarks\n\n{generated}\n"
+    write_atomically(path, text)
+
+
+def machine():
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def plot_throughput(tables, png):
+    """examples/s against worker count, one panel per model, a line per system, the limit dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(tables), figsize=(6 * len(tables), 4.5), squeeze=False)
+    for axis, (model, rows) in zip(axes[0], tables.items(), strict=True):
+        for system in dict.fromkeys(row["system"] for row in rows):
+            points = sorted((r["workers"], r["examples_per_sec"]) for r in rows if r["system"] == system)
+            if SYSTEMS[system].kind == "limit":
+                axis.axhline(points[0][1], linestyle="--", color="black", label=SYSTEMS[system].title)
+            else:
+                axis.plot(*zip(*points, strict=True), marker="o", label=SYSTEMS[system].title)
+        axis.set_title(MODELS[model].title.split(" (")[0])
+        axis.set_xlabel("workers")
+        axis.set_ylabel("examples/s (median)")
+        axis.set_xticks(sorted({row["workers"] for row in rows}))
+        axis.set_ylim(bottom=0)
+        axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(png, dpi=100)
+    plt.close(figure)
+
+
+def run_command_line():
+    """`python -m parallel_tf.bench`."""
+    define_bench_flags()
+    app.run(main, flags_parser=lambda argv: parse_flags_or_exit(argv, command=__name__))

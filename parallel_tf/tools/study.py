@@ -1,0 +1,366 @@
+"""Reproducibility study: does a recipe train the same parameters on repeat, and across worker counts?
+
+    python -m parallel_tf.study [--recipe=mnist] [--workers=1,2,4] [--repeats=2] [--out=DIR]
+                                [--modes=sync,async,hierarchical | --variants="async;async --staleness_aware"]
+                                [--strict_determinism] [run and mode flags, e.g. --train_steps=200]
+                                [the recipe's own flags]
+
+Runs the recipe once in one plain process (the reference), then a local cluster for every mode
+(or variant: a mode and flags of its own), worker count and repeat, one after another, and writes
+to DIR:
+
+    report.json      every run's results, and the verdicts
+    report.md        the same as a table: variant, N, repeat, params_sha256, final loss, eval
+                     accuracy, max |Δparam| against the reference, examples/sec, and for async
+                     runs the mean and largest staleness of their pushes
+    loss_curves.png  loss against step and against time, one line per run
+    runs/            each run's logdir and output log
+
+The report is rewritten after every run, so an interrupted study keeps what it has measured.
+Mode options (--strict_determinism, --push_every, ...) go to the runs of their mode, and must
+apply to every mode studied; run flags and flags it does not know go to every run.
+"""
+
+import json
+import os
+import sys
+import time
+
+from absl import app, flags
+
+from parallel_tf.cli import exit_config_error, parse_flags_or_exit, positive_ints
+from parallel_tf.cluster import config as cluster_lib
+from parallel_tf.errors import ConfigError
+from parallel_tf.files import write_atomically
+from parallel_tf.launch.launcher import resolve_recipe
+from parallel_tf.tools import runs
+from parallel_tf.training import task_flags
+from parallel_tf.training.logdir import prepare_logdir
+from parallel_tf.training.train_graph import MODES
+
+FLAGS = flags.FLAGS
+# Sync's promise across worker counts (docs/reproducibility.md; tests/test_equalities.py checks it): final
+# losses within this relative spread, parameters within this absolute difference.
+CROSS_N_TOLERANCE = 1e-5
+
+
+def define_study_flags():
+    """The study's own flags, and the recipe, run and mode flags it passes on to its runs (each run gets
+    the mode options that apply to its mode: flags.given_task_flags)."""
+    task_flags.define_recipe_flag()
+    task_flags.define_mode_option_flags()
+    task_flags.define_run_flags()
+    flags.DEFINE_list("workers", ["1", "2", "4"], "Worker counts, comma-separated.")
+    flags.DEFINE_string("out", None, "Directory for the report and the runs; default runs/study-<time>.")
+    flags.DEFINE_integer("repeats", 2, "Runs of each mode and worker count.", lower_bound=1)
+    flags.DEFINE_list("modes", ["sync"], f"Modes to study, comma-separated, from {', '.join(MODES)}.")
+    flags.DEFINE_string(
+        "variants",
+        None,
+        'Instead of --modes: variants to compare, separated by ";", each a mode and its own flags, e.g. '
+        '"async;async --staleness_aware;async --delay_compensation=0.5".',
+    )
+
+
+def main(argv):
+    recipe_flags = [arg for arg in argv[1:] if arg != "--"]
+    try:
+        recipe = resolve_recipe(FLAGS.recipe)
+        worker_counts = positive_ints("workers", FLAGS.workers)
+        variants = _variants(FLAGS.variants) if FLAGS.variants else [(mode, mode, []) for mode in _modes(FLAGS.modes)]
+        plan = _plan(recipe, variants, worker_counts)
+        _check_runs_fit(plan)
+        out = runs.out_dir(FLAGS.out, "study")
+        prepare_logdir(out, flag="--out", markers=("report.json",))
+    except ConfigError as e:
+        exit_config_error(str(e))
+    os.makedirs(os.path.join(out, "runs"), exist_ok=True)
+    study = Study(out, recipe)
+    for index, (variant, _, n, repeat, command, given) in enumerate(plan, 1):
+        name = "reference" if variant == "reference" else f"{_slug(variant)}-{n}w-r{repeat}"
+        logdir = os.path.join(out, "runs", name)
+        print(f"[study] {index}/{len(plan)} {name} ...", flush=True)
+        started = time.time()
+        try:
+            summary = runs.run(command, logdir, [*given, *recipe_flags], log_path=logdir + ".log")
+        except runs.RunFailed as e:
+            if e.returncode == 2:  # a flag the runs refuse: the user's mistake, one line
+                exit_config_error(f"run {name}: {e.error_line()}")
+            print(f"error: run {name} {e}", file=sys.stderr)
+            sys.exit(1)
+        row = study.add(variant, n, repeat, logdir, summary)
+        print(
+            f"[study] {index}/{len(plan)} {name} done in {time.time() - started:.0f}s: "
+            f"loss {row['final_loss']:.6f}  params_sha256 {row['params_sha256'][:16]}",
+            flush=True,
+        )
+    for line in study.verdict_lines():
+        print(f"[study] {line}")
+    print(f"[study] report: {os.path.join(out, 'report.md')}")
+
+
+def _plan(recipe, variants, worker_counts):
+    """(variant, mode, N, repeat, command, task flags) of every run: the reference first, then the clusters."""
+    plan = [
+        (
+            "reference",
+            task_flags.NO_CLUSTER,
+            1,
+            1,
+            runs.single_process_command(recipe),
+            task_flags.given_task_flags(task_flags.NO_CLUSTER),
+        )
+    ]
+    for variant, mode, variant_flags in variants:
+        given = [*task_flags.given_task_flags(mode), *variant_flags]
+        for n in worker_counts:
+            command = runs.cluster_command(recipe, mode, n, *_launcher_flags(mode, n))
+            plan += [(variant, mode, n, repeat, command, given) for repeat in range(1, FLAGS.repeats + 1)]
+    return plan
+
+
+def _check_runs_fit(plan):
+    """Every cluster run's flags, parsed and composed as its launcher and tasks will (flags.check_run_fits),
+    before the first run starts: a variant whose techniques do not go together stops the study at once."""
+    for variant, mode, n, repeat, _, given in plan:
+        if mode == task_flags.NO_CLUSTER or repeat > 1:
+            continue
+        groups = _num_groups(mode, n)
+        addresses = [f"127.0.0.1:{port}" for port in range(1, 2 + groups + n)]  # only counted, never used
+        cluster = cluster_lib.assign_jobs(addresses, mode, 1, groups, f"{variant} on {n} workers")
+        try:
+            task_flags.check_run_fits(cluster, mode, task_flags.parse_run_args(given))
+        except ConfigError as e:
+            raise ConfigError(f"variant {variant!r} on {n} workers: {e}") from None
+
+
+def _variants(text):
+    """[(name, mode, flags), ...] from --variants: each a mode and the flags of that variant alone. A mode
+    option of another mode is refused here; the runs check the values (a bad one stops the study with
+    the run's one line)."""
+    if FLAGS["modes"].present:
+        raise ConfigError("--variants and --modes: give one (a variant names its mode)")
+    variants = []
+    for item in filter(None, (part.strip() for part in text.split(";"))):
+        mode, *variant_flags = item.split()
+        if mode not in MODES:
+            raise ConfigError(f"--variants: {item!r} must start with a mode, one of {', '.join(MODES)}")
+        if not all(flag.startswith("--") for flag in variant_flags):
+            raise ConfigError(f"--variants: {item!r}: after the mode, only --flags")
+        for flag in variant_flags:  # a mode option of another mode: caught before any run
+            scope = _mode_option_scope(flag[2:].split("=")[0])
+            if mode not in scope:
+                raise ConfigError(f"--variants: {item!r}: {task_flags.not_for_mode(flag.split('=')[0], mode, scope)}")
+        variants.append((item, mode, variant_flags))
+    if not variants:
+        raise ConfigError("--variants: empty")
+    _modes(list(dict.fromkeys(mode for _, mode, _ in variants)))
+    return variants
+
+
+def _mode_option_scope(name):
+    """The modes a flag (maybe a boolean's --noNAME) applies to: every mode unless it is a mode option."""
+    scopes = task_flags.MODE_OPTION_SCOPES
+    if name not in scopes and name.startswith("no") and name[2:] in scopes:
+        name = name[2:]
+    return scopes.get(name, MODES)
+
+
+def _slug(variant):
+    """A run's directory name for a variant: 'async --staleness_aware' -> 'async_staleness_aware'."""
+    return "_".join(part.lstrip("-").replace("=", "-") for part in variant.split())
+
+
+def _modes(names):
+    """The --modes to study; a mode option given must apply to every one of them, or some runs would not
+    be the experiment the user asked for."""
+    unknown = [m for m in names if m not in MODES]
+    if unknown or not names:
+        raise ConfigError(f"--modes: {', '.join(unknown) or 'empty'}: choose from {', '.join(MODES)}")
+    for name, scope in task_flags.MODE_OPTION_SCOPES.items():
+        outside = [mode for mode in names if mode not in scope]
+        if FLAGS[name].present and outside:
+            raise ConfigError(f"--{name} is a {'|'.join(scope)}-mode option: use it with --modes={','.join(scope)}")
+    return names
+
+
+def _num_groups(mode, num_workers):
+    """Hierarchical runs split the workers into two groups where they can."""
+    return min(2, num_workers) if mode == "hierarchical" else 0
+
+
+def _launcher_flags(mode, num_workers):
+    return [f"--num_groups={_num_groups(mode, num_workers)}"] if mode == "hierarchical" else []
+
+
+class Study:
+    """The runs so far, and the report files, rewritten after each run."""
+
+    def __init__(self, out, recipe):
+        self.out = out
+        self.recipe = recipe
+        self.reference = None
+        self.rows = []
+
+    def add(self, variant, num_workers, repeat, logdir, summary):
+        metrics = runs.read_metrics(logdir)
+        row = {
+            "variant": variant,
+            "workers": num_workers,
+            "repeat": repeat,
+            "params_sha256": summary["params_sha256"],
+            "final_loss": summary["final_loss"],
+            "eval_accuracy": summary["eval_accuracy"],
+            "examples_per_sec": summary["examples_per_sec"],
+            "logdir": logdir,
+            "losses": [(m["step"], m["loss"]) for m in metrics],
+            "seconds": [m["wall_time"] - metrics[0]["wall_time"] for m in metrics],
+            "bytes_sent_per_step": summary.get("bytes_sent_per_step", 0),
+            "megabytes_sent": _cumulative_megabytes(metrics),
+            **_staleness(summary.get("staleness_histogram")),
+        }
+        if variant == "reference":
+            self.reference = row
+        else:
+            row["max_abs_param_diff_vs_reference"] = runs.max_param_difference(logdir, self.reference["logdir"])
+            self.rows.append(row)
+        self._write()
+        return row
+
+    def verdicts(self):
+        """Per variant: are repeats identical, and are all worker counts identical (or how far apart)."""
+        verdicts = {}
+        for variant in dict.fromkeys(row["variant"] for row in self.rows):
+            rows = [row for row in self.rows if row["variant"] == variant]
+            by_n = {}
+            for row in rows:
+                by_n.setdefault(row["workers"], []).append(row)
+            first_repeats = [group[0] for group in by_n.values()]
+            losses = [row["final_loss"] for row in first_repeats]
+            repeated = any(len(group) > 1 for group in by_n.values())
+            verdicts[variant] = {  # None: not measured (one repeat, or one worker count)
+                "repeats_identical": all(len({r["params_sha256"] for r in group}) == 1 for group in by_n.values())
+                if repeated
+                else None,
+                "identical_across_workers": len({row["params_sha256"] for row in rows}) == 1 if len(by_n) > 1 else None,
+                "max_abs_param_diff_across_workers": max(
+                    runs.max_param_difference(first_repeats[0]["logdir"], row["logdir"]) for row in first_repeats
+                ),
+                "final_loss_rel_spread_across_workers": (max(losses) - min(losses)) / abs(min(losses)),
+            }
+        return verdicts
+
+    def verdict_lines(self):
+        lines = []
+        for variant, v in self.verdicts().items():
+            lines.append(f"{variant}: repeats identical: {_yes(v['repeats_identical'])}")
+            across = f"{variant}: identical across N: {_yes(v['identical_across_workers'])}"
+            if v["identical_across_workers"] is False:  # bitwise is strict's promise; say how far apart
+                within = _yes(
+                    v["max_abs_param_diff_across_workers"] <= CROSS_N_TOLERANCE
+                    and v["final_loss_rel_spread_across_workers"] <= CROSS_N_TOLERANCE
+                )
+                across += (
+                    f"; within sync's promised {CROSS_N_TOLERANCE:g}: {within} "
+                    f"(max |Δparam| = {v['max_abs_param_diff_across_workers']:.3g}, "
+                    f"final loss spread {v['final_loss_rel_spread_across_workers']:.3g} relative)"
+                )
+            lines.append(across)
+        return lines
+
+    def _write(self):
+        report = {"recipe": self.recipe, "reference": self.reference, "runs": self.rows, "verdicts": self.verdicts()}
+        write_atomically(os.path.join(self.out, "report.json"), json.dumps(report, indent=2) + "\n")
+        write_atomically(os.path.join(self.out, "report.md"), self._markdown())
+        plot_loss_curves([self.reference, *self.rows], os.path.join(self.out, "loss_curves.png"))
+
+    def _markdown(self):
+        lines = [
+            f"# Reproducibility study: {os.path.basename(self.recipe)}",
+            "",
+            "| variant | N | repeat | params_sha256 | final loss | eval accuracy "
+            "| max \\|Δparam\\| vs reference | examples/sec | KB sent/step | mean staleness | max staleness |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for row in [self.reference, *self.rows]:
+            diff = row.get("max_abs_param_diff_vs_reference")
+            lines.append(
+                f"| {row['variant']} | {row['workers']} | {row['repeat']} | `{row['params_sha256'][:16]}` "
+                f"| {row['final_loss']:.9g} | {row['eval_accuracy']:.4f} | {_or_dash(diff, '.3g')} "
+                f"| {row['examples_per_sec']:.0f} | {row['bytes_sent_per_step'] / 1000:.1f} "
+                f"| {_or_dash(row['mean_staleness'], '.2f')} "
+                f"| {_or_dash(row['max_staleness'], 'd')} |"
+            )
+        lines += ["", *[f"- {line}" for line in self.verdict_lines()], ""]
+        return "\n".join(lines)
+
+
+def plot_loss_curves(rows, path):
+    """One line per run, loss against step, against time, and against the megabytes the chief has sent
+    (traffic.py); the reference dashed and black (it sends nothing, so it is not in the third)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    from matplotlib import pyplot
+
+    figure, (by_step, by_time, by_bytes) = pyplot.subplots(1, 3, figsize=(20, 7), sharey=True)
+    for row in rows:
+        steps, losses = zip(*row["losses"], strict=True)
+        if row["variant"] == "reference":
+            style = {"color": "k", "linestyle": "--", "linewidth": 2, "zorder": 3, "label": "reference (one process)"}
+        else:
+            style = {"linewidth": 1.2, "alpha": 0.8, "label": f"{row['variant']} N={row['workers']} r{row['repeat']}"}
+        line = by_step.plot(steps, losses, **style)[0]
+        by_time.plot(row["seconds"], losses, **{**style, "color": line.get_color()})
+        if row["variant"] != "reference":
+            by_bytes.plot(row["megabytes_sent"], losses, **{**style, "color": line.get_color()})
+    by_step.set_xlabel("global step")
+    by_time.set_xlabel("seconds since the run's first logged step")
+    by_bytes.set_xlabel("MB the chief has sent")
+    by_step.set_ylabel("training loss (logged batch)")
+    by_step.set_yscale("log")
+    figure.suptitle(f"Loss curves: {len(rows) - 1} cluster runs and the one-process reference (equal runs overlap)")
+    for axes in (by_step, by_time, by_bytes):
+        axes.grid(True, which="both", alpha=0.3)
+    handles, labels = by_step.get_legend_handles_labels()  # below the plots: long variant names fit there
+    legend_rows = -(-len(labels) // 3)
+    figure.legend(handles, labels, loc="lower center", ncol=3, fontsize="small")
+    figure.tight_layout(rect=(0, 0.035 * legend_rows + 0.02, 1, 1))
+    figure.savefig(path + ".tmp.png", dpi=110)
+    pyplot.close(figure)
+    os.replace(path + ".tmp.png", path)
+
+
+def _cumulative_megabytes(metrics):
+    """MB sent by each logged step: every line's bytes per step times the steps since the line before."""
+    total, previous, sent = 0.0, 0, []
+    for m in metrics:
+        total += m.get("bytes_sent_per_step", 0) * (m["step"] - previous) / 1e6
+        previous = m["step"]
+        sent.append(total)
+    return sent
+
+
+def _staleness(histogram):
+    """Mean and largest staleness of an async run's pushes, from its [[σ, pushes], ...]; None otherwise."""
+    if not histogram:
+        return {"mean_staleness": None, "max_staleness": None}
+    pushes = sum(count for _, count in histogram)
+    return {
+        "mean_staleness": sum(sigma * count for sigma, count in histogram) / pushes,
+        "max_staleness": max(sigma for sigma, _ in histogram),
+    }
+
+
+def _or_dash(value, spec):
+    return "—" if value is None else format(value, spec)
+
+
+def _yes(value):
+    return "not measured" if value is None else "yes" if value else "no"
+
+
+def run_command_line():
+    """`python -m parallel_tf.study`."""
+    define_study_flags()
+    app.run(main, flags_parser=lambda argv: parse_flags_or_exit(argv, known_only=True, command=__name__))

@@ -1,0 +1,47 @@
+"""The chief's checkpoints: what is saved, when, and how rerunning a command resumes from them.
+
+Saved: the variables the chief initialises (parameters, global step, optimizer slots, the
+modes' counters), less per-step scratch (gradient slots). Everything else is rebuilt from them:
+each mode's data position is a function of saved state (sync: the global step; async: the
+steps a worker has pushed; hierarchical: the steps a group has sent to the central ps), and
+worker-side copies are refreshed from the restored parameters. So a resumed sync run continues
+with exactly the parameters and batches an uninterrupted one would have had.
+
+A resume initialises only the scratch variables and then restores the rest, in the chief's one
+`prepare_session`: the other workers see the model as ready only once it is restored.
+"""
+
+import os
+
+from parallel_tf.compat import tf
+from parallel_tf.graph.model import SCRATCH
+
+KEEP_LATEST = 3
+
+
+class Checkpoints:
+    """Build in the graph (before it is finalised), on the chief only."""
+
+    def __init__(self, logdir, init_variables, every):
+        scratch = {v.name for v in tf.get_collection(SCRATCH)}
+        saved = [v for v in init_variables if v.name not in scratch]
+        self.every = every
+        self.prefix = os.path.join(logdir, "model.ckpt")
+        self.latest = tf.train.latest_checkpoint(logdir)  # None: a fresh start
+        # Relative paths in the `checkpoint` index: a logdir moved aside (--fresh) or copied still resumes.
+        self._saver = tf.train.Saver(saved, sharded=True, max_to_keep=KEEP_LATEST, save_relative_paths=True)
+        state = tf.train.get_checkpoint_state(logdir)
+        if state:  # a resumed run's saver also rotates out the interrupted run's checkpoints
+            self._saver.recover_last_checkpoints(list(state.all_model_checkpoint_paths))
+        if self.latest:
+            self.init_op = tf.variables_initializer([v for v in init_variables if v.name in scratch])
+        else:
+            self.init_op = tf.variables_initializer(init_variables)
+
+    def restore(self, sess):
+        """prepare_session's init_fn: after init_op, loads the latest checkpoint, if there is one."""
+        if self.latest:
+            self._saver.restore(sess, self.latest)
+
+    def save(self, sess, done):
+        self._saver.save(sess, self.prefix, global_step=done, write_meta_graph=False)

@@ -1,0 +1,94 @@
+"""Asynchronous SGD in the Downpour style of DistBelief: every worker trains at its own pace.
+
+Worker i computes gradients on slice i of each global batch against its own copy of the
+parameters, adds them to a local sum, and every --push_every steps sends the sum to the
+parameter servers, which apply it with the optimizer (Adagrad there, as in DistBelief, works).
+Every --fetch_every steps, before the step, it refreshes its copy from the parameter servers.
+With both at 1 (the default) this is plain async SGD: read, compute, apply. A process's first
+step always fetches, so a resumed worker never computes on a copy it has not read.
+
+A push's staleness σ is the updates applied (the global step) minus those the worker's copy
+reflects: the global step at its fetch, plus its own pushes where a technique keeps them in the
+copy (Downpour's local updates), so σ counts only the updates the copy is missing.
+
+What a push sends is encoded on the worker first (techniques' `transmit`); what the parameter
+servers do with it (a staleness-dependent rate, a compensation, a queue) acts on what they received.
+
+No barrier and no tokens: a worker never waits for another, so the order in which updates
+reach the parameters depends on timing, and results are not repeatable.
+"""
+
+import dataclasses
+
+from parallel_tf.compat import tf
+from parallel_tf.graph.devices import device_setter, worker_device
+from parallel_tf.graph.model import LOCAL, build_model_on_copies, make_optimizer, refresh_copies
+from parallel_tf.graph.pushes import GradientSum, StalenessHistogram, added_counters, push_counter
+from parallel_tf.graph.schedules import fetches_before, sends_after
+from parallel_tf.training import techniques
+from parallel_tf.training.train_graph import CopiesGraph, own_report
+
+
+@dataclasses.dataclass(frozen=True)
+class AsyncGraph(CopiesGraph):
+    """What techniques of async mode build on: the worker's copies and this step's gradients of them."""
+
+    copies: tuple = ()
+    gradients: tuple = ()
+
+
+def build(recipe, dataset, settings, cluster, task_index):
+    on_worker = worker_device(task_index, settings.num_gpus)
+    with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
+        model, pairs = build_model_on_copies(recipe, dataset, on_worker, LOCAL)
+        parameters, copies = zip(*pairs, strict=True)
+        global_step = tf.train.get_or_create_global_step()  # counts updates applied, by all workers
+        updates = push_counter("updates_by_worker", cluster.num_workers)
+        histogram = StalenessHistogram()
+        with tf.device(on_worker):
+            read_step = tf.Variable(tf.zeros([], tf.int64), trainable=False, collections=LOCAL, name="read_step")
+        with tf.device(global_step.device):  # read where it changes, just before this push changes it
+            staleness = global_step.read_value() - read_step
+        learning_rate = techniques.push_learning_rate(settings, staleness)
+        optimizer = make_optimizer(settings.optimizer, learning_rate)
+        gradients = [g for g, _ in optimizer.compute_gradients(model.loss, var_list=list(copies))]
+        with tf.device(on_worker):
+            gradient_sum = GradientSum(copies, LOCAL, "gradient_sum")
+            accumulate = gradient_sum.add(gradients)
+        received = techniques.transmit(settings, accumulate, parameters, on_worker)
+        sums, on_fetch = techniques.push_gradients(settings, task_index, parameters, received)
+        recorded = histogram.record(staleness)  # before the push changes the global step
+        send = techniques.send_push(settings, optimizer, sums, parameters, global_step, recorded)
+        with tf.control_dependencies([send.op]):
+            marked = techniques.after_push(settings, read_step)
+        pushed = gradient_sum.push(tf.group(send.op, *marked) if marked else send.op, updates, task_index)
+        fetch = tf.group(refresh_copies(pairs), read_step.assign(global_step), *on_fetch)
+
+    report = own_report(task_index, model.loss)
+    step_and_push = dict(report, train=pushed)
+    step_only = dict(report, train=tf.group(*accumulate))
+
+    fetched = [False]  # whether this process has fetched yet: its first step must, wherever it starts
+
+    def plan(step):
+        runs = [fetch] if fetches_before(step, settings.fetch_every) or not fetched[0] else []
+        fetched[0] = True
+        runs.append(step_and_push if sends_after(step, settings.push_every, settings.train_steps) else step_only)
+        return runs
+
+    return AsyncGraph(
+        model=model,
+        # Steps whose gradients were pushed are done; a worker's unpushed sum is lost with it.
+        position=tf.minimum(updates[task_index] * settings.push_every, settings.train_steps),
+        plan=plan,
+        init_variables=tf.global_variables(),
+        ready_op=tf.report_uninitialized_variables(),
+        local_init_op=tf.local_variables_initializer(),
+        ready_for_local_init_op=tf.report_uninitialized_variables(tf.global_variables()),
+        counters={"updates_by_worker": updates, "staleness_histogram": histogram.nonzero(), **added_counters()},
+        initialise_on_join=send.chief_on_join if task_index == 0 else None,
+        background=send.chief_background if task_index == 0 else None,
+        refresh_op=fetch,
+        copies=copies,
+        gradients=tuple(gradients),
+    )

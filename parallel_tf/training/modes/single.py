@@ -1,0 +1,24 @@
+"""The reference: the same model, data order and optimizer in one plain process, no cluster.
+
+A 1-worker sync cluster must train bitwise the same parameters as this; tests check it.
+"""
+
+from parallel_tf.compat import tf
+from parallel_tf.graph.model import build_model, make_optimizer
+from parallel_tf.training.train_graph import TrainGraph, fixed_plan
+
+
+def build(recipe, dataset, settings, cluster=None, task_index=0):
+    model = build_model(recipe, dataset)
+    global_step = tf.train.get_or_create_global_step()
+    optimizer = make_optimizer(settings.optimizer, settings.learning_rate)
+    train_op = optimizer.minimize(model.loss, global_step=global_step)
+    with tf.control_dependencies([train_op]):
+        losses = tf.reshape(model.loss, [1])
+    return TrainGraph(
+        model=model,
+        position=global_step,
+        plan=fixed_plan({"workers": tf.constant([0]), "losses": losses}),
+        init_variables=tf.global_variables(),
+        ready_op=tf.report_uninitialized_variables(),
+    )

@@ -1,0 +1,66 @@
+"""Deterministic synchronous SGD: lockstep steps, sharded batches, and one of two aggregations.
+
+--aggregation=ordered: gradient slots summed in a fixed order by the chief (see aggregation.py);
+repeats are bitwise at any worker count, and with --strict_determinism so are different counts.
+
+--aggregation=accumulator: TensorFlow's SyncReplicasOptimizer (set up as sync_replicas.py says),
+kept for comparison, with a step barrier after each step, which its tokens make safe to reuse.
+"""
+
+from parallel_tf.compat import tf
+from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
+from parallel_tf.graph.barrier import gather_at_chief, release_workers, step_barrier
+from parallel_tf.graph.devices import device_setter, server_cpu, worker_device
+from parallel_tf.graph.model import build_model, make_optimizer
+from parallel_tf.graph.sync_replicas import sync_replicas
+from parallel_tf.training import techniques
+from parallel_tf.training.train_graph import TrainGraph, fixed_plan
+
+
+def build(recipe, dataset, settings, cluster, task_index):
+    with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
+        model = build_model(recipe, dataset)
+        global_step = tf.train.get_or_create_global_step()
+        optimizer = make_optimizer(settings.optimizer, settings.learning_rate)
+        aggregate = _in_fixed_order if settings.aggregation == "ordered" else _in_arrival_order
+        return aggregate(recipe, model, global_step, optimizer, settings, cluster, task_index)
+
+
+def _in_fixed_order(recipe, model, global_step, optimizer, settings, cluster, task_index):
+    num_workers = cluster.num_workers
+    per_worker = settings.microbatches // num_workers if settings.strict_determinism else 1
+    aggregator = SlotAggregator(tf.trainable_variables(), per_worker * num_workers)
+    gradients = worker_gradients(recipe, model, per_worker, aggregator.variables)
+    on_worker = worker_device(task_index, settings.num_gpus)
+    gradients = [techniques.transmit(settings, g, aggregator.variables, on_worker) for g in gradients]
+    write = aggregator.write(task_index * per_worker, gradients)
+    workers, losses = gather_at_chief(num_workers, task_index, model.loss, after=[write], name="written")
+    is_chief = task_index == 0  # once every gradient is written, the chief applies the update
+    done = aggregator.apply(optimizer, global_step, after=[workers]) if is_chief else workers
+    released = release_workers(num_workers, task_index, after=[done])
+    with tf.control_dependencies([released]):
+        report = {"workers": tf.identity(workers), "losses": tf.identity(losses)}
+    return TrainGraph(
+        model=model,
+        position=global_step,  # the data position is a function of the global step
+        plan=fixed_plan(report),
+        init_variables=tf.global_variables(),
+        ready_op=tf.report_uninitialized_variables(),
+    )
+
+
+def _in_arrival_order(recipe, model, global_step, optimizer, settings, cluster, task_index):
+    num_workers = cluster.num_workers
+    is_chief = task_index == 0
+    replicas = sync_replicas(optimizer, model.loss, global_step, num_workers, num_workers, is_chief)
+    step_ops = [replicas.train_op, replicas.sync_op] if is_chief else [replicas.train_op]
+    workers, losses = step_barrier(range(num_workers), task_index, model.loss, step_ops, server_cpu("ps", 0))
+    return TrainGraph(
+        model=model,
+        position=global_step,
+        plan=fixed_plan({"workers": workers, "losses": losses}),
+        init_variables=tf.global_variables(),
+        ready_op=tf.report_uninitialized_variables(),
+        local_init_op=replicas.local_init_op,
+        ready_for_local_init_op=replicas.ready_for_local_init_op,
+    )

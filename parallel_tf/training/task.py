@@ -1,0 +1,112 @@
+"""Runs one process of a recipe: a parameter server (server.py), or a worker (trainer.py), or, with
+no cluster flags at all, a single plain process: the reference a 1-worker cluster must match bitwise.
+
+The entry point decides which of the two a process is and turns failures into exit codes: a
+user's mistake is one line and exit 2, a failure at run time names the task and exits 1.
+"""
+
+import dataclasses
+import os
+import sys
+import time
+
+from absl import app, flags, logging
+
+from parallel_tf.cli import exit_config_error, parse_flags_or_exit
+from parallel_tf.cluster import slurm
+from parallel_tf.cluster.config import SERVER_JOBS
+from parallel_tf.cluster.reachability import wait_until_reachable
+from parallel_tf.compat import tf
+from parallel_tf.data import datasets
+from parallel_tf.errors import ConfigError, TaskFailure, one_line
+from parallel_tf.graph import devices
+from parallel_tf.training import logdir
+from parallel_tf.training.recipe import Recipe
+from parallel_tf.training.server import serve, start_server, task_name
+from parallel_tf.training.task_flags import define_task_flags, settings_from_flags
+from parallel_tf.training.trainer import Trainer
+
+__all__ = ["Recipe", "run"]
+
+
+def run(recipe):
+    """The entry point of every recipe: `task.run(Recipe(...))` under its `__main__`."""
+    define_task_flags(list(recipe.datasets))
+    app.run(lambda argv: main(recipe, argv), flags_parser=parse_flags_or_exit)
+
+
+def main(recipe, argv):
+    if len(argv) > 1:
+        exit_config_error(f"unexpected argument {argv[1]!r}; flags look like --name=value")
+    _configure_logging()
+    try:
+        settings = settings_from_flags()
+        if flags.FLAGS.check_flags:  # every flag checked; nothing started, read or written
+            datasets.check_loader_flags(recipe.datasets[settings.dataset], settings)
+            return
+        if flags.FLAGS.cluster_resolver == "slurm":  # before TensorFlow sees a GPU
+            _narrow_gpus(slurm.narrowed_gpus(os.environ, settings.job_name))
+        if settings.job_name in SERVER_JOBS:
+            serve(settings)
+        else:
+            train(recipe, settings)
+    except ConfigError as e:
+        exit_config_error(str(e))
+    except TaskFailure as e:  # a clause of its own: naming tf.errors would import TensorFlow just to fail
+        _fail(settings, str(e))
+    except tf.errors.OpError as e:
+        _fail(settings, one_line(e))
+
+
+def train(recipe, settings):
+    """A worker: claims the logdir (chief), waits for its servers, starts its own, loads data, trains."""
+    if settings.is_chief:  # before loading data, which may mean a download: a bad logdir should fail first
+        settings = _claim_logdir(recipe, settings)
+    target = ""
+    if settings.cluster:  # before TensorFlow loads: a missing ps is reported within --startup_timeout of the start
+        cluster = settings.cluster
+        peers = {f"{job}:{task}": cluster.jobs[job][task] for job, task in cluster.servers_of(settings.task_index)}
+        wait_until_reachable(peers, settings.startup_timeout)
+        # Listening before the data loads (maybe a download) tells the parameter servers this worker is alive.
+        server = start_server(settings)  # a local until training ends: it serves as long as it is referenced
+        target = server.target
+    dataset = recipe.datasets[settings.dataset](settings)
+    settings = dataclasses.replace(settings, num_gpus=devices.visible_gpu_count())
+    if settings.num_gpus:
+        logging.info("GPU kernels: %s=%s", devices.DETERMINISTIC_OPS, devices.use_deterministic_gpu_kernels())
+    Trainer(recipe, dataset, settings, target).run()
+
+
+def _narrow_gpus(cuda_visible_devices):
+    if cuda_visible_devices is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
+
+
+def _claim_logdir(recipe, settings):
+    """The chief's logdir: created, or an interrupted run of this same command in it (to resume)."""
+    run_dir = settings.logdir or logdir.default_logdir(recipe.name, settings.mode)
+    moved_to = logdir.prepare_logdir(run_dir, fresh=settings.fresh)
+    if moved_to:
+        logging.info("--fresh: moved the old %s aside to %s", run_dir, moved_to)
+    logdir.check_same_run(run_dir, logdir.run_identity(recipe.name, settings))
+    return dataclasses.replace(settings, logdir=run_dir)
+
+
+def _fail(settings, message):
+    """Exits without closing the session: closing one whose peers are gone waits on them (30 s in TF)."""
+    logging.error("%s failed: %s", task_name(settings), message)
+    logging.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(flags.FLAGS.failure_exit_code)
+
+
+def _configure_logging():
+    logging.get_absl_handler().setFormatter(_ShortFormatter())
+
+
+class _ShortFormatter(logging.PythonFormatter):
+    """`HH:MM:SS message`: the launcher already prefixes each line with the task."""
+
+    def format(self, record):
+        return f"{time.strftime('%H:%M:%S', time.localtime(record.created))} {record.getMessage()}"

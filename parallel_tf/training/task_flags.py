@@ -1,0 +1,525 @@
+"""Every flag, defined once, in groups the entry points adopt, and their translation into `Settings`.
+
+    group             defined by                      flags
+    cluster           tasks                           --job_name --task_index --ps_hosts --worker_hosts
+                                                      --cluster_resolver --port_base
+    cluster spec      tasks, launcher                 --cluster_spec
+    cluster shape     tasks, launcher, k8s            --num_ps --num_groups
+    mode              tasks, launcher, k8s            --mode
+    mode options      tasks, launcher, k8s, study     --push_every ... and every technique's flags
+    run               tasks, launcher, k8s, study,    --global_batch_size --train_steps --seed ...
+                      bench, peers
+    logdir            tasks, launcher                 --logdir --fresh
+    recipe            launcher, k8s, study, peers     --recipe
+    data              tasks, peers (per recipe)       --dataset --data_dir --download --download_url
+
+The launcher, bench and study pass the run flags a user gave (and the launcher and study the
+mode options) on to the tasks they start (`given_task_flags`), so a flag has one definition and
+one default everywhere.
+Out-of-range values and contradictions become a `ConfigError`; entry points print it as one line
+and exit 2 (see cli.py).
+"""
+
+import dataclasses
+import os
+
+from absl import flags
+
+from parallel_tf.cluster import config as cluster_lib
+from parallel_tf.cluster import slurm
+from parallel_tf.errors import ConfigError
+from parallel_tf.graph.model import OPTIMIZERS
+from parallel_tf.training import profiling, techniques
+from parallel_tf.training.train_graph import MODES
+
+FLAGS = flags.FLAGS
+NO_CLUSTER = "single"
+RESOLVERS = ("slurm", "tfjob")
+
+# The options of each mode: a flag set where it does not apply is an error, because a flag
+# silently ignored is a wrong experiment the user believes they ran.
+MODE_OPTION_SCOPES = {
+    "push_every": ("async",),
+    "fetch_every": ("async",),
+    "central_every": ("hierarchical",),
+    "aggregation": ("sync",),
+    "strict_determinism": ("sync",),
+    "microbatches": ("sync",),
+    **techniques.flag_scopes(),
+}
+FLAG_SCOPES = {"job_name": MODES, "task_index": MODES, "mode": MODES, **MODE_OPTION_SCOPES}
+RUN_FLAGS = (
+    "global_batch_size",
+    "train_steps",
+    "learning_rate",
+    "optimizer",
+    "seed",
+    "log_every",
+    "checkpoint_every",
+    "startup_timeout",
+    "operation_timeout",
+    "trace_steps",
+)
+
+
+def define_task_flags(dataset_names):
+    """Every flag of a task; `dataset_names` are the recipe's datasets, the first the default."""
+    define_cluster_flags()
+    define_cluster_spec_flag()
+    define_cluster_shape_flags()
+    define_mode_flag()
+    define_mode_option_flags()
+    define_run_flags()
+    define_logdir_flags()
+    define_data_flags(dataset_names)
+
+
+def define_cluster_flags():
+    flags.DEFINE_bool(
+        "check_flags",
+        False,
+        "Check this task's flags and cluster, then exit: 0 if it would start, 2 and the one-line error if not. "
+        "The launcher runs the chief's command so before it starts any task.",
+    )
+    flags.DEFINE_enum("job_name", None, ["ps", "local_ps", "worker"], "This process's job in the cluster.")
+    flags.DEFINE_integer("task_index", 0, "This process's index within its job; worker 0 is the chief.", lower_bound=0)
+    flags.DEFINE_list("ps_hosts", [], "Comma-separated host:port of the parameter servers (instead of a spec).")
+    flags.DEFINE_list("worker_hosts", [], "Comma-separated host:port of the workers (instead of a spec).")
+    flags.DEFINE_enum(
+        "cluster_resolver",
+        None,
+        RESOLVERS,
+        "Build the cluster from a cluster manager's environment instead of a spec: slurm reads the srun "
+        "step's variables (SLURM_PROCID, SLURM_STEP_NODELIST, ...), the first --num_ps ranks being the ps "
+        "tasks; tfjob reads Kubeflow's TF_CONFIG, whose PS tasks after the first --num_ps are the local ps.",
+    )
+    flags.DEFINE_integer(
+        "failure_exit_code",
+        1,
+        "Exit code of a failure at run time (a lost peer, a timeout): one a restart can cure. Kubeflow's "
+        "ExitCode restart policy retries only 128-255; k8s manifests set 138. A mistake always exits 2.",
+        lower_bound=1,
+        upper_bound=255,
+    )
+    flags.DEFINE_integer(
+        "port_base",
+        8888,
+        "With --cluster_resolver: each task listens on this port plus its index on its node.",
+        lower_bound=1,
+        upper_bound=65535,
+    )
+
+
+def define_cluster_spec_flag():
+    flags.DEFINE_string(
+        "cluster_spec",
+        None,
+        'JSON file: {"cluster": {"ps": ["host:port"], "worker": ["host:port", ...]}}; the launcher picks free '
+        "ports without one.",
+    )
+
+
+def define_cluster_shape_flags():
+    """How many tasks of each server job: the launcher starts them; a resolver assigns them ranks."""
+    flags.DEFINE_integer("num_ps", 1, "(Central) parameter server tasks.", lower_bound=1)
+    flags.DEFINE_integer(
+        "num_groups",
+        2,
+        "hierarchical: worker groups, each with a local ps; worker i joins group i mod G.",
+        lower_bound=1,
+    )
+    flags.DEFINE_enum(
+        "groups",
+        "interleaved",
+        ["interleaved", "by_host"],
+        "hierarchical: interleaved puts worker i in group i mod --num_groups; by_host makes one group per "
+        "host (a Slurm node, or a --simulate_hosts host), its local ps and its workers on that host.",
+    )
+
+
+def define_mode_flag():
+    flags.DEFINE_enum("mode", "sync", MODES, "Distributed training mode.")
+
+
+def define_logdir_flags():
+    flags.DEFINE_string("logdir", None, "Where the chief writes its outputs; default runs/<recipe>-<mode>-<time>.")
+    flags.DEFINE_bool("fresh", False, "Start over: move an existing --logdir aside (never deleted), not resume it.")
+
+
+def define_recipe_flag():
+    """For the tools that start recipes: the launcher, bench and study."""
+    flags.DEFINE_string("recipe", "mnist", "Recipe name (a file in recipes/) or path to a recipe file.")
+
+
+def define_mode_option_flags(flag_values=FLAGS):
+    flags.DEFINE_integer(
+        "push_every",
+        1,
+        "async: send a worker's summed gradients every n steps (Downpour n_push).",
+        lower_bound=1,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "fetch_every",
+        1,
+        "async: refresh a worker's copy of the parameters every n steps (n_fetch).",
+        lower_bound=1,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "central_every",
+        1,
+        "hierarchical: a group sends its update to the central ps every k steps.",
+        lower_bound=1,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_enum(
+        "aggregation",
+        "ordered",
+        ["ordered", "accumulator"],
+        "sync: sum gradients in a fixed order (bitwise repeats at any worker count), or in arrival order "
+        "with SyncReplicasOptimizer.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "strict_determinism",
+        False,
+        "sync: the same parameters, bitwise, for every worker count that divides --microbatches.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "microbatches",
+        8,
+        "With --strict_determinism: the global batch is always cut into this many.",
+        lower_bound=1,
+        flag_values=flag_values,
+    )
+    techniques.define_flags(flag_values)
+
+
+def define_run_flags(flag_values=FLAGS):
+    flags.DEFINE_integer(
+        "global_batch_size",
+        120,
+        "Examples per step over all workers; must divide by the worker count.",
+        lower_bound=1,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer("train_steps", 1000, "Global steps to train.", lower_bound=1, flag_values=flag_values)
+    flags.DEFINE_float("learning_rate", 0.1, "Learning rate of the optimizer.", flag_values=flag_values)
+    flags.register_validator(  # at parse: the launcher refuses it before any task starts
+        "learning_rate", lambda rate: rate > 0, "must be greater than 0", flag_values=flag_values
+    )
+    flags.DEFINE_enum(
+        "optimizer", "sgd", sorted(OPTIMIZERS), "Optimizer applied on the parameter servers.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "seed", 0, "Seed for data split, shuffling and initial parameters.", lower_bound=0, flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "log_every", 50, "Log loss and throughput every this many steps.", lower_bound=1, flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "checkpoint_every",
+        100,
+        "The chief checkpoints every this many steps (and at the end); rerunning the command resumes "
+        "from the latest. 0: only at the end.",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float(
+        "startup_timeout",
+        60.0,
+        "Seconds a worker waits for the parameter servers to come up and for the chief to initialise the "
+        "model, and a parameter server for a worker that is not (or no longer) running.",
+        lower_bound=0.0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "trace_steps",
+        "",
+        "FIRST:END: the chief records TensorFlow's step stats for steps FIRST..END-1, writes each as a Chrome "
+        "trace (logdir/trace_step_<n>.json) and logs where its time went (profiling.py).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float(
+        "operation_timeout",
+        300.0,
+        "Seconds a worker's step may wait for its peers (a barrier, a parameter server) before it fails; 0: forever.",
+        lower_bound=0.0,
+        flag_values=flag_values,
+    )
+
+
+def define_data_flags(dataset_names):
+    flags.DEFINE_enum("dataset", dataset_names[0], list(dataset_names), "Dataset to train on.")
+    flags.DEFINE_string("data_dir", None, "Directory with the dataset's own files (for datasets read from files).")
+    flags.DEFINE_bool("download", False, "Fetch the dataset's published files into --data_dir first.")
+    flags.DEFINE_string("download_url", None, "Base URL to fetch from instead of the dataset's official one.")
+
+
+def check_flag_scopes(mode, names=tuple(FLAG_SCOPES)):
+    """Raises ConfigError for a flag of `names` given for a run of `mode` it does not apply to."""
+    for name in names:
+        scope = FLAG_SCOPES[name]
+        if name in FLAGS and FLAGS[name].present and mode not in scope:
+            if mode == NO_CLUSTER:
+                raise ConfigError(
+                    f"--{name} applies only to cluster tasks, and no cluster was given "
+                    "(--cluster_spec, --ps_hosts/--worker_hosts or TF_CONFIG)"
+                )
+            raise not_for_mode(f"--{name}", mode, scope)
+
+
+def check_group_flags(mode, names=("num_groups",)):
+    """Raises ConfigError for a flag of `names` (the cluster shape's group flags) given outside hierarchical mode."""
+    for name in names:
+        if FLAGS[name].present and mode != cluster_lib.GROUPED_MODE:
+            raise ConfigError(f"--{name} applies only to --mode=hierarchical, not {mode}")
+
+
+def check_groups_by_host(hosts_known, source):
+    """--groups=by_host's one rule, wherever a cluster is laid out (Slurm, the launcher, a TFJob): one
+    group per host, so `source` must say which tasks share a host (`hosts_known`), and the host count
+    is the group count, so --num_groups is refused."""
+    if FLAGS.groups != "by_host":
+        return
+    if not hosts_known:
+        raise ConfigError(f"--groups=by_host: {source} does not say which tasks share a host; use --num_groups")
+    if FLAGS["num_groups"].present:
+        raise ConfigError("--groups=by_host makes one group per host; it does not take --num_groups")
+
+
+def not_for_mode(flag, mode, scope):
+    return ConfigError(f"{flag} does not apply to --mode={mode}; it is for --mode={'|'.join(scope)}")
+
+
+def given_task_flags(mode):
+    """The run and mode-option flags the user gave, as arguments for a task of `mode` ('single' for the
+    one-process reference), leaving out mode options that do not apply to it."""
+    names = [*RUN_FLAGS, *(name for name, scope in MODE_OPTION_SCOPES.items() if mode in scope)]
+    return [FLAGS[name].serialize() for name in names if name in FLAGS and FLAGS[name].present]
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Everything a task needs to know, checked; decided once, never changed after parsing."""
+
+    mode: str  # "single" when there is no cluster
+    job_name: str  # "worker" in a single-process run
+    task_index: int
+    cluster: object  # cluster.ClusterConfig or None
+    global_batch_size: int
+    train_steps: int
+    learning_rate: float
+    optimizer: str
+    seed: int
+    logdir: str
+    dataset: str
+    data_dir: str = None
+    download: bool = False
+    download_url: str = None
+    log_every: int = 50
+    startup_timeout: float = 60.0
+    checkpoint_every: int = 100
+    fresh: bool = False
+    operation_timeout: float = 300.0
+    aggregation: str = "ordered"
+    strict_determinism: bool = False
+    microbatches: int = 8
+    push_every: int = 1
+    fetch_every: int = 1
+    central_every: int = 1
+    options: dict = dataclasses.field(default_factory=techniques.default_options)  # techniques' flags, by name
+    techniques: tuple = ()  # the techniques on, as `compose` decided (names, in wrapping order)
+    num_gpus: int = 0
+    trace_steps: tuple = None  # (first, end) of --trace_steps, or None
+
+    @property
+    def is_chief(self):
+        return self.job_name == "worker" and self.task_index == 0
+
+    @property
+    def num_workers(self):
+        return self.cluster.num_workers if self.cluster else 1
+
+    @property
+    def spare_workers(self):
+        """How many workers may die without stopping training (backup workers), else 0."""
+        return techniques.spare_workers(self.techniques, self.options, self.cluster)
+
+    def mode_options(self):
+        """The values of every option of this run's mode: what, besides the common flags, decides its
+        arithmetic. Recorded in run.json (a resume must match) and summary.json."""
+        return {
+            name: self.options[name] if name in self.options else getattr(self, name)
+            for name, scope in MODE_OPTION_SCOPES.items()
+            if self.mode in scope
+        }
+
+
+def settings_from_flags():
+    """Reads the parsed flags into Settings; raises ConfigError for contradictions."""
+    if FLAGS.download_url and not FLAGS.download:
+        raise ConfigError("--download_url only applies with --download")
+    if FLAGS.failure_exit_code == 2:
+        raise ConfigError("--failure_exit_code=2: 2 means a mistake, which no restart cures; choose another code")
+    cluster, env_job, env_index = _resolve_cluster()
+    mode = FLAGS.mode if cluster else NO_CLUSTER
+    check_flag_scopes(mode)
+    job_name, task_index = "worker", 0
+    if cluster:
+        job_name = FLAGS.job_name or env_job
+        task_index = FLAGS.task_index if FLAGS["task_index"].present or env_index is None else env_index
+        if job_name is None:
+            raise ConfigError(f"--job_name is required in a cluster: {' or '.join(cluster.jobs)}")
+        cluster.check_mode(mode)
+        cluster.check_task(job_name, task_index)
+        cluster_lib.check_shardable(FLAGS.global_batch_size, cluster.num_workers)
+        _check_groups(cluster, FLAGS.global_batch_size)
+    settings = Settings(
+        mode=mode,
+        job_name=job_name,
+        task_index=task_index,
+        cluster=cluster,
+        global_batch_size=FLAGS.global_batch_size,
+        train_steps=FLAGS.train_steps,
+        learning_rate=FLAGS.learning_rate,
+        optimizer=FLAGS.optimizer,
+        seed=FLAGS.seed,
+        logdir=FLAGS.logdir,
+        dataset=FLAGS.dataset,
+        data_dir=FLAGS.data_dir,
+        download=FLAGS.download,
+        download_url=FLAGS.download_url,
+        log_every=FLAGS.log_every,
+        checkpoint_every=FLAGS.checkpoint_every,
+        fresh=FLAGS.fresh,
+        startup_timeout=FLAGS.startup_timeout,
+        operation_timeout=FLAGS.operation_timeout,
+        aggregation=FLAGS.aggregation,
+        strict_determinism=FLAGS.strict_determinism,
+        microbatches=FLAGS.microbatches,
+        push_every=FLAGS.push_every,
+        fetch_every=FLAGS.fetch_every,
+        central_every=FLAGS.central_every,
+        options={name: FLAGS[name].value for name in techniques.flag_scopes()},
+        trace_steps=profiling.parse_steps(FLAGS.trace_steps),
+    )
+    if cluster:
+        settings = composed(settings, given_flags())
+    if settings.strict_determinism:
+        check_strict(settings.aggregation, settings.microbatches, settings.global_batch_size, cluster)
+    elif FLAGS["microbatches"].present:
+        raise ConfigError("--microbatches applies only with --strict_determinism")
+    return settings
+
+
+def _resolve_cluster():
+    """(cluster or None, job, index) from the one source given: a resolver, a spec, hosts or TF_CONFIG."""
+    if not FLAGS.cluster_resolver:
+        for name in ("num_ps", "num_groups", "groups", "port_base"):
+            if FLAGS[name].present:
+                raise ConfigError(
+                    f"--{name} applies only with --cluster_resolver; a spec, hosts or TF_CONFIG name every task"
+                )
+        return cluster_lib.resolve(FLAGS.cluster_spec, FLAGS.ps_hosts, FLAGS.worker_hosts)
+    for name in ("cluster_spec", "ps_hosts", "worker_hosts", "job_name", "task_index"):
+        if FLAGS[name].present:
+            raise ConfigError(
+                f"--cluster_resolver={FLAGS.cluster_resolver} decides the cluster and each task's job; drop --{name}"
+            )
+    check_group_flags(FLAGS.mode, ("num_groups", "groups"))
+    check_groups_by_host(FLAGS.cluster_resolver == "slurm", "TF_CONFIG")
+    if FLAGS.cluster_resolver == "tfjob":
+        if FLAGS["port_base"].present:
+            raise ConfigError("--port_base applies only to --cluster_resolver=slurm; TF_CONFIG names every port")
+        if not os.environ.get("TF_CONFIG"):
+            raise ConfigError("--cluster_resolver=tfjob: TF_CONFIG is not set; the TFJob operator sets it in each pod")
+        return cluster_lib.from_tfjob_config(os.environ["TF_CONFIG"], FLAGS.mode, FLAGS.num_ps, FLAGS.num_groups)
+    task = slurm.placement(os.environ, FLAGS.mode, FLAGS.num_ps, FLAGS.num_groups, FLAGS.port_base, FLAGS.groups)
+    return task.cluster, task.job_name, task.task_index
+
+
+def check_run_fits(cluster, mode, flag_values=FLAGS):
+    """The run's Composition if its flags (parsed `flag_values` of the run and mode-option groups) fit a
+    `mode` run on `cluster` (batch shards, groups, techniques, strict microbatches), else ConfigError:
+    what its tasks would check, for the tools that start them to check first."""
+    cluster_lib.check_shardable(flag_values.global_batch_size, cluster.num_workers)
+    _check_groups(cluster, flag_values.global_batch_size)
+    profiling.parse_steps(flag_values.trace_steps)
+    values = {name: flag_values[name].value for name, scope in MODE_OPTION_SCOPES.items() if mode in scope}
+    composition = compose(mode, cluster, {**values, "optimizer": flag_values.optimizer}, given_flags(flag_values))
+    if flag_values.strict_determinism:
+        aggregation = composition.settled.get("aggregation", flag_values.aggregation)
+        check_strict(aggregation, flag_values.microbatches, flag_values.global_batch_size, cluster)
+    return composition
+
+
+def parse_run_args(args):
+    """Run and mode-option flags (`--name=value` strings, as the study's variants give them) parsed with
+    their definitions into FlagValues of their own; ConfigError names a bad one."""
+    parsed = flags.FlagValues()
+    define_mode_option_flags(parsed)
+    define_run_flags(parsed)
+    try:
+        parsed(["run", *args])
+    except flags.Error as e:
+        raise ConfigError(str(e)) from None
+    return parsed
+
+
+def spare_workers(cluster):
+    """For the launcher: how many non-chief workers of `cluster` the run's flags let it lose and go on."""
+    options = {name: FLAGS[name].value for name in techniques.flag_scopes()}
+    return techniques.spare_workers(check_run_fits(cluster, FLAGS.mode).names, options, cluster)
+
+
+def given_flags(flag_values=FLAGS):
+    """The names of the flags the user set."""
+    return {name for name in flag_values if flag_values[name].present}
+
+
+def composed(settings, given):
+    """`settings` with the techniques its flags switch on and the flag values they settle (compose);
+    `given`: the names of the flags the user set. Every task builds its Settings through here."""
+    values = {**settings.mode_options(), "optimizer": settings.optimizer}
+    composition = compose(settings.mode, settings.cluster, values, given)
+    return dataclasses.replace(settings, techniques=composition.names, **composition.settled)
+
+
+def compose(mode, cluster, values, given):
+    """The one decision of what a run's techniques and mode options do together (techniques.resolve, and
+    the modes' own rules), made alike in the launcher, the tools and every task: a Composition, or a
+    ConfigError with one line."""
+    composition = techniques.resolve(mode, cluster, values, given)
+    optimizer = composition.settled.get("optimizer", values["optimizer"])
+    if mode == cluster_lib.GROUPED_MODE and values["central_every"] > 1 and optimizer != "sgd":
+        raise ConfigError(
+            f"--central_every={values['central_every']} with --optimizer={optimizer}: the central ps would take one "
+            f"{optimizer} step on the group's summed gradients, not the group's {values['central_every']} steps, and "
+            "their state would differ; use --optimizer=sgd (whose steps add up) or --central_every=1"
+        )
+    return composition
+
+
+def _check_groups(cluster, global_batch_size):
+    for g, group in enumerate(cluster.groups):
+        if global_batch_size % len(group):
+            raise ConfigError(
+                f"groups[{g}] has {len(group)} workers, which does not divide --global_batch_size={global_batch_size}"
+            )
+
+
+def check_strict(aggregation, microbatches, global_batch_size, cluster):
+    """Strict determinism cuts the global batch into the same microbatches for every worker count."""
+    if aggregation != "ordered":
+        raise ConfigError("--strict_determinism sums in a fixed order: it needs --aggregation=ordered")
+    if global_batch_size % microbatches:
+        raise ConfigError(f"--microbatches={microbatches} does not divide --global_batch_size={global_batch_size}")
+    num_workers = cluster.num_workers  # FLAG_SCOPES has already refused strict without a cluster
+    if microbatches % num_workers:
+        raise ConfigError(
+            f"--microbatches={microbatches} is not divisible by the worker count {num_workers}; "
+            "strict determinism needs whole microbatches per worker"
+        )

@@ -1,0 +1,159 @@
+"""Techniques: variants of a mode, each switched on by flags of its own and written as one module.
+
+A technique module has
+    TECHNIQUE                   its declaration (rules.Technique): modes, flags, the flags it requires,
+                                the techniques it cannot run with and why, its hooks, whether it builds
+                                the mode's graph. How declarations compose is rules.py's to say.
+    define_flags(flag_values=FLAGS)  the absl definitions of TECHNIQUE.flags
+    enabled(values, cluster)    whether a run with these flag values uses it (`values`: every technique
+                                flag, the options of the run's mode, "optimizer" and "mode")
+    check(values, cluster)      raises ConfigError for a bad value of its own flags
+and the hooks it declares, from these:
+    build(recipe, dataset, settings, cluster, task_index) -> TrainGraph
+                                builds the mode's graph instead of the mode (rules.py: at most one may)
+    wrap(graph, settings, cluster, task_index) -> TrainGraph
+                                adds its variables, ops, counters or pauses to the graph built
+    spare_workers(options, cluster)  non-chief workers the run may lose and go on
+    transmit(options, tensors, destinations, device) -> tensors
+                                sync and async: gradients on this worker (`device`) as the parameter
+                                servers receive them, each next to its variable in `destinations`
+    push_learning_rate(learning_rate, staleness)  async: the rate a push of that staleness (an int64
+                                tensor) is applied with
+    push_gradients(options, cluster, task_index, parameters, sums) -> (sums, fetch_ops)
+                                async: what a push applies instead of the (received) sums, and ops to
+                                run with each fetch
+    send_push(settings, cluster, optimizer, sums, parameters, global_step, after) -> Send
+                                async: how a push reaches the parameters, once op `after` has run
+    after_push(read_step) -> ops  async: what a push changes in what the worker's copy reflects
+and a line in TECHNIQUES. `options` maps technique flags to their values (Settings.options). That is
+all a new technique touches in the library; it also gets a row in docs/modes-and-techniques.md, a
+hand-computed test and an observable in tests/test_composition.py.
+"""
+
+import functools
+
+from absl import flags
+
+from parallel_tf.compat import tf
+from parallel_tf.graph.pushes import Send
+from parallel_tf.training.techniques import (
+    backup_workers,
+    bounded_staleness,
+    compression,
+    delay_compensation,
+    easgd,
+    local_sgd,
+    local_updates,
+    rules,
+    softsync,
+    staleness_aware,
+    stragglers,
+)
+
+# The wrapping order (rules.py): `wrap` hooks apply in this order, innermost first.
+TECHNIQUES = (
+    backup_workers,
+    local_updates,
+    staleness_aware,
+    softsync,
+    bounded_staleness,
+    delay_compensation,
+    local_sgd,
+    easgd,
+    compression,
+    stragglers,
+)
+BY_NAME = {t.TECHNIQUE.name: t for t in TECHNIQUES}
+
+
+def define_flags(flag_values=flags.FLAGS):
+    for technique in TECHNIQUES:
+        technique.define_flags(flag_values)
+
+
+def default_options():
+    """{flag name: default} for every technique's flags: the options of a run that gives none of them."""
+    scratch = flags.FlagValues()
+    for technique in TECHNIQUES:
+        technique.define_flags(scratch)
+    return {name: scratch[name].default for name in flag_scopes()}
+
+
+def flag_scopes():
+    """{flag name: the modes it applies to} for every technique's flags."""
+    return {name: t.TECHNIQUE.modes for t in TECHNIQUES for name in t.TECHNIQUE.flags}
+
+
+def resolve(mode, cluster, values, given):
+    """The techniques a run uses and the flag values they settle (rules.resolve), or ConfigError."""
+    return rules.resolve([t.TECHNIQUE for t in TECHNIQUES], BY_NAME, mode, cluster, values, given)
+
+
+def _providing(settings, hook):
+    """The run's techniques (Settings.techniques, as resolve decided) that provide `hook`."""
+    return _named(settings.techniques, hook)
+
+
+def _named(names, hook):
+    return [BY_NAME[name] for name in names if hook in BY_NAME[name].TECHNIQUE.hooks]
+
+
+def spare_workers(names, options, cluster):
+    """How many non-chief workers a run of techniques `names` may lose and go on (backup workers); most 0."""
+    return max((t.spare_workers(options, cluster) for t in _named(names, "spare_workers")), default=0)
+
+
+def push_learning_rate(settings, staleness):
+    """The learning rate an async push of `staleness` is applied with: --learning_rate, unless a
+    technique makes it depend on the staleness."""
+    learning_rate = settings.learning_rate
+    for technique in _providing(settings, "push_learning_rate"):
+        learning_rate = technique.push_learning_rate(learning_rate, staleness)
+    return learning_rate
+
+
+def push_gradients(settings, task_index, parameters, sums):
+    """What an async push applies to `parameters` instead of the received sums `sums`, and the ops
+    each fetch runs besides refreshing the copies: (sums, []) unless a technique changes them."""
+    fetch_ops = []
+    for technique in _providing(settings, "push_gradients"):
+        sums, more = technique.push_gradients(settings.options, settings.cluster, task_index, parameters, sums)
+        fetch_ops += more
+    return sums, fetch_ops
+
+
+def transmit(settings, tensors, destinations, device):
+    """Gradients `tensors` of this worker (on `device`) as the parameter servers holding `destinations`
+    receive them: as they are, unless a technique encodes them on the way (compression)."""
+    for technique in _providing(settings, "transmit"):  # at most one (rules.SINGLE_OWNER_HOOKS)
+        return technique.transmit(settings.options, tensors, destinations, device)
+    return tensors
+
+
+def send_push(settings, optimizer, sums, parameters, global_step, after):
+    """A push, once op `after` has run: `optimizer` applies `sums` to `parameters` at once, unless a
+    technique sends them otherwise."""
+    for technique in _providing(settings, "send_push"):  # at most one (rules.SINGLE_OWNER_HOOKS)
+        rate_at = functools.partial(push_learning_rate, settings)
+        return technique.send_push(settings, optimizer, sums, parameters, global_step, after, rate_at)
+    with tf.control_dependencies([after]):
+        return Send(optimizer.apply_gradients(zip(sums, parameters, strict=True), global_step=global_step))
+
+
+def after_push(settings, read_step):
+    """Ops a push runs once sent, for the techniques that change what the worker's copy reflects."""
+    return [op for t in _providing(settings, "after_push") for op in t.after_push(read_step)]
+
+
+def wrap(build_mode):
+    """`build_mode`, as a run's techniques (Settings.techniques) change it: built by the technique that
+    builds the graph itself, if one does, instead; then wrapped by every `wrap` hook in TECHNIQUES order."""
+
+    def build(recipe, dataset, settings, cluster, task_index):
+        (build_graph,) = [t.build for t in _providing(settings, "build")] or [build_mode]  # at most one
+        graph = build_graph(recipe, dataset, settings, cluster, task_index)
+        for technique in _providing(settings, "wrap"):
+            graph = technique.wrap(graph, settings, cluster, task_index)
+        return graph
+
+    return build

@@ -1,0 +1,120 @@
+"""Bounded staleness (stale synchronous parallel, SSP: Ho, Cipar, Cui, Kim, Lee, Gibbons, Gibson, Ganger,
+Xing, "More Effective Distributed ML via a Stale Synchronous Parallel Parameter Server", NIPS 2013),
+async mode, --max_staleness=s: a worker starts its step c only once every worker has finished c − s
+steps, so the fastest is at most s steps ahead of the slowest; s = 0 is lockstep.
+
+Blocking queues, not polling: for each ordered pair of workers (j, i) a queue on the parameter
+servers holds one token per step j has finished, put there as j starts its next step. Before step
+c > s, worker i takes one token from each other worker's queue to it (its (c − s)-th), which blocks
+until that worker has finished c − s steps. Each worker's clock (steps finished) is a vector on the
+parameter servers, and the largest gap between a worker starting a step and the slowest clock is
+logged as `largest_clock_gap`. A resumed worker puts one token for each step it had finished, and
+takes as many as its starting step needs, so the count carries over.
+
+A clock counts steps, so every step must push and fetch (--push_every=1 --fetch_every=1): SSP's
+promise is about reads, that a worker at clock c sees every update of clocks before c - s, and an
+update a worker holds back or a copy it does not refresh would break it silently.
+"""
+
+import dataclasses
+
+from absl import flags
+
+from parallel_tf.compat import tf
+from parallel_tf.graph.devices import worker_device
+from parallel_tf.training.techniques.rules import Technique
+
+EVERY_STEP = "SSP's clocks count steps, and its read bound holds only if every step's update is pushed and read"
+TECHNIQUE = Technique(
+    name="bounded_staleness",
+    flags=("max_staleness",),
+    modes=("async",),
+    hooks=("wrap",),
+    requires={"push_every": (1, EVERY_STEP), "fetch_every": (1, EVERY_STEP)},
+    conflicts={
+        "softsync": "softsync holds pushes in a queue until floor(N/n) are in, so a read can miss updates of "
+        "clocks SSP says it sees",
+        "easgd": "EASGD's workers push no updates to read, only exchange every --easgd_period steps",
+    },
+)
+
+
+def define_flags(flag_values=flags.FLAGS):
+    flags.DEFINE_integer(
+        "max_staleness",
+        -1,
+        "async: bounded staleness (SSP, Ho et al., NIPS 2013): a worker starts step c only once every worker "
+        "has finished c - s steps; 0 is lockstep. -1: unbounded (plain async).",
+        lower_bound=-1,
+        flag_values=flag_values,
+    )
+
+
+def enabled(values, cluster):
+    return values["max_staleness"] >= 0
+
+
+def check(values, cluster):
+    """Any s >= 0 with any cluster."""
+
+
+def wrap(graph, settings, cluster, task_index):
+    s, num_workers, me = settings.options["max_staleness"], cluster.num_workers, task_index
+    others = [j for j in range(num_workers) if j != me]
+    with tf.device(tf.train.get_global_step().device):
+        queues = {
+            (j, i): tf.FIFOQueue(-1, [tf.int32], [[]], shared_name=f"parallel_tf_ssp_tokens_{j}_to_{i}")
+            for j in range(num_workers)
+            for i in range(num_workers)
+            if i != j
+        }
+        clocks = tf.get_variable("ssp_clocks", [num_workers], tf.int64, tf.zeros_initializer(), trainable=False)
+        largest_gap = tf.get_variable("ssp_largest_clock_gap", [], tf.int64, tf.zeros_initializer(), trainable=False)
+    with tf.device(worker_device(task_index, settings.num_gpus)):
+        finished = tf.Variable(
+            tf.zeros([], tf.int64), trainable=False, collections=["local_variables"], name="ssp_clock"
+        )
+
+    def tell(steps_finished, tokens):
+        """Sets this worker's clock, then hands the others `tokens` more tokens each."""
+        with tf.control_dependencies([tf.scatter_update(clocks, [me], [steps_finished])]):
+            return tf.group(*[queues[me, i].enqueue_many(tf.zeros(tf.reshape(tokens, [1]), tf.int32)) for i in others])
+
+    def take(tokens):
+        """Blocks until every other worker has handed this one `tokens` more tokens."""
+        return tf.group(*[queues[j, me].dequeue_many(tokens) for j in others])
+
+    def then_record_gap(before):
+        with tf.control_dependencies([before]):
+            # read_value(): the variables' own read ops have no dependencies, and could read before `before`
+            gap = finished.read_value() - tf.reduce_min(clocks.read_value())
+            return largest_gap.assign(tf.maximum(largest_gap.read_value(), gap))
+
+    # The first step of this process: it has finished `start` steps (0, or where a resumed run starts).
+    start = tf.cast(graph.position, tf.int64)
+    with tf.control_dependencies([finished.assign(start)]):
+        told_start = tell(start, tf.cast(start, tf.int32))
+    with tf.control_dependencies([told_start]):
+        first_gate = then_record_gap(take(tf.cast(tf.maximum(start - s, 0), tf.int32)))
+    # Every later step c: the step before it has finished; take one token of each worker once c > s.
+    told_one = tell(finished.assign_add(1), 1)
+    tell_gate = then_record_gap(told_one)
+    with tf.control_dependencies([told_one]):
+        wait_gate = then_record_gap(take(1))
+    started = [False]  # whether this process has run a step yet
+
+    def plan(step):
+        gate = (wait_gate if step > s else tell_gate) if started[0] else first_gate
+        started[0] = True
+        return [gate, *graph.plan(step)]
+
+    # Variables made here: the chief must initialise (and checkpoint) them, and every worker wait for them.
+    return dataclasses.replace(
+        graph,
+        plan=plan,
+        counters={**graph.counters, "largest_clock_gap": largest_gap},
+        init_variables=tf.global_variables(),
+        ready_op=tf.report_uninitialized_variables(),
+        local_init_op=tf.local_variables_initializer(),
+        ready_for_local_init_op=tf.report_uninitialized_variables(tf.global_variables()),
+    )

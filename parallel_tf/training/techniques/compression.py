@@ -1,0 +1,99 @@
+"""Gradient compression with error feedback, sync (ordered) and async modes:
+--gradient_compression=8bit|1bit|topk:K (codecs.py says which paper each codec is).
+
+What a worker sends to the parameter servers (its gradient in sync mode, its summed gradients at an
+async push) is encoded on the worker, whatever else the run does to it afterwards (delay
+compensation works on the decoded gradient, on the parameter server), and decoded on the parameter
+server that holds the variable, so only the payload crosses. With --error_feedback (on), what the
+encoding lost is kept in a residual on the worker (each worker its own) and added to the next
+gradient: v = g + r; q = C(v); r <- v - D(q); send q. Nothing is lost, only delayed: the updates
+applied plus the residual sum to the gradients.
+Encoding and decoding are deterministic, so ordered sync still repeats bitwise; strict
+determinism across worker counts does not hold (each worker's residual depends on its shard).
+"""
+
+import dataclasses
+
+from absl import flags
+
+from parallel_tf.compat import tf
+from parallel_tf.graph import codecs
+from parallel_tf.graph.model import LOCAL
+from parallel_tf.training.techniques.rules import Technique
+
+TECHNIQUE = Technique(
+    name="compression",
+    flags=("gradient_compression", "error_feedback"),
+    modes=("sync", "async"),
+    hooks=("transmit", "wrap"),
+    requires={
+        "aggregation": ("ordered", "SyncReplicasOptimizer's accumulators take float gradients"),
+        "strict_determinism": (False, "each worker's residual depends on its shard, so worker counts differ"),
+    },
+)
+PAYLOADS = "gradient_payloads"  # graph collection: the tensors that cross to the parameter servers
+
+
+def define_flags(flag_values=flags.FLAGS):
+    flags.DEFINE_string(
+        "gradient_compression",
+        "none",
+        "sync (ordered) and async: send gradients as 8bit (int8 and a scale), 1bit (signs and a scale) or "
+        "topk:K (the K largest, with indices), decoded on the parameter server.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "error_feedback",
+        True,
+        "With --gradient_compression: keep what the encoding lost on the worker and add it to the next "
+        "gradient (--noerror_feedback: drop it).",
+        flag_values=flag_values,
+    )
+
+
+def enabled(values, cluster):
+    return values["gradient_compression"] != "none"
+
+
+def check(values, cluster):
+    codecs.parse(values["gradient_compression"])
+
+
+def transmit(options, tensors, destinations, device):
+    """`tensors` as the parameter servers decode them, each next to its variable in `destinations`,
+    encoded on `device` (this worker's), where each keeps its residual; the payloads are added to the
+    PAYLOADS collection."""
+    codec = codecs.parse(options["gradient_compression"])
+    error_feedback = options["error_feedback"]
+    return [_transmit_one(codec, error_feedback, t, d, device) for t, d in zip(tensors, destinations, strict=True)]
+
+
+def _transmit_one(codec, error_feedback, tensor, destination, device):
+    size = tensor.shape.num_elements()
+    with tf.device(device):
+        v = tf.reshape(tensor, [-1])
+        if error_feedback:
+            residual = tf.Variable(tf.zeros([size]), trainable=False, collections=LOCAL, name="residual")
+            v = v + residual
+        payload = codec.encode(v)
+        kept = [residual.assign(v - codec.decode(payload, size))] if error_feedback else []
+    for part in payload:
+        tf.add_to_collection(PAYLOADS, part)
+    with tf.colocate_with(destination), tf.control_dependencies(kept):  # on its parameter server
+        return tf.reshape(codec.decode(payload, size), tensor.shape)
+
+
+def wrap(graph, settings, cluster, task_index):
+    """Counts what a push sends, from the payload tensors' shapes, beside what float32 would; in sync mode,
+    which has no local variables of its own, initialises the residuals."""
+    if graph.local_init_op is None:
+        globals_ready = tf.report_uninitialized_variables(tf.global_variables())
+        graph = dataclasses.replace(
+            graph, local_init_op=tf.local_variables_initializer(), ready_for_local_init_op=globals_ready
+        )
+    payloads = tf.get_collection(PAYLOADS)
+    sent = sum(t.shape.num_elements() * t.dtype.size for t in payloads)
+    floats = sum(v.shape.num_elements() * 4 for v in tf.trainable_variables())
+    counters = dict(graph.counters, bytes_per_push=tf.constant(sent, tf.int64))
+    counters["float_bytes_per_push"] = tf.constant(floats, tf.int64)
+    return dataclasses.replace(graph, counters=counters)

@@ -1,0 +1,66 @@
+"""Delay compensation (DC-ASGD: Zheng, Meng, Wang, Chen, Yu, Ma, Liu, "Asynchronous Stochastic Gradient
+Descent with Delay Compensation", ICML 2017), async mode, --delay_compensation=λ: the parameter servers
+keep each worker's parameters as of its last fetch (w_bak) and apply its gradient g as
+g + λ·g⊙g⊙(w − w_bak), a first-order correction towards the gradient at the current w, with g⊙g
+standing in for the Hessian's diagonal. λ = 0 is plain async. The rule is for one gradient taken at
+the fetched w_bak, so it needs --push_every=1 --fetch_every=1 (a pushed sum, or a gradient taken on
+a locally updated copy, is neither). With --gradient_compression, g is the decoded gradient the
+parameter server received. `compensated_pushes` counts the pushes it corrected, by worker.
+"""
+
+from absl import flags
+
+from parallel_tf.compat import tf
+from parallel_tf.errors import ConfigError
+from parallel_tf.graph.pushes import add_counter, push_counter
+from parallel_tf.training.techniques.rules import Technique
+
+ONE_GRADIENT = "the compensation is for one gradient taken at the parameters the worker fetched"
+TECHNIQUE = Technique(
+    name="delay_compensation",
+    flags=("delay_compensation",),
+    modes=("async",),
+    hooks=("push_gradients",),
+    requires={"push_every": (1, ONE_GRADIENT), "fetch_every": (1, ONE_GRADIENT)},
+    conflicts={"softsync": "softsync applies a push later, after other updates, not at the w it was compensated for"},
+)
+COUNTER = "compensated_pushes"
+
+
+def define_flags(flag_values=flags.FLAGS):
+    flags.DEFINE_float(
+        "delay_compensation",
+        0.0,
+        "async: DC-ASGD's λ (Zheng et al., ICML 2017): push g + λ·g·g·(w − w at the worker's fetch); 0: off.",
+        flag_values=flag_values,
+    )
+
+
+def enabled(values, cluster):
+    return values["delay_compensation"] > 0
+
+
+def check(values, cluster):
+    if values["delay_compensation"] < 0:
+        raise ConfigError(f"--delay_compensation={values['delay_compensation']}: λ must be 0 (off) or more")
+
+
+def push_gradients(options, cluster, task_index, parameters, sums):
+    """(the compensated sums, the ops that back up this worker's w_bak at each fetch). Every worker's
+    graph holds every worker's backups, so the chief initialises them all; each uses its own row."""
+    scale = options["delay_compensation"]
+    compensated, backups = [], []
+    pushes = push_counter(COUNTER, cluster.num_workers)
+    counted = tf.scatter_add(pushes, [task_index], tf.constant([1], tf.int64))
+    add_counter(COUNTER, pushes)
+    for parameter, gradient in zip(parameters, sums, strict=True):
+        with tf.device(parameter.device):
+            shape = [cluster.num_workers, *parameter.shape.as_list()]
+            backup = tf.get_variable(
+                f"{parameter.op.name}/fetched_by_worker", shape, parameter.dtype.base_dtype, trainable=False
+            )
+            drift = parameter.read_value() - backup[task_index]
+            with tf.control_dependencies([counted]):
+                compensated.append(gradient + scale * gradient * gradient * drift)
+            backups.append(tf.scatter_update(backup, [task_index], tf.expand_dims(parameter.read_value(), 0)))
+    return compensated, backups

@@ -1,0 +1,153 @@
+"""Local SGD / model averaging, sync mode, --local_steps=H > 1 (Zinkevich, Weimer, Smola, Li,
+"Parallelized Stochastic Gradient Descent", NIPS 2010; Lin, Stich, Patel, Jaggi, "Don't Use Large
+Mini-Batches, Use Local SGD", ICLR 2020).
+
+Each worker trains its own copy of the parameters on its shard with plain SGD, without talking to
+anyone, for H steps; then every copy is written to its slot on the parameter servers, the chief
+averages the N slots in the fixed order of ordered aggregation (aggregation.tree_sum) into the
+parameters, and every worker's copy takes the average. One exchange every H steps instead of
+every step; repeats stay bitwise. H = 1 is sync mode up to rounding (the mean of N steps instead of
+one step by the mean gradient).
+
+Optimizer slots: the local steps are plain SGD at --learning_rate, so there are none. Momentum or
+Adam state would be each worker's own, never averaged and lost at every average (or averaged,
+which is another algorithm); rather than pick one silently, --local_steps needs --optimizer=sgd.
+The copies are local: a resume restarts from the last average (the global step counts the steps
+it covers). Synchronous EASGD (easgd.py) trains the same way with another exchange rule:
+`build_exchanging` takes the rule.
+"""
+
+import dataclasses
+
+from absl import flags
+
+from parallel_tf.compat import tf
+from parallel_tf.graph.aggregation import SlotAggregator, tree_sum
+from parallel_tf.graph.barrier import gather_at_chief, release_workers
+from parallel_tf.graph.devices import device_setter, worker_device
+from parallel_tf.graph.model import LOCAL, build_model_on_copies, refresh_copies
+from parallel_tf.graph.schedules import sends_after
+from parallel_tf.training.techniques.rules import Technique
+from parallel_tf.training.train_graph import CopiesGraph, own_report
+
+TECHNIQUE = Technique(
+    name="local_sgd",
+    flags=("local_steps",),
+    modes=("sync",),
+    hooks=("build",),  # sends parameters every H steps, not gradients: calls none of sync's hooks
+    requires={
+        "aggregation": ("ordered", "the copies are averaged in the fixed order of ordered aggregation"),
+        "strict_determinism": (False, "each copy follows its own shard, so worker counts differ"),
+        "optimizer": ("sgd", "an optimizer's slots would be each worker's own and never averaged"),
+    },
+)
+
+
+def define_flags(flag_values=flags.FLAGS):
+    flags.DEFINE_integer(
+        "local_steps",
+        1,
+        "sync: each worker takes this many plain SGD steps on its own copy, then the copies are averaged "
+        "in a fixed order (local SGD). 1: every step is synchronous.",
+        lower_bound=1,
+        flag_values=flag_values,
+    )
+
+
+def enabled(values, cluster):
+    return values["local_steps"] > 1
+
+
+def check(values, cluster):
+    """Any H >= 1 (its flag's bound) with any cluster."""
+
+
+def build(recipe, dataset, settings, cluster, task_index):
+    """Local steps on the copies, an average every --local_steps."""
+    return build_exchanging(recipe, dataset, settings, cluster, task_index, settings.options["local_steps"], Average())
+
+
+class Average:
+    """Local SGD's exchange: the chief sets the parameters to the mean of the copies; each copy takes it."""
+
+    def worker_before(self, pairs):
+        return tf.no_op()
+
+    def chief_update(self, copies, parameter):
+        """A parameter's new value from `copies`, every worker's copy of it stacked."""
+        return tree_sum(tf.unstack(copies)) / float(copies.shape[0])
+
+    def worker_after(self, pairs):
+        return refresh_copies(pairs)
+
+
+def build_exchanging(recipe, dataset, settings, cluster, task_index, period, rule):
+    """Sync training on per-worker copies: plain SGD steps on the copy, and every `period` steps (and
+    after the last) an exchange through the slots: each worker writes its copy and runs
+    rule.worker_before, the chief sets the parameters to rule.chief_update once all have written, and
+    each worker runs rule.worker_after once released. Local SGD and synchronous EASGD are two rules."""
+    num_workers, is_chief = cluster.num_workers, task_index == 0
+    on_worker = worker_device(task_index, settings.num_gpus)
+    with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
+        model, pairs = build_model_on_copies(recipe, dataset, on_worker, LOCAL)
+        parameters, copies = zip(*pairs, strict=True)
+        global_step = tf.train.get_or_create_global_step()  # the steps the last exchange covers
+        exchanges = tf.get_variable("exchanges", [], tf.int64, tf.zeros_initializer(), trainable=False)
+        step = tf.placeholder(tf.int64, [], name="step")
+        local_step = sgd_on_copies(model, copies, settings.learning_rate, on_worker)
+        slots = SlotAggregator(parameters, num_workers)
+        with tf.control_dependencies([local_step]):
+            write = slots.write(task_index, [[c.read_value() for c in copies]])
+        with tf.control_dependencies([write]):
+            before = rule.worker_before(pairs)
+        workers, losses = gather_at_chief(num_workers, task_index, model.loss, after=[before], name="written")
+        done = _update(slots, rule, global_step, exchanges, step + 1, after=[workers]) if is_chief else workers
+        released = release_workers(num_workers, task_index, after=[done])
+        with tf.control_dependencies([released]):
+            exchanged = rule.worker_after(pairs)
+    report = own_report(task_index, model.loss)
+    local = dict(report, train=local_step)
+    exchange = {"workers": workers, "losses": losses, "train": exchanged}
+
+    def plan(at):
+        return [exchange if sends_after(at, period, settings.train_steps) else local]
+
+    return _ExchangingGraph(
+        model=model,
+        position=global_step,
+        plan=plan,
+        init_variables=tf.global_variables(),
+        ready_op=tf.report_uninitialized_variables(),
+        local_init_op=tf.local_variables_initializer(),
+        ready_for_local_init_op=tf.report_uninitialized_variables(tf.global_variables()),
+        refresh_op=refresh_copies(pairs),
+        counters={"exchanges": exchanges},
+        step_input=step,
+    )
+
+
+def sgd_on_copies(model, copies, learning_rate, device):
+    """A plain SGD step on the worker's own copies of the parameters, on `device`."""
+    with tf.device(device):
+        gradients = tf.gradients(model.loss, list(copies))
+        return tf.group(*[c.assign_sub(learning_rate * g) for c, g in zip(copies, gradients, strict=True)])
+
+
+def _update(slots, rule, global_step, exchanges, steps_done, after):
+    """Each parameter set to the rule's value, computed next to its slots, then the steps and the exchange recorded."""
+    assigns = []
+    for slot, parameter in zip(slots.slots, slots.variables, strict=True):
+        with tf.colocate_with(slot), tf.control_dependencies(after):
+            assigns.append(parameter.assign(rule.chief_update(slot.read_value(), parameter.read_value())))
+    with tf.control_dependencies(assigns):
+        return tf.group(global_step.assign(steps_done), exchanges.assign_add(1))
+
+
+@dataclasses.dataclass(frozen=True)
+class _ExchangingGraph(CopiesGraph):
+    """Feeds the step, which the chief's exchange records as the steps it covers."""
+
+    step_input: object = None
+
+    def feed(self, step):
+        return {self.step_input: step}

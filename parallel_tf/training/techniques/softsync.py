@@ -1,0 +1,87 @@
+"""n-softsync (Zhang, Gupta, Lian, Liu, "Staleness-aware Async-SGD for Distributed Deep Learning",
+IJCAI 2016), async mode, --softsync=n: the parameters take an update once c = ⌊N/n⌋ pushes are in,
+the average of those c, and every push is applied, however late (backup workers drop late ones).
+1-softsync waits for all N, N-softsync applies each push (plain async). (The notes this project
+started from describe n the other way round; this follows the paper.) The average is applied at
+the rate a push of staleness n gets (`rate_at`, the run's push_learning_rate): α/n with
+--staleness_aware, as in the paper, else α.
+
+Pushes wait in one FIFO queue on the parameter server of the global step; the chief takes them c at
+a time in a background thread and applies their mean. Every worker pushes ⌈train_steps/push_every⌉
+times: the push that makes the run's count closes the queue, and the chief's last update averages
+what is left (fewer than c when c does not divide the pushes). A push waiting in the queue when the
+cluster is killed is lost. `softsync_pushes` counts the pushes queued.
+"""
+
+import functools
+import math
+
+from absl import flags
+
+from parallel_tf.compat import tf
+from parallel_tf.errors import ConfigError
+from parallel_tf.graph.model import make_optimizer
+from parallel_tf.graph.pushes import Send, add_counter
+from parallel_tf.training.techniques.rules import Technique
+
+TECHNIQUE = Technique(name="softsync", flags=("softsync",), modes=("async",), hooks=("send_push",))
+
+
+def define_flags(flag_values=flags.FLAGS):
+    flags.DEFINE_integer(
+        "softsync",
+        0,
+        "async: n-softsync (Zhang et al., IJCAI 2016): apply the average of every floor(N/n) pushes, late ones "
+        "included; 1 waits for all N workers, N applies each push. 0: off.",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+
+
+def enabled(values, cluster):
+    return values["softsync"] > 0
+
+
+def check(values, cluster):
+    n, num_workers = values["softsync"], cluster.num_workers
+    if n > num_workers:
+        raise ConfigError(f"--softsync={n} is more than the {num_workers} workers: n-softsync takes floor(N/n) pushes")
+
+
+def send_push(settings, optimizer, sums, parameters, global_step, after, rate_at):
+    n, num_workers = settings.options["softsync"], settings.num_workers
+    pushes_in_a_run = num_workers * math.ceil(settings.train_steps / settings.push_every)
+    with tf.device(global_step.device):
+        queue = tf.FIFOQueue(
+            -1, [s.dtype for s in sums], [s.shape for s in sums], shared_name="parallel_tf_softsync_pushes"
+        )
+        made = tf.get_variable("softsync_pushes", [], tf.int64, tf.zeros_initializer(), trainable=False)
+        add_counter("softsync_pushes", made)
+        with tf.control_dependencies([after]):
+            enqueue = queue.enqueue(sums)
+        with tf.control_dependencies([enqueue]):
+            count = made.assign_add(1)
+        push = tf.cond(count >= pushes_in_a_run, queue.close, tf.no_op)  # the last push of the run
+        close_if_all_made = tf.cond(made >= pushes_in_a_run, queue.close, tf.no_op)  # a resume after the last
+        means = [tf.reduce_mean(pushes, axis=0) for pushes in _as_list(queue.dequeue_up_to(num_workers // n))]
+    rate = rate_at(tf.constant(n, tf.int64))
+    apply = make_optimizer(settings.optimizer, rate).apply_gradients(
+        zip(means, parameters, strict=True), global_step=global_step
+    )
+    return Send(
+        push, chief_on_join=lambda sess: sess.run(close_if_all_made), chief_background=functools.partial(_apply, apply)
+    )
+
+
+def _as_list(dequeued):
+    return dequeued if isinstance(dequeued, list) else [dequeued]
+
+
+def _apply(apply, sess):
+    """The chief's background: apply the mean of the next c pushes (fewer once the queue is closed) until
+    the closed queue is empty."""
+    while True:
+        try:
+            sess.run(apply)
+        except tf.errors.OutOfRangeError:
+            return

@@ -1,0 +1,44 @@
+"""Staleness-aware learning rate (Zhang, Gupta, Lian, Liu, "Staleness-aware Async-SGD for Distributed
+Deep Learning", IJCAI 2016), async mode, --staleness_aware: a push of staleness σ (updates applied
+since the pusher's fetch, which async mode measures for every push) is applied with learning rate
+α / max(σ, 1), so a gradient computed on old parameters moves them less. σ counts only the updates
+the worker's copy is missing (async mode's docstring says how). `staleness_aware_pushes` counts the
+updates applied at such a rate (with softsync, its averaged updates, at σ = n).
+"""
+
+from absl import flags
+
+from parallel_tf.compat import tf
+from parallel_tf.graph.pushes import add_counter
+from parallel_tf.training.techniques.rules import Technique
+
+TECHNIQUE = Technique(
+    name="staleness_aware", flags=("staleness_aware",), modes=("async",), hooks=("push_learning_rate",)
+)
+
+
+def define_flags(flag_values=flags.FLAGS):
+    flags.DEFINE_bool(
+        "staleness_aware",
+        False,
+        "async: apply each push with learning rate / max(staleness, 1), staleness being the updates applied "
+        "since the pushing worker fetched (Zhang et al., IJCAI 2016).",
+        flag_values=flag_values,
+    )
+
+
+def enabled(values, cluster):
+    return values["staleness_aware"]
+
+
+def check(values, cluster):
+    """Any cluster."""
+
+
+def push_learning_rate(learning_rate, staleness):
+    """The rate a push of `staleness` (an int64 tensor) is applied with, counted each time it is used."""
+    with tf.variable_scope("staleness_aware", reuse=tf.AUTO_REUSE):  # one count, however many rates use it
+        scaled = tf.get_variable("pushes", [], tf.int64, tf.zeros_initializer(), trainable=False)
+    add_counter("staleness_aware_pushes", scaled)
+    with tf.control_dependencies([scaled.assign_add(1)]):
+        return learning_rate / tf.cast(tf.maximum(staleness, 1), tf.float32)

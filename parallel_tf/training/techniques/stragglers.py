@@ -1,0 +1,53 @@
+"""Stragglers on purpose, for studies: --worker_delay_ms=I:MS[,I:MS...] makes worker I pause MS
+milliseconds before each of its steps, so techniques for slow workers (backup workers, and the
+asynchronous ones) can be compared under a known skew on one machine. Any mode; it changes
+timing only, so sync mode trains the same parameters, just slower.
+"""
+
+import dataclasses
+
+from absl import flags
+
+from parallel_tf.errors import ConfigError
+from parallel_tf.training.techniques.rules import Technique
+from parallel_tf.training.train_graph import MODES
+
+TECHNIQUE = Technique(name="stragglers", flags=("worker_delay_ms",), modes=MODES, hooks=("wrap",))
+
+
+def define_flags(flag_values=flags.FLAGS):
+    flags.DEFINE_string(
+        "worker_delay_ms",
+        "",
+        "Stragglers for studies: I:MS[,I:MS...] makes worker I pause MS milliseconds before each step.",
+        flag_values=flag_values,
+    )
+
+
+def delays(text, num_workers):
+    """{worker index: seconds} from I:MS[,I:MS...]; raises ConfigError naming what is wrong."""
+    seconds = {}
+    for item in filter(None, text.split(",")):
+        index, sep, ms = item.partition(":")
+        if not (sep and index.strip().isdigit() and ms.strip().isdigit()):
+            raise ConfigError(f"--worker_delay_ms={text}: {item!r} is not WORKER:MILLISECONDS (e.g. 1:50)")
+        worker = int(index)
+        if worker >= num_workers:
+            raise ConfigError(f"--worker_delay_ms={text}: there is no worker {worker} (workers 0-{num_workers - 1})")
+        if worker in seconds:
+            raise ConfigError(f"--worker_delay_ms={text}: worker {worker} is given twice")
+        seconds[worker] = int(ms) / 1000
+    return seconds
+
+
+def enabled(values, cluster):
+    return bool(values["worker_delay_ms"])
+
+
+def check(values, cluster):
+    delays(values["worker_delay_ms"], cluster.num_workers)
+
+
+def wrap(graph, settings, cluster, task_index):
+    pause = delays(settings.options["worker_delay_ms"], cluster.num_workers).get(task_index, 0)
+    return dataclasses.replace(graph, pause_before_step=pause)

@@ -1,0 +1,70 @@
+"""The graph a worker trains with, whatever its mode: what the modes build (modes/) and the
+techniques wrap or build instead (techniques/), and all the trainer (trainer.py) knows of either.
+
+The trainer knows a mode only through its `TrainGraph`: what to run and feed each step, where the
+worker starts, what it initialises while joining, what runs in the background and before
+evaluation, and which counters the chief logs. Every hook has a default that does nothing, and a
+mode overrides the ones it needs, so the trainer never asks which mode it runs.
+"""
+
+import dataclasses
+
+from parallel_tf.compat import tf
+
+# Importable without TensorFlow: the launcher needs the names, not the builders.
+MODES = ("sync", "async", "hierarchical")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainGraph:
+    """What a worker needs to train, whatever the mode.
+
+    `plan(step)` gives the fetches to run, in order, at `step`; the last run's result holds
+    {"workers": int32[k], "losses": float32[k]}: the shard losses the chief logs.
+    """
+
+    model: object  # graph.ModelGraph
+    position: object  # int tensor: the first step this worker has still to run
+    plan: object  # (step) -> [fetches, ...]
+    init_variables: list  # the chief (worker 0) initialises these; they, less SCRATCH, are its checkpoint
+    ready_op: object  # a tensor, empty once everything this worker uses is initialised
+    local_init_op: object = None
+    ready_for_local_init_op: object = None
+    counters: dict = dataclasses.field(default_factory=dict)  # name -> tensor, logged and summarised by the chief
+    chief_waits_for_all: bool = True  # the chief evaluates only once every worker has run its last step
+    initialise_on_join: object = None  # (sess) -> None: run while joining, before this worker counts as ready
+    background: object = None  # (sess) -> None: run in a thread from the first step; awaited after the last
+    pause_before_step: float = 0.0  # seconds this worker sleeps before each step (a straggler, for studies)
+
+    def feed(self, step):
+        """Tensors to feed at `step` besides the batch (e.g. the step itself)."""
+        return {}
+
+    def next_step(self, step, result):
+        """The step this worker runs after `step`, from the last run's result."""
+        return step + 1
+
+    def before_evaluation(self, sess):
+        """Run by the chief before it evaluates, so the model reads the final parameters."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CopiesGraph(TrainGraph):
+    """A mode that computes on copies of the parameters (async, hierarchical): the chief refreshes its
+    copy before evaluating, so it evaluates the parameters themselves."""
+
+    refresh_op: object = None
+
+    def before_evaluation(self, sess):
+        sess.run(self.refresh_op)
+
+
+def own_report(task_index, loss):
+    """The report of a worker that steps on its own (async, local SGD, backup workers): its index and
+    its loss, shaped as a barrier's report of several workers is."""
+    return {"workers": tf.constant([task_index]), "losses": tf.reshape(loss, [1])}
+
+
+def fixed_plan(fetches):
+    """The plan of a mode that runs the same fetches every step."""
+    return lambda step: [fetches]

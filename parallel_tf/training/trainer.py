@@ -1,0 +1,282 @@
+"""The one training loop, whatever the mode: join the cluster, run the steps, log, checkpoint, summarise.
+
+A `Trainer` owns the worker's graph and session and everything the chief writes. It knows its mode
+only through the `TrainGraph` the mode's builder returns (modes/__init__.py): what to feed and run
+each step, where to start, what to initialise while joining, what to run in the background and
+before evaluating, which counters to log. Give it a server's target, or "" for one plain process.
+"""
+
+import math
+import os
+import threading
+import time
+
+from absl import logging
+
+from parallel_tf.compat import tf
+from parallel_tf.data.sharding import GlobalBatchSharder
+from parallel_tf.errors import chief_did_not_initialise
+from parallel_tf.graph import devices
+from parallel_tf.graph.barrier import gather_at_chief, signal_done
+from parallel_tf.graph.model import seed_everything
+from parallel_tf.training import logdir, outputs, profiling, traffic
+from parallel_tf.training.checkpoints import Checkpoints
+from parallel_tf.training.modes import builder
+
+# How often a worker that joined before the chief initialised the model asks again. Each ask is one
+# session on the cluster; at 0.5 s a joining worker idled most of a second (in-process clusters: 0.19 s
+# a run saved at 0.1, medians of 2 interleaved runs of the 21 composition pairs, 28.5 vs 24.6 s).
+JOIN_POLL_SECS = 0.1
+
+
+class Trainer:
+    """Builds this worker's graph for `settings.mode` on construction; `run()` trains and returns the
+    chief's summary (None on other workers)."""
+
+    def __init__(self, recipe, dataset, settings, target=""):
+        self.recipe, self.dataset, self.settings, self.target = recipe, dataset, settings, target
+        self._diverged = self._rejoined = False
+        self.traffic = traffic.Meter(("worker", settings.task_index) if settings.cluster else None)
+        self.tracer = profiling.StepTracer(settings.trace_steps if settings.is_chief else None, settings.logdir)
+        self.sharder = GlobalBatchSharder(
+            len(dataset.train_x), settings.global_batch_size, settings.num_workers, settings.seed
+        )
+        cluster, task_index = settings.cluster, settings.task_index
+        self.graph = tf.Graph()
+        with self.graph.as_default():
+            seed_everything(settings.seed)
+            self.train_graph = builder(settings.mode)(recipe, dataset, settings, cluster, task_index)
+            self._all_trained = self._done = self.checkpoints = None
+            if cluster:
+                if self.train_graph.chief_waits_for_all:
+                    self._all_trained = gather_at_chief(cluster.num_workers, task_index, 0.0, after=[], name="trained")
+                self._done = signal_done(cluster.servers_of(task_index), task_index)
+            if settings.is_chief:
+                self.checkpoints = Checkpoints(
+                    settings.logdir, self.train_graph.init_variables, settings.checkpoint_every
+                )
+        self.graph.finalize()
+
+    def run(self):
+        settings, train_graph = self.settings, self.train_graph
+        with self.graph.as_default():  # for _named_params' trainable_variables()
+            started = time.time()
+            # Not `with`: on a failure the task exits at once (task.py); closing waits on peers that may be gone.
+            sess = self.join()
+            first_step = int(sess.run(train_graph.position))
+            writer = self._open_outputs(first_step) if settings.is_chief else None
+            background = _Background(train_graph.background, sess)
+            train_seconds = self._train(sess, first_step, writer)
+            bytes_per_step = self.traffic.mean(settings.train_steps - first_step)
+            background.wait()
+            if self._all_trained is not None:
+                sess.run(self._all_trained)  # the chief waits here for every worker's last step
+            summary = None
+            if settings.is_chief:
+                summary = {**self._summarize(sess, train_seconds, time.time() - started), **bytes_per_step}
+                self.checkpoints.save(sess, settings.train_steps)
+                named = _named_params(sess)
+                summary["params_sha256"] = outputs.params_sha256(named)
+                writer.finish(summary, named)
+                logging.info(
+                    "done: eval_accuracy %.4f, final loss %.6f, params_sha256 %s; outputs in %s",
+                    summary["eval_accuracy"],
+                    summary["final_loss"],
+                    summary["params_sha256"],
+                    settings.logdir,
+                )
+            if self._done is not None:
+                sess.run(self._done)
+            sess.close()
+            return summary
+
+    def join(self):
+        """A session on the cluster. The chief (worker 0) initialises the shared parameters, or restores
+        them from its latest checkpoint; a graph may initialise more of its own (a group chief's local
+        ps). The others wait until the model is ready. A chief restarted while its parameter servers
+        kept running finds the model ready and rejoins it as it is: those servers hold training that is
+        newer than any checkpoint, and the other workers are using it."""
+        settings, train_graph = self.settings, self.train_graph
+        manager = tf.train.SessionManager(
+            local_init_op=train_graph.local_init_op,
+            ready_op=train_graph.ready_op,
+            ready_for_local_init_op=train_graph.ready_for_local_init_op,
+            graph=self.graph,
+            recovery_wait_secs=JOIN_POLL_SECS,
+        )
+        filters = devices.worker_device_filters(settings.cluster, settings.task_index) if settings.cluster else None
+        config = devices.session_config(filters, settings.operation_timeout)
+        initialisers = [self.checkpoints.restore] if self.checkpoints else []
+        if train_graph.initialise_on_join:
+            initialisers.append(train_graph.initialise_on_join)
+        if not initialisers:
+            try:
+                return manager.wait_for_session(self.target, config=config, max_wait_secs=settings.startup_timeout)
+            except tf.errors.DeadlineExceededError:
+                raise chief_did_not_initialise(settings.startup_timeout) from None
+
+        if settings.cluster:
+            try:  # restarted alone (its pod, by a cluster manager): the servers still hold the live model
+                sess = manager.wait_for_session(self.target, config=config, max_wait_secs=0)
+                self._rejoined = True
+                return sess
+            except tf.errors.DeadlineExceededError:
+                pass  # not initialised yet: a new or restarted cluster, which this task initialises
+
+        def init_fn(sess):
+            for initialise in initialisers:
+                initialise(sess)
+
+        init_op = self.checkpoints.init_op if self.checkpoints else None
+        return manager.prepare_session(self.target, init_op=init_op, init_fn=init_fn, config=config)
+
+    def _open_outputs(self, first_step):
+        settings = self.settings
+        logdir.record_run(settings.logdir, logdir.run_identity(self.recipe.name, settings))
+        if self._rejoined:
+            logging.info("rejoined the running cluster at step %d/%d", first_step, settings.train_steps)
+        elif self.checkpoints.latest:
+            logging.info("resuming from %s at step %d/%d", self.checkpoints.latest, first_step, settings.train_steps)
+        return outputs.RunWriter(settings.logdir, self.graph, first_step)
+
+    def _batch(self, step, positions):
+        """The feed of this worker's slice of global batch `step`."""
+        model, settings = self.train_graph.model, self.settings
+        rows = self.sharder.shard(step, settings.task_index)
+        images = self.dataset.train_x[rows]
+        if self.recipe.augment:
+            images = self.recipe.augment(images, step, positions, settings)
+        return {model.features: images, model.labels: self.dataset.train_y[rows]}
+
+    def _train(self, sess, first_step, writer):
+        """Runs steps first_step..train_steps-1; the chief logs and checkpoints; returns the seconds spent.
+
+        A step normally follows the last, but a graph may say otherwise (backup workers skip steps
+        applied without them), so logging and checkpoints happen when a multiple of their interval
+        is reached or passed.
+        """
+        settings, train_graph = self.settings, self.train_graph
+        positions = self.sharder.positions(settings.task_index)
+        started = interval_start = time.time()
+        interval_steps = 0
+        step = first_step
+        while step < settings.train_steps:
+            if train_graph.pause_before_step:
+                time.sleep(train_graph.pause_before_step)
+            feed = {**self._batch(step, positions), **train_graph.feed(step)}
+            for part, fetches in enumerate(train_graph.plan(step)):
+                if self.tracer.wants(step):
+                    result, spent = self.tracer.run(sess, step, fetches, feed, part)
+                    logging.info("%s", spent)
+                else:
+                    result = sess.run(fetches, feed)
+                self.traffic.count(fetches)
+            done = train_graph.next_step(step, result)
+            interval_steps += done - step
+            if writer and (_reached(step, done, settings.log_every) or done == settings.train_steps):
+                now = time.time()
+                rate = interval_steps * settings.global_batch_size / max(now - interval_start, 1e-9)
+                self._log(writer, sess, done, _batch_loss(result), rate, self.traffic.per_step(interval_steps))
+                interval_start, interval_steps = now, 0
+            if self.checkpoints and _reached(step, done, self.checkpoints.every) and done < settings.train_steps:
+                self.checkpoints.save(sess, done)
+            step = done
+        return time.time() - started
+
+    def _log(self, writer, sess, step, loss, rate, bytes_per_step):
+        counts = self._read_counters(sess)
+        writer.log_step(step, loss, rate, **bytes_per_step, **counts)
+        logging.info(
+            "step %d/%d  loss %.6f  %.0f examples/sec%s",
+            step,
+            self.settings.train_steps,
+            loss,
+            rate,
+            "".join(f"  {name} {value}" for name, value in counts.items()),
+        )
+        if not math.isfinite(loss) and not self._diverged:
+            self._diverged = True  # said once; the run goes on, as asked, and its summary shows it
+            logging.warning(
+                "the loss is %s at step %d: training has diverged (a smaller --learning_rate may help)", loss, step
+            )
+
+    def _read_counters(self, sess):
+        """The graph's counters (e.g. updates by each async worker) as plain lists for JSON."""
+        if not self.train_graph.counters:
+            return {}
+        return {name: value.tolist() for name, value in sess.run(self.train_graph.counters).items()}
+
+    def _summarize(self, sess, train_seconds, wall_seconds):
+        """The run's results. final_loss is the final parameters' loss on the last global batch, in one
+        pass by the chief, so it compares models across worker counts without summation order."""
+        settings, dataset, model = self.settings, self.dataset, self.train_graph.model
+        self.train_graph.before_evaluation(sess)
+        eval_accuracy = sess.run(model.accuracy, {model.features: dataset.eval_x, model.labels: dataset.eval_y})
+        rows = self.sharder.global_batch(settings.train_steps - 1)
+        final_loss = sess.run(model.loss, {model.features: dataset.train_x[rows], model.labels: dataset.train_y[rows]})
+        steps = settings.train_steps
+        return {
+            "recipe": self.recipe.name,
+            "dataset": dataset.name,
+            "mode": settings.mode,
+            "num_workers": settings.num_workers,
+            "num_ps": settings.cluster.num_ps if settings.cluster else 0,
+            "num_gpus": settings.num_gpus,
+            # what TensorFlow's GPU kernels were asked for; on CPUs it changes nothing
+            devices.DETERMINISTIC_OPS: os.environ.get(devices.DETERMINISTIC_OPS, ""),
+            "global_batch_size": settings.global_batch_size,
+            "train_steps": steps,
+            "learning_rate": settings.learning_rate,
+            "optimizer": settings.optimizer,
+            "seed": settings.seed,
+            "final_loss": float(final_loss),
+            "eval_accuracy": float(eval_accuracy),
+            "examples_per_sec": steps * settings.global_batch_size / train_seconds,
+            "ms_per_step": 1000.0 * train_seconds / steps,
+            "wall_seconds": wall_seconds,
+            "tf_version": tf.VERSION,
+            "techniques": list(settings.techniques),  # what ran, as compose decided
+            **settings.mode_options(),
+            **self._read_counters(sess),
+        }
+
+
+class _Background:
+    """A graph's background work (`TrainGraph.background`) in a thread; `wait()` returns once it has
+    finished, and raises what it raised, so a task never closes its session under it."""
+
+    def __init__(self, work, sess):
+        self._error = None
+        self._thread = None
+        if work:
+            self._thread = threading.Thread(target=self._run, args=(work, sess), name="background", daemon=True)
+            self._thread.start()
+
+    def _run(self, work, sess):
+        try:
+            work(sess)
+        except Exception as e:  # handed to the main thread by wait()
+            self._error = e
+
+    def wait(self):
+        if self._thread:
+            self._thread.join()
+        if self._error:
+            raise self._error
+
+
+def _reached(before, after, interval):
+    """True if going from step `before` to `after` reaches or passes a multiple of `interval` (0: never)."""
+    return bool(interval) and after // interval > before // interval
+
+
+def _batch_loss(step_result):
+    """Mean of the shard losses the chief saw this step, summed in worker order so the number is
+    repeatable: the global batch's in sync mode, its group's in hierarchical, its own in async."""
+    order = step_result["workers"].argsort()
+    return float(step_result["losses"][order].astype("float64").mean())
+
+
+def _named_params(sess):
+    variables = tf.trainable_variables()
+    return dict(zip((v.name for v in variables), sess.run(variables), strict=True))
