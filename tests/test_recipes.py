@@ -31,7 +31,7 @@ def test_mnist_recipe_trains_on_idx_files(tmp_path, model):
         logdir,
     )
     assert (summary["dataset"], summary["train_steps"]) == ("mnist", 30)
-    assert summary["eval_accuracy"] > 0.5  # ten classes: chance is 0.1
+    assert summary["eval_accuracy"] >= 0.9  # 1.0 here (40/40); images or labels misread would be chance, 0.1
 
 
 def test_cifar10_recipe_trains_on_the_archive_with_augmentation(tmp_path):
@@ -41,7 +41,7 @@ def test_cifar10_recipe_trains_on_the_archive_with_augmentation(tmp_path):
         cifar_command(f"--data_dir={tmp_path}", f"--logdir={logdir}", "--train_steps=40", "--augment"), logdir
     )
     assert (summary["recipe"], summary["dataset"]) == ("cifar10", "cifar10")
-    assert summary["eval_accuracy"] > 0.3  # colour-coded classes are learnable; chance is 0.1
+    assert summary["eval_accuracy"] >= 0.6  # 0.75 here (18/24) in 40 augmented steps; chance is 0.1
 
 
 @pytest.mark.parametrize(

@@ -26,9 +26,11 @@ class TrainGraph:
     model: object  # graph.ModelGraph
     position: object  # int tensor: the first step this worker has still to run
     plan: object  # (step) -> [fetches, ...]
-    init_variables: list  # the chief (worker 0) initialises these; they, less SCRATCH, are its checkpoint
-    ready_op: object  # a tensor, empty once everything this worker uses is initialised
-    local_init_op: object = None
+    # How a worker joins. Left None, each is derived once every technique has wrapped the graph
+    # (with_join_fields); a builder that joins otherwise (SyncReplicasOptimizer, a group's central ps) gives its own.
+    init_variables: list = None  # the chief (worker 0) initialises these; they, less SCRATCH, are its checkpoint
+    ready_op: object = None  # a tensor, empty once everything this worker uses is initialised
+    local_init_op: object = None  # every worker runs it once ready_for_local_init_op is empty
     ready_for_local_init_op: object = None
     counters: dict = dataclasses.field(default_factory=dict)  # name -> tensor, logged and summarised by the chief
     chief_waits_for_all: bool = True  # the chief evaluates only once every worker has run its last step
@@ -57,6 +59,21 @@ class CopiesGraph(TrainGraph):
 
     def before_evaluation(self, sess):
         sess.run(self.refresh_op)
+
+
+def with_join_fields(graph):
+    """`graph` with the join fields left None derived, once every technique has wrapped it, so that a
+    variable any of them made is initialised and checkpointed: the chief initialises every global
+    variable, and each worker its local ones (copies, residuals, clocks) once the global ones exist."""
+    fields = {}
+    if graph.init_variables is None:
+        fields["init_variables"] = tf.global_variables()
+    if graph.ready_op is None:
+        fields["ready_op"] = tf.report_uninitialized_variables()
+    if graph.local_init_op is None and tf.local_variables():
+        fields["local_init_op"] = tf.local_variables_initializer()
+        fields["ready_for_local_init_op"] = tf.report_uninitialized_variables(tf.global_variables())
+    return dataclasses.replace(graph, **fields)
 
 
 def own_report(task_index, loss):

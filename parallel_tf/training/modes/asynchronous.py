@@ -81,10 +81,6 @@ def build(recipe, dataset, settings, cluster, task_index):
         # Steps whose gradients were pushed are done; a worker's unpushed sum is lost with it.
         position=tf.minimum(updates[task_index] * settings.push_every, settings.train_steps),
         plan=plan,
-        init_variables=tf.global_variables(),
-        ready_op=tf.report_uninitialized_variables(),
-        local_init_op=tf.local_variables_initializer(),
-        ready_for_local_init_op=tf.report_uninitialized_variables(tf.global_variables()),
         counters={"updates_by_worker": updates, "staleness_histogram": histogram.nonzero(), **added_counters()},
         initialise_on_join=send.chief_on_join if task_index == 0 else None,
         background=send.chief_background if task_index == 0 else None,

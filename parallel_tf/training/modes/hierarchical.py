@@ -122,7 +122,6 @@ def build(recipe, dataset, settings, cluster, task_index):
         position=group_step,
         plan=plan,
         init_variables=central,
-        ready_op=tf.report_uninitialized_variables(),
         local_init_op=replicas.local_init_op,
         ready_for_local_init_op=replicas.ready_for_local_init_op,
         counters={"central_exchanges_by_group": exchanges},

@@ -19,6 +19,4 @@ def build(recipe, dataset, settings, cluster=None, task_index=0):
         model=model,
         position=global_step,
         plan=fixed_plan({"workers": tf.constant([0]), "losses": losses}),
-        init_variables=tf.global_variables(),
-        ready_op=tf.report_uninitialized_variables(),
     )

@@ -44,8 +44,6 @@ def _in_fixed_order(recipe, model, global_step, optimizer, settings, cluster, ta
         model=model,
         position=global_step,  # the data position is a function of the global step
         plan=fixed_plan(report),
-        init_variables=tf.global_variables(),
-        ready_op=tf.report_uninitialized_variables(),
     )
 
 
@@ -59,8 +57,6 @@ def _in_arrival_order(recipe, model, global_step, optimizer, settings, cluster, 
         model=model,
         position=global_step,
         plan=fixed_plan({"workers": workers, "losses": losses}),
-        init_variables=tf.global_variables(),
-        ready_op=tf.report_uninitialized_variables(),
         local_init_op=replicas.local_init_op,
         ready_for_local_init_op=replicas.ready_for_local_init_op,
     )

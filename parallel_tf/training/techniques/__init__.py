@@ -49,6 +49,7 @@ from parallel_tf.training.techniques import (
     staleness_aware,
     stragglers,
 )
+from parallel_tf.training.train_graph import with_join_fields
 
 # The wrapping order (rules.py): `wrap` hooks apply in this order, innermost first.
 TECHNIQUES = (
@@ -147,13 +148,14 @@ def after_push(settings, read_step):
 
 def wrap(build_mode):
     """`build_mode`, as a run's techniques (Settings.techniques) change it: built by the technique that
-    builds the graph itself, if one does, instead; then wrapped by every `wrap` hook in TECHNIQUES order."""
+    builds the graph itself, if one does, instead; then wrapped by every `wrap` hook in TECHNIQUES order;
+    then given the join fields nothing set (train_graph.with_join_fields)."""
 
     def build(recipe, dataset, settings, cluster, task_index):
         (build_graph,) = [t.build for t in _providing(settings, "build")] or [build_mode]  # at most one
         graph = build_graph(recipe, dataset, settings, cluster, task_index)
         for technique in _providing(settings, "wrap"):
             graph = technique.wrap(graph, settings, cluster, task_index)
-        return graph
+        return with_join_fields(graph)
 
     return build

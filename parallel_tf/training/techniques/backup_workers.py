@@ -126,8 +126,6 @@ def build(recipe, dataset, settings, cluster, task_index):
         model=model,
         position=global_step,
         plan=fixed_plan(report),
-        init_variables=tf.global_variables(),
-        ready_op=tf.report_uninitialized_variables(),
         local_init_op=local_init or synced.local_init_op,
         ready_for_local_init_op=synced.ready_for_local_init_op,
         counters={

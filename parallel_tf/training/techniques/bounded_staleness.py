@@ -108,13 +108,10 @@ def wrap(graph, settings, cluster, task_index):
         started[0] = True
         return [gate, *graph.plan(step)]
 
-    # Variables made here: the chief must initialise (and checkpoint) them, and every worker wait for them.
+    # Its variables are joined as every other's (train_graph.with_join_fields): the chief initialises and
+    # checkpoints them, and every worker waits for them.
     return dataclasses.replace(
         graph,
         plan=plan,
         counters={**graph.counters, "largest_clock_gap": largest_gap},
-        init_variables=tf.global_variables(),
-        ready_op=tf.report_uninitialized_variables(),
-        local_init_op=tf.local_variables_initializer(),
-        ready_for_local_init_op=tf.report_uninitialized_variables(tf.global_variables()),
     )

@@ -84,13 +84,8 @@ def _transmit_one(codec, error_feedback, tensor, destination, device):
 
 
 def wrap(graph, settings, cluster, task_index):
-    """Counts what a push sends, from the payload tensors' shapes, beside what float32 would; in sync mode,
-    which has no local variables of its own, initialises the residuals."""
-    if graph.local_init_op is None:
-        globals_ready = tf.report_uninitialized_variables(tf.global_variables())
-        graph = dataclasses.replace(
-            graph, local_init_op=tf.local_variables_initializer(), ready_for_local_init_op=globals_ready
-        )
+    """Counts what a push sends, from the payload tensors' shapes, beside what float32 would. (Its
+    residuals, local variables, are initialised as every local variable is: train_graph.with_join_fields.)"""
     payloads = tf.get_collection(PAYLOADS)
     sent = sum(t.shape.num_elements() * t.dtype.size for t in payloads)
     floats = sum(v.shape.num_elements() * 4 for v in tf.trainable_variables())

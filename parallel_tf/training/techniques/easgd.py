@@ -141,10 +141,6 @@ def build(recipe, dataset, settings, cluster, task_index):
         # Steps whose work reached the centre are done: this worker's exchanges times the period.
         position=tf.minimum(exchanges[task_index] * period, settings.train_steps),
         plan=plan,
-        init_variables=tf.global_variables(),
-        ready_op=tf.report_uninitialized_variables(),
-        local_init_op=tf.local_variables_initializer(),
-        ready_for_local_init_op=tf.report_uninitialized_variables(tf.global_variables()),
         counters={"exchanges_by_worker": exchanges},
         refresh_op=refresh_copies(pairs),
     )

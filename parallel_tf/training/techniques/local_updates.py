@@ -76,5 +76,4 @@ def wrap(graph, settings, cluster, task_index):
         graph,
         plan=plan,
         counters={**graph.counters, "local_updates_applied": applied},
-        local_init_op=tf.group(graph.local_init_op, applied.initializer),
     )
