@@ -45,6 +45,21 @@ def print_help_and_exit(command="__main__"):
     sys.exit(0)
 
 
+def validate_by_parsing(name, parse, flag_values=flags.FLAGS):
+    """An absl validator for flag `name`: its value must pass `parse`, which raises ConfigError naming
+    the flag. A bad value is then refused as absl parses the flags, in `parse`'s words, by every
+    command that defines the flag (a task, the launcher, the tools), before anything starts."""
+
+    def parses(value):
+        try:
+            parse(value)
+        except ConfigError as e:
+            raise flags.ValidationError(str(e).removeprefix(f"--{name}={value}: ")) from None
+        return True
+
+    flags.register_validator(name, parses, flag_values=flag_values)
+
+
 def positive_ints(flag, values):
     """A list flag's values as positive integers; ConfigError naming the flag otherwise."""
     numbers = []

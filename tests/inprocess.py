@@ -22,7 +22,7 @@ from parallel_tf.graph import devices
 from parallel_tf.launch.launcher import free_loopback_addresses
 from parallel_tf.training import techniques
 from parallel_tf.training.recipe import Recipe
-from parallel_tf.training.task_flags import Settings, composed
+from parallel_tf.training.task_flags import run_settings
 from parallel_tf.training.trainer import Trainer
 
 OPERATION_TIMEOUT = 60
@@ -133,13 +133,15 @@ def read_outputs(logdir):
 
 def worker_settings(mode, config, task_index, logdir, fields):
     """Settings for worker `task_index`; `fields` (Settings fields, and technique flags) override the defaults.
-    A cluster run's techniques are decided as a task decides them (flags.composed), the fields being the flags given."""
+    Made, checked and composed as a task makes its Settings (task_flags.run_settings), the fields being
+    the flags given."""
     given, fields = set(fields), dict(fields)
     options = {name: fields.pop(name, default) for name, default in techniques.default_options().items()}
     defaults = dict(
         optimizer="sgd", seed=0, dataset="test", operation_timeout=OPERATION_TIMEOUT, startup_timeout=OPERATION_TIMEOUT
     )
-    settings = Settings(
+    return run_settings(
+        given,
         mode=mode,
         job_name="worker",
         task_index=task_index,
@@ -148,7 +150,6 @@ def worker_settings(mode, config, task_index, logdir, fields):
         options=options,
         **{**defaults, **fields},
     )
-    return composed(settings, given) if config else settings
 
 
 def scalar_recipe(loss_fn, w0):

@@ -8,7 +8,7 @@ from inprocess import train
 
 from parallel_tf.data import datasets
 from parallel_tf.training.recipe import Recipe
-from parallel_tf.training.task_flags import Settings
+from parallel_tf.training.task_flags import run_settings
 
 
 def recipe_module(name, path):
@@ -19,7 +19,7 @@ def recipe_module(name, path):
 
 
 MLP = Recipe(name="mnist", model_fn=recipe_module("mnist", RECIPE).mlp, datasets={})
-DEFAULTS = Settings(
+DEFAULTS = run_settings(
     mode="single",
     job_name="worker",
     task_index=0,

@@ -5,11 +5,14 @@ A new technique gets this coverage by adding its smallest enabling flags to ENAB
 to OBSERVE; the first tests fail until it does.
 """
 
+import ast
 import inspect
 import itertools
+import re
 
 import numpy as np
 import pytest
+from conftest import REPO
 from inprocess import train
 
 from parallel_tf.cluster import config as cluster_lib
@@ -301,3 +304,53 @@ def test_a_required_value_the_user_did_not_give_is_the_runs():
         "aggregation": "accumulator",
         "strict_determinism": False,
     }
+
+
+def _settings(**fields):
+    base = dict(mode="sync", job_name="worker", task_index=0, cluster=TWO_WORKERS, global_batch_size=120)
+    base.update(train_steps=4, learning_rate=0.1, optimizer="sgd", seed=0, logdir=None, dataset="test")
+    return {**base, **fields}
+
+
+@pytest.mark.parametrize(
+    "fields, given, line",
+    [
+        ({"global_batch_size": 7}, set(), "--global_batch_size=7 is not divisible by the worker count 2"),
+        ({"microbatches": 4}, {"microbatches"}, "--microbatches applies only with --strict_determinism"),
+        (
+            {"strict_determinism": True, "aggregation": "accumulator"},
+            {"strict_determinism", "aggregation"},
+            "--strict_determinism sums in a fixed order: it needs --aggregation=ordered",
+        ),
+        (
+            {"options": {**techniques.default_options(), "replicas_to_aggregate": 1, "local_steps": 2}},
+            {"replicas_to_aggregate", "local_steps"},
+            "--replicas_to_aggregate=1 needs --aggregation=accumulator and --local_steps=2 needs --aggregation=ordered",
+        ),
+    ],
+)
+def test_settings_are_checked_as_the_launcher_checks_the_run(fields, given, line):
+    """run_settings and the tools' check_run_fits are one check (check_run): Settings a command line
+    would be refused cannot be made, in a task or a test."""
+    with pytest.raises(ConfigError, match=re.escape(line)):
+        flags.run_settings(given, **_settings(**fields))
+
+
+def test_settings_are_made_only_by_run_settings():
+    """Every Settings(...) in the package, the recipes and the tests is the one inside run_settings."""
+    sources = [*(REPO / "parallel_tf").rglob("*.py"), *(REPO / "recipes").glob("*.py"), *(REPO / "tests").glob("*.py")]
+    makers = {
+        f"{path.relative_to(REPO)}:{where}"
+        for path in sources
+        for where in _settings_makers(ast.parse(path.read_text()))
+    }
+    assert makers == {"parallel_tf/training/task_flags.py:run_settings"}
+
+
+def _settings_makers(node, function="<module>"):
+    """The names of the functions (innermost) under `node` that call Settings(...)."""
+    if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Settings":
+        yield function
+    inner = node.name if isinstance(node, ast.FunctionDef) else function
+    for child in ast.iter_child_nodes(node):
+        yield from _settings_makers(child, inner)

@@ -120,7 +120,7 @@ def _plan(recipe, variants, worker_counts):
 
 
 def _check_runs_fit(plan):
-    """Every cluster run's flags, parsed and composed as its launcher and tasks will (flags.check_run_fits),
+    """Every cluster run's flags, parsed and composed as its launcher and tasks will (task_flags.check_run_fits),
     before the first run starts: a variant whose techniques do not go together stops the study at once."""
     for variant, mode, n, repeat, _, given in plan:
         if mode == task_flags.NO_CLUSTER or repeat > 1:

@@ -110,7 +110,7 @@ def train(recipe):
     """This task's part: serve (ps, or a worker of parameter_server), or train (the others)."""
     jobs = json.loads(FLAGS.cluster)
     job, index = FLAGS.job_name, FLAGS.task_index
-    settings = task_flags.Settings(
+    settings = task_flags.run_settings(
         mode="single",
         job_name="worker",
         task_index=0,

@@ -25,6 +25,7 @@ import os
 
 from absl import flags
 
+from parallel_tf.cli import validate_by_parsing
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.cluster import slurm
 from parallel_tf.errors import ConfigError
@@ -242,6 +243,7 @@ def define_run_flags(flag_values=FLAGS):
         "trace (logdir/trace_step_<n>.json) and logs where its time went (profiling.py).",
         flag_values=flag_values,
     )
+    validate_by_parsing("trace_steps", profiling.parse_steps, flag_values)
     flags.DEFINE_float(
         "operation_timeout",
         300.0,
@@ -375,9 +377,8 @@ def settings_from_flags():
             raise ConfigError(f"--job_name is required in a cluster: {' or '.join(cluster.jobs)}")
         cluster.check_mode(mode)
         cluster.check_task(job_name, task_index)
-        cluster_lib.check_shardable(FLAGS.global_batch_size, cluster.num_workers)
-        _check_groups(cluster, FLAGS.global_batch_size)
-    settings = Settings(
+    return run_settings(
+        given_flags(),
         mode=mode,
         job_name=job_name,
         task_index=task_index,
@@ -406,13 +407,18 @@ def settings_from_flags():
         options={name: FLAGS[name].value for name in techniques.flag_scopes()},
         trace_steps=profiling.parse_steps(FLAGS.trace_steps),
     )
-    if cluster:
-        settings = composed(settings, given_flags())
-    if settings.strict_determinism:
-        check_strict(settings.aggregation, settings.microbatches, settings.global_batch_size, cluster)
-    elif FLAGS["microbatches"].present:
-        raise ConfigError("--microbatches applies only with --strict_determinism")
-    return settings
+
+
+def run_settings(given=frozenset(), **fields):
+    """The one way Settings are made (a task, the bench's peers and the tests alike): `fields` checked
+    as a whole run (check_run) when there is a cluster, with the techniques its flags switch on and the
+    values they settle. `given`: the names of the flags the user set."""
+    settings = Settings(**fields)
+    if settings.cluster is None:  # one plain process: no mode options, no techniques (check_flag_scopes)
+        return settings
+    values = {**{f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}, **settings.options}
+    composition = check_run(settings.mode, settings.cluster, values, given)
+    return dataclasses.replace(settings, techniques=composition.names, **composition.settled)
 
 
 def _resolve_cluster():
@@ -442,17 +448,27 @@ def _resolve_cluster():
 
 
 def check_run_fits(cluster, mode, flag_values=FLAGS):
-    """The run's Composition if its flags (parsed `flag_values` of the run and mode-option groups) fit a
-    `mode` run on `cluster` (batch shards, groups, techniques, strict microbatches), else ConfigError:
-    what its tasks would check, for the tools that start them to check first."""
-    cluster_lib.check_shardable(flag_values.global_batch_size, cluster.num_workers)
-    _check_groups(cluster, flag_values.global_batch_size)
-    profiling.parse_steps(flag_values.trace_steps)
-    values = {name: flag_values[name].value for name, scope in MODE_OPTION_SCOPES.items() if mode in scope}
-    composition = compose(mode, cluster, {**values, "optimizer": flag_values.optimizer}, given_flags(flag_values))
-    if flag_values.strict_determinism:
-        aggregation = composition.settled.get("aggregation", flag_values.aggregation)
-        check_strict(aggregation, flag_values.microbatches, flag_values.global_batch_size, cluster)
+    """check_run for the tools that start a run's tasks (the launcher, study, bench, manifest writer),
+    from their parsed `flag_values` of the run and mode-option groups: what the tasks will check, first."""
+    values = {name: flag_values[name].value for name in flag_values}
+    return check_run(mode, cluster, values, given_flags(flag_values))
+
+
+def check_run(mode, cluster, values, given):
+    """The one check of a whole cluster run, made alike by every task and every tool that starts one:
+    the global batch shards over the workers and each group, the techniques and mode options compose,
+    and strict determinism's microbatches fit. `values`: {flag name: value} of the run flags and mode
+    options; `given`: the names of those the user set. A Composition, or ConfigError with one line."""
+    batch = values["global_batch_size"]
+    cluster_lib.check_shardable(batch, cluster.num_workers)
+    _check_groups(cluster, batch)
+    options = {name: values[name] for name, scope in MODE_OPTION_SCOPES.items() if mode in scope}
+    composition = compose(mode, cluster, {**options, "optimizer": values["optimizer"]}, given)
+    if values["strict_determinism"]:
+        aggregation = composition.settled.get("aggregation", values["aggregation"])
+        check_strict(aggregation, values["microbatches"], batch, cluster)
+    elif "microbatches" in given:
+        raise ConfigError("--microbatches applies only with --strict_determinism")
     return composition
 
 
@@ -478,14 +494,6 @@ def spare_workers(cluster):
 def given_flags(flag_values=FLAGS):
     """The names of the flags the user set."""
     return {name for name in flag_values if flag_values[name].present}
-
-
-def composed(settings, given):
-    """`settings` with the techniques its flags switch on and the flag values they settle (compose);
-    `given`: the names of the flags the user set. Every task builds its Settings through here."""
-    values = {**settings.mode_options(), "optimizer": settings.optimizer}
-    composition = compose(settings.mode, settings.cluster, values, given)
-    return dataclasses.replace(settings, techniques=composition.names, **composition.settled)
 
 
 def compose(mode, cluster, values, given):

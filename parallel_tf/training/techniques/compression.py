@@ -16,6 +16,7 @@ import dataclasses
 
 from absl import flags
 
+from parallel_tf.cli import validate_by_parsing
 from parallel_tf.compat import tf
 from parallel_tf.graph import codecs
 from parallel_tf.graph.model import LOCAL
@@ -42,6 +43,7 @@ def define_flags(flag_values=flags.FLAGS):
         "topk:K (the K largest, with indices), decoded on the parameter server.",
         flag_values=flag_values,
     )
+    validate_by_parsing("gradient_compression", codecs.parse, flag_values)
     flags.DEFINE_bool(
         "error_feedback",
         True,
@@ -56,7 +58,7 @@ def enabled(values, cluster):
 
 
 def check(values, cluster):
-    codecs.parse(values["gradient_compression"])
+    """Any encoding with any cluster (its flag's validator checks the format)."""
 
 
 def transmit(options, tensors, destinations, device):

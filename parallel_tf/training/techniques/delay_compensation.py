@@ -11,7 +11,6 @@ parameter server received. `compensated_pushes` counts the pushes it corrected, 
 from absl import flags
 
 from parallel_tf.compat import tf
-from parallel_tf.errors import ConfigError
 from parallel_tf.graph.pushes import add_counter, push_counter
 from parallel_tf.training.techniques.rules import Technique
 
@@ -34,6 +33,9 @@ def define_flags(flag_values=flags.FLAGS):
         "async: DC-ASGD's λ (Zheng et al., ICML 2017): push g + λ·g·g·(w − w at the worker's fetch); 0: off.",
         flag_values=flag_values,
     )
+    flags.register_validator(
+        "delay_compensation", lambda scale: scale >= 0, "λ must be 0 (off) or more", flag_values=flag_values
+    )
 
 
 def enabled(values, cluster):
@@ -41,8 +43,7 @@ def enabled(values, cluster):
 
 
 def check(values, cluster):
-    if values["delay_compensation"] < 0:
-        raise ConfigError(f"--delay_compensation={values['delay_compensation']}: λ must be 0 (off) or more")
+    """Any λ >= 0 (its flag's validator) with any cluster."""
 
 
 def push_gradients(options, cluster, task_index, parameters, sums):

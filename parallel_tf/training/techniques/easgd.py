@@ -58,6 +58,12 @@ def define_flags(flag_values=flags.FLAGS):
         "moves it and the centre towards each other by this fraction of their difference. 0: off.",
         flag_values=flag_values,
     )
+    flags.register_validator(
+        "easgd_alpha",
+        lambda alpha: 0 <= alpha <= 0.5,
+        "must be from 0 (off) to 0.5 (a copy and the centre meet)",
+        flag_values=flag_values,
+    )
     flags.DEFINE_integer(
         "easgd_period",
         8,
@@ -72,9 +78,8 @@ def enabled(values, cluster):
 
 
 def check(values, cluster):
+    """Sync only: an α that makes the copies diverge (0 <= α <= 0.5 is its flag's validator's)."""
     alpha, num_workers = values["easgd_alpha"], cluster.num_workers
-    if not 0 <= alpha <= 0.5:
-        raise ConfigError(f"--easgd_alpha={alpha}: must be from 0 (off) to 0.5 (a copy and the centre meet)")
     if values["mode"] == "sync" and alpha >= 2 / (num_workers + 1):
         raise ConfigError(
             f"--easgd_alpha={alpha} with {num_workers} sync workers: each exchange scales the copies' distance to "

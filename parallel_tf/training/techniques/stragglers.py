@@ -5,9 +5,11 @@ timing only, so sync mode trains the same parameters, just slower.
 """
 
 import dataclasses
+import math
 
 from absl import flags
 
+from parallel_tf.cli import validate_by_parsing
 from parallel_tf.errors import ConfigError
 from parallel_tf.training.techniques.rules import Technique
 from parallel_tf.training.train_graph import MODES
@@ -22,6 +24,7 @@ def define_flags(flag_values=flags.FLAGS):
         "Stragglers for studies: I:MS[,I:MS...] makes worker I pause MS milliseconds before each step.",
         flag_values=flag_values,
     )
+    validate_by_parsing("worker_delay_ms", lambda text: delays(text, math.inf), flag_values)
 
 
 def delays(text, num_workers):
@@ -45,6 +48,7 @@ def enabled(values, cluster):
 
 
 def check(values, cluster):
+    """Every worker named is in the cluster (the format is its flag's validator's)."""
     delays(values["worker_delay_ms"], cluster.num_workers)
 
 
