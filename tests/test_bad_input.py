@@ -1,18 +1,22 @@
 """Every user mistake, run as the user would: exit 2, one line naming the problem, no traceback.
 
-Each case is a real process (TensorFlow import included), so they run a few at a time; none
-of them starts a server that stays up."""
+A case is a real process, run a few at a time (none starts a server that stays up), unless a task
+refuses it from its flags alone (FLAGS_ONLY): those are checked in this process, with the flag
+definitions and the settings a task makes before it starts anything, which is all the process would run."""
 
 import concurrent.futures
 import json
 import socket
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+from absl import flags
 from cifar_files import write_cifar10
 from conftest import (
+    RECIPE,
     bench_command,
     cifar_command,
     k8s_command,
@@ -23,7 +27,8 @@ from conftest import (
 )
 from idx_files import write_mnist
 
-pytestmark = pytest.mark.cluster  # every test here starts the real command
+from parallel_tf.errors import ConfigError
+from parallel_tf.training import task_flags
 
 TIMEOUT = 120
 CLUSTER = ["--job_name=worker", "--task_index=0"]
@@ -396,18 +401,69 @@ def cases(tmp):
     }
 
 
-@pytest.fixture(scope="module")
-def outcomes(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("bad_input")
-    table = cases(tmp)
+# A recipe's cases that a task refuses in settings_from_flags, from its flags and the spec they name.
+# "unknown flag" and "batch not divisible by workers" stay real processes: one of each kind of refusal
+# (absl's parser, our check) shows the process's exit code and single line.
+FLAGS_ONLY = {
+    "a straggler's delay that is not a number",
+    "a task's --num_ps without a resolver",
+    "aggregation in async mode",
+    "async flag in sync mode",
+    "backup workers with ordered aggregation",
+    "empty host list",
+    "flag for another mode",
+    "group not dividing the batch",
+    "hierarchical without groups",
+    "host not host:port",
+    "local updates in sync mode",
+    "malformed JSON",
+    "microbatches without strict determinism",
+    "mirror without --download",
+    "missing job name",
+    "more replicas than workers",
+    "negative checkpoint interval",
+    "negative learning rate",
+    "negative steps",
+    "non-numeric flag",
+    "port out of range",
+    "push_every below 1",
+    "same address twice",
+    "slurm resolver outside a Slurm step",
+    "slurm task: groups by host and a group count",
+    "spec without ps",
+    "spec without worker",
+    "strict determinism with the accumulator",
+    "strict microbatches not split evenly over workers",
+    "task index out of range",
+    "tfjob resolver without TF_CONFIG",
+    "the exit code of a mistake for a failure",
+    "two cluster sources",
+    "unknown dataset",
+    "unknown job name",
+    "worker in two groups",
+}
 
+
+@pytest.fixture(scope="module")
+def tmp(tmp_path_factory):
+    return tmp_path_factory.mktemp("bad_input")
+
+
+@pytest.fixture(scope="module")
+def table(tmp):
+    return cases(tmp)
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp, table):
     def run(command):
         # In tmp: the default logdir (runs/...) of a refused run lands there, not in the repository.
         done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp)
         return done.returncode, done.stdout, done.stderr
 
+    processes = {name: case for name, case in table.items() if name not in FLAGS_ONLY}
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-        futures = {name: (pool.submit(run, command), expected) for name, (command, expected) in table.items()}
+        futures = {name: (pool.submit(run, command), expected) for name, (command, expected) in processes.items()}
         return {name: (*future.result(), expected) for name, (future, expected) in futures.items()}
 
 
@@ -416,10 +472,33 @@ def case_names():
         return sorted(cases(Path(tmp)))
 
 
-@pytest.mark.parametrize("case", case_names())
+@pytest.mark.cluster
+@pytest.mark.parametrize("case", sorted(set(case_names()) - FLAGS_ONLY))
 def test_bad_input_exits_2_with_one_line(outcomes, case):
     code, stdout, stderr, expected = outcomes[case]
     lines = [line for line in (stdout + stderr).splitlines() if line.strip()]
     assert code == 2, f"exit {code}; output:\n{stdout}{stderr}"
     assert lines == [lines[0]] and lines[0].startswith("error: "), f"want one error line, got:\n{stdout}{stderr}"
     assert expected in lines[0]
+
+
+@pytest.mark.parametrize("case", sorted(FLAGS_ONLY))
+def test_a_task_refuses_bad_flags_before_it_starts_anything(table, case):
+    command, expected = table[case]
+    assert command[:2] == [sys.executable, RECIPE], "only a recipe's task is checked in this process"
+    refusal = task_refusal(command[2:])
+    assert refusal is not None and "\n" not in refusal, refusal
+    assert expected in refusal
+
+
+def task_refusal(args):
+    """What a task with `args` says before it starts anything, or None: its flags parsed with their
+    definitions (validators included) and its settings made, as task.main does, in fresh FlagValues."""
+    values = flags.FlagValues()
+    task_flags.define_task_flags(["digits", "mnist"], values)
+    try:
+        values(["task", *args])
+        task_flags.settings_from_flags(values)
+    except (flags.Error, ConfigError) as e:
+        return str(e)
+    return None

@@ -101,8 +101,9 @@ def test_the_docs_quote_the_composition_test_s_counts():
 
 
 def test_the_docs_quote_the_bad_input_test_s_case_count():
-    count = len(test_bad_input.case_names())
+    count, in_process = len(test_bad_input.case_names()), len(test_bad_input.FLAGS_ONLY)
     assert f"runs every mistake we know of ({count})" in docs_text()
+    assert f"the {in_process} a task refuses from its flags alone" in docs_text()
 
 
 def docs_text():

@@ -63,29 +63,45 @@ RUN_FLAGS = (
 )
 
 
-def define_task_flags(dataset_names):
+def define_task_flags(dataset_names, flag_values=FLAGS):
     """Every flag of a task; `dataset_names` are the recipe's datasets, the first the default."""
-    define_cluster_flags()
-    define_cluster_spec_flag()
-    define_cluster_shape_flags()
-    define_mode_flag()
-    define_mode_option_flags()
-    define_run_flags()
-    define_logdir_flags()
-    define_data_flags(dataset_names)
+    define_cluster_flags(flag_values)
+    define_cluster_spec_flag(flag_values)
+    define_cluster_shape_flags(flag_values)
+    define_mode_flag(flag_values)
+    define_mode_option_flags(flag_values)
+    define_run_flags(flag_values)
+    define_logdir_flags(flag_values)
+    define_data_flags(dataset_names, flag_values)
 
 
-def define_cluster_flags():
+def define_cluster_flags(flag_values=FLAGS):
     flags.DEFINE_bool(
         "check_flags",
         False,
         "Check this task's flags and cluster, then exit: 0 if it would start, 2 and the one-line error if not. "
         "The launcher runs the chief's command so before it starts any task.",
+        flag_values=flag_values,
     )
-    flags.DEFINE_enum("job_name", None, ["ps", "local_ps", "worker"], "This process's job in the cluster.")
-    flags.DEFINE_integer("task_index", 0, "This process's index within its job; worker 0 is the chief.", lower_bound=0)
-    flags.DEFINE_list("ps_hosts", [], "Comma-separated host:port of the parameter servers (instead of a spec).")
-    flags.DEFINE_list("worker_hosts", [], "Comma-separated host:port of the workers (instead of a spec).")
+    flags.DEFINE_enum(
+        "job_name", None, ["ps", "local_ps", "worker"], "This process's job in the cluster.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "task_index",
+        0,
+        "This process's index within its job; worker 0 is the chief.",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_list(
+        "ps_hosts",
+        [],
+        "Comma-separated host:port of the parameter servers (instead of a spec).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_list(
+        "worker_hosts", [], "Comma-separated host:port of the workers (instead of a spec).", flag_values=flag_values
+    )
     flags.DEFINE_enum(
         "cluster_resolver",
         None,
@@ -93,6 +109,7 @@ def define_cluster_flags():
         "Build the cluster from a cluster manager's environment instead of a spec: slurm reads the srun "
         "step's variables (SLURM_PROCID, SLURM_STEP_NODELIST, ...), the first --num_ps ranks being the ps "
         "tasks; tfjob reads Kubeflow's TF_CONFIG, whose PS tasks after the first --num_ps are the local ps.",
+        flag_values=flag_values,
     )
     flags.DEFINE_integer(
         "failure_exit_code",
@@ -101,6 +118,7 @@ def define_cluster_flags():
         "ExitCode restart policy retries only 128-255; k8s manifests set 138. A mistake always exits 2.",
         lower_bound=1,
         upper_bound=255,
+        flag_values=flag_values,
     )
     flags.DEFINE_integer(
         "port_base",
@@ -108,26 +126,29 @@ def define_cluster_flags():
         "With --cluster_resolver: each task listens on this port plus its index on its node.",
         lower_bound=1,
         upper_bound=65535,
+        flag_values=flag_values,
     )
 
 
-def define_cluster_spec_flag():
+def define_cluster_spec_flag(flag_values=FLAGS):
     flags.DEFINE_string(
         "cluster_spec",
         None,
         'JSON file: {"cluster": {"ps": ["host:port"], "worker": ["host:port", ...]}}; the launcher picks free '
         "ports without one.",
+        flag_values=flag_values,
     )
 
 
-def define_cluster_shape_flags():
+def define_cluster_shape_flags(flag_values=FLAGS):
     """How many tasks of each server job: the launcher starts them; a resolver assigns them ranks."""
-    flags.DEFINE_integer("num_ps", 1, "(Central) parameter server tasks.", lower_bound=1)
+    flags.DEFINE_integer("num_ps", 1, "(Central) parameter server tasks.", lower_bound=1, flag_values=flag_values)
     flags.DEFINE_integer(
         "num_groups",
         2,
         "hierarchical: worker groups, each with a local ps; worker i joins group i mod G.",
         lower_bound=1,
+        flag_values=flag_values,
     )
     flags.DEFINE_enum(
         "groups",
@@ -135,21 +156,34 @@ def define_cluster_shape_flags():
         ["interleaved", "by_host"],
         "hierarchical: interleaved puts worker i in group i mod --num_groups; by_host makes one group per "
         "host (a Slurm node, or a --simulate_hosts host), its local ps and its workers on that host.",
+        flag_values=flag_values,
     )
 
 
-def define_mode_flag():
-    flags.DEFINE_enum("mode", "sync", MODES, "Distributed training mode.")
+def define_mode_flag(flag_values=FLAGS):
+    flags.DEFINE_enum("mode", "sync", MODES, "Distributed training mode.", flag_values=flag_values)
 
 
-def define_logdir_flags():
-    flags.DEFINE_string("logdir", None, "Where the chief writes its outputs; default runs/<recipe>-<mode>-<time>.")
-    flags.DEFINE_bool("fresh", False, "Start over: move an existing --logdir aside (never deleted), not resume it.")
+def define_logdir_flags(flag_values=FLAGS):
+    flags.DEFINE_string(
+        "logdir",
+        None,
+        "Where the chief writes its outputs; default runs/<recipe>-<mode>-<time>.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "fresh",
+        False,
+        "Start over: move an existing --logdir aside (never deleted), not resume it.",
+        flag_values=flag_values,
+    )
 
 
-def define_recipe_flag():
+def define_recipe_flag(flag_values=FLAGS):
     """For the tools that start recipes: the launcher, bench and study."""
-    flags.DEFINE_string("recipe", "mnist", "Recipe name (a file in recipes/) or path to a recipe file.")
+    flags.DEFINE_string(
+        "recipe", "mnist", "Recipe name (a file in recipes/) or path to a recipe file.", flag_values=flag_values
+    )
 
 
 def define_mode_option_flags(flag_values=FLAGS):
@@ -253,18 +287,27 @@ def define_run_flags(flag_values=FLAGS):
     )
 
 
-def define_data_flags(dataset_names):
-    flags.DEFINE_enum("dataset", dataset_names[0], list(dataset_names), "Dataset to train on.")
-    flags.DEFINE_string("data_dir", None, "Directory with the dataset's own files (for datasets read from files).")
-    flags.DEFINE_bool("download", False, "Fetch the dataset's published files into --data_dir first.")
-    flags.DEFINE_string("download_url", None, "Base URL to fetch from instead of the dataset's official one.")
+def define_data_flags(dataset_names, flag_values=FLAGS):
+    flags.DEFINE_enum("dataset", dataset_names[0], list(dataset_names), "Dataset to train on.", flag_values=flag_values)
+    flags.DEFINE_string(
+        "data_dir",
+        None,
+        "Directory with the dataset's own files (for datasets read from files).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "download", False, "Fetch the dataset's published files into --data_dir first.", flag_values=flag_values
+    )
+    flags.DEFINE_string(
+        "download_url", None, "Base URL to fetch from instead of the dataset's official one.", flag_values=flag_values
+    )
 
 
-def check_flag_scopes(mode, names=tuple(FLAG_SCOPES)):
+def check_flag_scopes(mode, names=tuple(FLAG_SCOPES), flag_values=FLAGS):
     """Raises ConfigError for a flag of `names` given for a run of `mode` it does not apply to."""
     for name in names:
         scope = FLAG_SCOPES[name]
-        if name in FLAGS and FLAGS[name].present and mode not in scope:
+        if name in flag_values and flag_values[name].present and mode not in scope:
             if mode == NO_CLUSTER:
                 raise ConfigError(
                     f"--{name} applies only to cluster tasks, and no cluster was given "
@@ -273,22 +316,22 @@ def check_flag_scopes(mode, names=tuple(FLAG_SCOPES)):
             raise not_for_mode(f"--{name}", mode, scope)
 
 
-def check_group_flags(mode, names=("num_groups",)):
+def check_group_flags(mode, names=("num_groups",), flag_values=FLAGS):
     """Raises ConfigError for a flag of `names` (the cluster shape's group flags) given outside hierarchical mode."""
     for name in names:
-        if FLAGS[name].present and mode != cluster_lib.GROUPED_MODE:
+        if flag_values[name].present and mode != cluster_lib.GROUPED_MODE:
             raise ConfigError(f"--{name} applies only to --mode=hierarchical, not {mode}")
 
 
-def check_groups_by_host(hosts_known, source):
+def check_groups_by_host(hosts_known, source, flag_values=FLAGS):
     """--groups=by_host's one rule, wherever a cluster is laid out (Slurm, the launcher, a TFJob): one
     group per host, so `source` must say which tasks share a host (`hosts_known`), and the host count
     is the group count, so --num_groups is refused."""
-    if FLAGS.groups != "by_host":
+    if flag_values.groups != "by_host":
         return
     if not hosts_known:
         raise ConfigError(f"--groups=by_host: {source} does not say which tasks share a host; use --num_groups")
-    if FLAGS["num_groups"].present:
+    if flag_values["num_groups"].present:
         raise ConfigError("--groups=by_host makes one group per host; it does not take --num_groups")
 
 
@@ -296,11 +339,11 @@ def not_for_mode(flag, mode, scope):
     return ConfigError(f"{flag} does not apply to --mode={mode}; it is for --mode={'|'.join(scope)}")
 
 
-def given_task_flags(mode):
+def given_task_flags(mode, flag_values=FLAGS):
     """The run and mode-option flags the user gave, as arguments for a task of `mode` ('single' for the
     one-process reference), leaving out mode options that do not apply to it."""
     names = [*RUN_FLAGS, *(name for name, scope in MODE_OPTION_SCOPES.items() if mode in scope)]
-    return [FLAGS[name].serialize() for name in names if name in FLAGS and FLAGS[name].present]
+    return [flag_values[name].serialize() for name in names if name in flag_values and flag_values[name].present]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -360,52 +403,52 @@ class Settings:
         }
 
 
-def settings_from_flags():
+def settings_from_flags(flag_values=FLAGS):
     """Reads the parsed flags into Settings; raises ConfigError for contradictions."""
-    if FLAGS.download_url and not FLAGS.download:
+    if flag_values.download_url and not flag_values.download:
         raise ConfigError("--download_url only applies with --download")
-    if FLAGS.failure_exit_code == 2:
+    if flag_values.failure_exit_code == 2:
         raise ConfigError("--failure_exit_code=2: 2 means a mistake, which no restart cures; choose another code")
-    cluster, env_job, env_index = _resolve_cluster()
-    mode = FLAGS.mode if cluster else NO_CLUSTER
-    check_flag_scopes(mode)
+    cluster, env_job, env_index = _resolve_cluster(flag_values)
+    mode = flag_values.mode if cluster else NO_CLUSTER
+    check_flag_scopes(mode, flag_values=flag_values)
     job_name, task_index = "worker", 0
     if cluster:
-        job_name = FLAGS.job_name or env_job
-        task_index = FLAGS.task_index if FLAGS["task_index"].present or env_index is None else env_index
+        job_name = flag_values.job_name or env_job
+        task_index = flag_values.task_index if flag_values["task_index"].present or env_index is None else env_index
         if job_name is None:
             raise ConfigError(f"--job_name is required in a cluster: {' or '.join(cluster.jobs)}")
         cluster.check_mode(mode)
         cluster.check_task(job_name, task_index)
     return run_settings(
-        given_flags(),
+        given_flags(flag_values),
         mode=mode,
         job_name=job_name,
         task_index=task_index,
         cluster=cluster,
-        global_batch_size=FLAGS.global_batch_size,
-        train_steps=FLAGS.train_steps,
-        learning_rate=FLAGS.learning_rate,
-        optimizer=FLAGS.optimizer,
-        seed=FLAGS.seed,
-        logdir=FLAGS.logdir,
-        dataset=FLAGS.dataset,
-        data_dir=FLAGS.data_dir,
-        download=FLAGS.download,
-        download_url=FLAGS.download_url,
-        log_every=FLAGS.log_every,
-        checkpoint_every=FLAGS.checkpoint_every,
-        fresh=FLAGS.fresh,
-        startup_timeout=FLAGS.startup_timeout,
-        operation_timeout=FLAGS.operation_timeout,
-        aggregation=FLAGS.aggregation,
-        strict_determinism=FLAGS.strict_determinism,
-        microbatches=FLAGS.microbatches,
-        push_every=FLAGS.push_every,
-        fetch_every=FLAGS.fetch_every,
-        central_every=FLAGS.central_every,
-        options={name: FLAGS[name].value for name in techniques.flag_scopes()},
-        trace_steps=profiling.parse_steps(FLAGS.trace_steps),
+        global_batch_size=flag_values.global_batch_size,
+        train_steps=flag_values.train_steps,
+        learning_rate=flag_values.learning_rate,
+        optimizer=flag_values.optimizer,
+        seed=flag_values.seed,
+        logdir=flag_values.logdir,
+        dataset=flag_values.dataset,
+        data_dir=flag_values.data_dir,
+        download=flag_values.download,
+        download_url=flag_values.download_url,
+        log_every=flag_values.log_every,
+        checkpoint_every=flag_values.checkpoint_every,
+        fresh=flag_values.fresh,
+        startup_timeout=flag_values.startup_timeout,
+        operation_timeout=flag_values.operation_timeout,
+        aggregation=flag_values.aggregation,
+        strict_determinism=flag_values.strict_determinism,
+        microbatches=flag_values.microbatches,
+        push_every=flag_values.push_every,
+        fetch_every=flag_values.fetch_every,
+        central_every=flag_values.central_every,
+        options={name: flag_values[name].value for name in techniques.flag_scopes()},
+        trace_steps=profiling.parse_steps(flag_values.trace_steps),
     )
 
 
@@ -421,29 +464,39 @@ def run_settings(given=frozenset(), **fields):
     return dataclasses.replace(settings, techniques=composition.names, **composition.settled)
 
 
-def _resolve_cluster():
+def _resolve_cluster(flag_values):
     """(cluster or None, job, index) from the one source given: a resolver, a spec, hosts or TF_CONFIG."""
-    if not FLAGS.cluster_resolver:
+    if not flag_values.cluster_resolver:
         for name in ("num_ps", "num_groups", "groups", "port_base"):
-            if FLAGS[name].present:
+            if flag_values[name].present:
                 raise ConfigError(
                     f"--{name} applies only with --cluster_resolver; a spec, hosts or TF_CONFIG name every task"
                 )
-        return cluster_lib.resolve(FLAGS.cluster_spec, FLAGS.ps_hosts, FLAGS.worker_hosts)
+        return cluster_lib.resolve(flag_values.cluster_spec, flag_values.ps_hosts, flag_values.worker_hosts)
     for name in ("cluster_spec", "ps_hosts", "worker_hosts", "job_name", "task_index"):
-        if FLAGS[name].present:
+        if flag_values[name].present:
             raise ConfigError(
-                f"--cluster_resolver={FLAGS.cluster_resolver} decides the cluster and each task's job; drop --{name}"
+                f"--cluster_resolver={flag_values.cluster_resolver} decides the cluster and each task's job; "
+                f"drop --{name}"
             )
-    check_group_flags(FLAGS.mode, ("num_groups", "groups"))
-    check_groups_by_host(FLAGS.cluster_resolver == "slurm", "TF_CONFIG")
-    if FLAGS.cluster_resolver == "tfjob":
-        if FLAGS["port_base"].present:
+    check_group_flags(flag_values.mode, ("num_groups", "groups"), flag_values)
+    check_groups_by_host(flag_values.cluster_resolver == "slurm", "TF_CONFIG", flag_values)
+    if flag_values.cluster_resolver == "tfjob":
+        if flag_values["port_base"].present:
             raise ConfigError("--port_base applies only to --cluster_resolver=slurm; TF_CONFIG names every port")
         if not os.environ.get("TF_CONFIG"):
             raise ConfigError("--cluster_resolver=tfjob: TF_CONFIG is not set; the TFJob operator sets it in each pod")
-        return cluster_lib.from_tfjob_config(os.environ["TF_CONFIG"], FLAGS.mode, FLAGS.num_ps, FLAGS.num_groups)
-    task = slurm.placement(os.environ, FLAGS.mode, FLAGS.num_ps, FLAGS.num_groups, FLAGS.port_base, FLAGS.groups)
+        return cluster_lib.from_tfjob_config(
+            os.environ["TF_CONFIG"], flag_values.mode, flag_values.num_ps, flag_values.num_groups
+        )
+    task = slurm.placement(
+        os.environ,
+        flag_values.mode,
+        flag_values.num_ps,
+        flag_values.num_groups,
+        flag_values.port_base,
+        flag_values.groups,
+    )
     return task.cluster, task.job_name, task.task_index
 
 
