@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 import pytest
+from absl import flags
 from conftest import REPO
 from inprocess import train
 
@@ -19,8 +20,7 @@ from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import Dataset
 from parallel_tf.errors import ConfigError
-from parallel_tf.training import task_flags as flags
-from parallel_tf.training import techniques
+from parallel_tf.training import task_flags, techniques
 from parallel_tf.training.recipe import Recipe
 from parallel_tf.training.techniques import rules
 from parallel_tf.training.train_graph import MODES
@@ -107,14 +107,14 @@ GROUPED = cluster_lib.parse(
 )
 
 
-DEFAULTS = flags.parse_run_args([])  # every run and mode-option flag at its defined default
+DEFAULTS = task_flags.parse_run_args([])  # every run and mode-option flag at its defined default
 
 
 def compose(mode, cluster=TWO_WORKERS, **given):
-    """flags.compose, as a task calls it, on the defaults of `mode`'s options and `given`."""
-    defaults = {name: DEFAULTS[name].value for name, scope in flags.MODE_OPTION_SCOPES.items() if mode in scope}
+    """task_flags.compose, as a task calls it, on the defaults of `mode`'s options and `given`."""
+    defaults = {name: DEFAULTS[name].value for name, scope in task_flags.MODE_OPTION_SCOPES.items() if mode in scope}
     values = {**defaults, "optimizer": DEFAULTS.optimizer, **given}
-    return flags.compose(mode, cluster, values, set(given))
+    return task_flags.compose(mode, cluster, values, set(given))
 
 
 def test_every_technique_has_enabling_flags_and_an_observable():
@@ -127,10 +127,10 @@ def test_a_declaration_says_what_its_module_defines(technique):
     requires and conflicts with exists; what builds the graph calls only hooks of the mode."""
     declared = technique.TECHNIQUE
     assert {hook for hook in rules.HOOKS if inspect.isfunction(getattr(technique, hook, None))} == set(declared.hooks)
-    scratch = flags.flags.FlagValues()
+    scratch = flags.FlagValues()
     technique.define_flags(scratch)
     assert set(scratch) == set(declared.flags)
-    assert set(declared.requires) <= set(flags.MODE_OPTION_SCOPES) | {"optimizer"}
+    assert set(declared.requires) <= set(task_flags.MODE_OPTION_SCOPES) | {"optimizer"}
     assert set(declared.conflicts) <= set(NAMES) - {declared.name}
     assert set(declared.calls) <= set(rules.HOOKS_OF_THE_MODE)
 
@@ -333,7 +333,7 @@ def test_settings_are_checked_as_the_launcher_checks_the_run(fields, given, line
     """run_settings and the tools' check_run_fits are one check (check_run): Settings a command line
     would be refused cannot be made, in a task or a test."""
     with pytest.raises(ConfigError, match=re.escape(line)):
-        flags.run_settings(given, **_settings(**fields))
+        task_flags.run_settings(given, **_settings(**fields))
 
 
 def test_settings_are_made_only_by_run_settings():

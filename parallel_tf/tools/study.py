@@ -46,7 +46,7 @@ CROSS_N_TOLERANCE = 1e-5
 
 def define_study_flags():
     """The study's own flags, and the recipe, run and mode flags it passes on to its runs (each run gets
-    the mode options that apply to its mode: flags.given_task_flags)."""
+    the mode options that apply to its mode: task_flags.given_task_flags)."""
     task_flags.define_recipe_flag()
     task_flags.define_mode_option_flags()
     task_flags.define_run_flags()
