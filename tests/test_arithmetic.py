@@ -315,3 +315,25 @@ def test_a_diverging_run_says_so_once_and_finishes(tmp_path, caplog):
     assert [m["loss"] for m in run["metrics"]][2:] == [float("-inf")] * 4
     warnings = [r.getMessage() for r in caplog.records if "training has diverged" in r.getMessage()]
     assert warnings == ["the loss is -inf at step 3: training has diverged (a smaller --learning_rate may help)"]
+
+
+def test_held_out_evaluation_reads_the_parameters_not_the_workers_copy(tmp_path):
+    """Downpour as above (no local updates), with --eval_every=2: w is 2 after step 2 and 3 after step 4,
+    while the worker's copy is still 0 at step 2. The held-out split is x = {1, 3} again, so eval_loss is
+    ((1 - w)² + (3 - w)²) / 4 at the parameters: 0.5 at step 2 (the copy's loss would be 2.5), then 1.0
+    at steps 4 and 6. Evaluating changes nothing trained: w and the logged losses are as without it."""
+    downpour = {"push_every": 2, "fetch_every": 3, "train_steps": 6, "eval_every": 2}
+    run = train(QUADRATIC, ONE_AND_THREE, tmp_path, "async", num_workers=1, local_updates=False, **downpour)
+    assert w(run) == 3.0
+    assert [m["loss"] for m in run["metrics"]] == [2.5, 2.5, 2.5, 0.5, 0.5, 0.5]
+    held_out = [(m["step"], m["eval_loss"]) for m in run["metrics"] if "eval_loss" in m]
+    assert held_out == [(2, 0.5), (4, 1.0), (6, 1.0)]
+
+
+def test_held_out_evaluation_adds_its_steps_to_the_log(tmp_path):
+    """Sync, w: 0 → 1 → 1.5 → 1.75, logged every 2 steps and evaluated every 3: lines at step 2 (the
+    batch loss before that step, 1.0) and step 3 (0.625, and eval_loss at w = 1.75: 0.53125)."""
+    run = train(QUADRATIC, ONE_AND_THREE, tmp_path, "sync", train_steps=3, log_every=2, eval_every=3)
+    assert w(run) == 1.75
+    lines = [{k: m[k] for k in ("step", "loss", "eval_loss") if k in m} for m in run["metrics"]]
+    assert lines == [{"step": 2, "loss": 1.0}, {"step": 3, "loss": 0.625, "eval_loss": 0.53125}]

@@ -99,6 +99,19 @@ def build_model_on_copies(recipe, dataset, copy_device, collections):
     return build_model(recipe, dataset, custom_getter=compute_on_a_copy), pairs
 
 
+def build_held_out(recipe, dataset):
+    """The model once more, on the held-out split, reading the parameters themselves: the variables the
+    model's get_variable calls made, wherever the mode computes (on copies: async, hierarchical, local
+    SGD, EASGD). Evaluating it reads the parameters and changes nothing a worker trains with."""
+    parameters = {variable.op.name: variable for variable in tf.global_variables()}
+
+    def the_parameter(getter, name, *args, **kwargs):
+        return parameters[name]
+
+    with tf.name_scope("held_out"):
+        return build_model(recipe, dataset, custom_getter=the_parameter)
+
+
 def refresh_copies(pairs):
     """The op that sets every copy to its parameter's current value."""
     return tf.group(*[copy.assign(parameter.read_value()) for parameter, copy in pairs])

@@ -1,7 +1,8 @@
 """What the chief writes in --logdir, and the parameter fingerprint reproducibility is judged by.
 
-metrics.jsonl    one line per logged step: step, loss, examples_per_sec, wall_time, and the mode's counters
-events.*         TensorBoard: loss, examples_per_sec, eval_accuracy, the mode's single-number counters,
+metrics.jsonl    one line per logged step: step, loss, examples_per_sec, wall_time, the mode's counters, and
+                 with --eval_every eval_loss and eval_accuracy (the parameters on the held-out split)
+events.*         TensorBoard: loss, examples_per_sec, eval_accuracy (and eval_loss), the mode's single-number counters,
                  and its *_histogram counters ([[value, count], ...], e.g. async staleness) as histograms
 run.json         what defines the run (recipe, seed, batch, ...): a resume must match it
 model.ckpt-*     checkpoints every --checkpoint_every steps and at the end (see checkpoints.py)

@@ -56,6 +56,7 @@ RUN_FLAGS = (
     "optimizer",
     "seed",
     "log_every",
+    "eval_every",
     "checkpoint_every",
     "startup_timeout",
     "operation_timeout",
@@ -255,6 +256,14 @@ def define_run_flags(flag_values=FLAGS):
         "log_every", 50, "Log loss and throughput every this many steps.", lower_bound=1, flag_values=flag_values
     )
     flags.DEFINE_integer(
+        "eval_every",
+        0,
+        "The chief evaluates the parameters on the held-out split every this many steps (and after the last), "
+        "logging eval_loss and eval_accuracy with that step's metrics. 0: only at the end.",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
         "checkpoint_every",
         100,
         "The chief checkpoints every this many steps (and at the end); rerunning the command resumes "
@@ -365,6 +374,7 @@ class Settings:
     download: bool = False
     download_url: str = None
     log_every: int = 50
+    eval_every: int = 0
     startup_timeout: float = 60.0
     checkpoint_every: int = 100
     fresh: bool = False
@@ -437,6 +447,7 @@ def settings_from_flags(flag_values=FLAGS):
         download=flag_values.download,
         download_url=flag_values.download_url,
         log_every=flag_values.log_every,
+        eval_every=flag_values.eval_every,
         checkpoint_every=flag_values.checkpoint_every,
         fresh=flag_values.fresh,
         startup_timeout=flag_values.startup_timeout,

@@ -18,7 +18,7 @@ from parallel_tf.data.sharding import GlobalBatchSharder
 from parallel_tf.errors import chief_did_not_initialise
 from parallel_tf.graph import devices
 from parallel_tf.graph.barrier import gather_at_chief, signal_done
-from parallel_tf.graph.model import seed_everything
+from parallel_tf.graph.model import build_held_out, seed_everything
 from parallel_tf.training import logdir, outputs, profiling, traffic
 from parallel_tf.training.checkpoints import Checkpoints
 from parallel_tf.training.modes import builder
@@ -46,6 +46,10 @@ class Trainer:
         with self.graph.as_default():
             seed_everything(settings.seed)
             self.train_graph = builder(settings.mode)(recipe, dataset, settings, cluster, task_index)
+            self.held_out = None  # built only when asked: the default graph stays what it was
+            if settings.is_chief and settings.eval_every:
+                with tf.device(devices.worker_device(0, settings.num_gpus) if cluster else None):
+                    self.held_out = build_held_out(recipe, dataset)
             self._all_trained = self._done = self.checkpoints = None
             if cluster:
                 if self.train_graph.chief_waits_for_all:
@@ -173,26 +177,40 @@ class Trainer:
                 self.traffic.count(fetches)
             done = train_graph.next_step(step, result)
             interval_steps += done - step
-            if writer and (_reached(step, done, settings.log_every) or done == settings.train_steps):
+            last = done == settings.train_steps
+            evaluating = self.held_out is not None and (_reached(step, done, settings.eval_every) or last)
+            if writer and (evaluating or _reached(step, done, settings.log_every) or last):
                 now = time.time()
                 rate = interval_steps * settings.global_batch_size / max(now - interval_start, 1e-9)
-                self._log(writer, sess, done, _batch_loss(result), rate, self.traffic.per_step(interval_steps))
+                held_out = self._evaluate(sess) if evaluating else {}
+                self._log(
+                    writer, sess, done, _batch_loss(result), rate, self.traffic.per_step(interval_steps), held_out
+                )
                 interval_start, interval_steps = now, 0
             if self.checkpoints and _reached(step, done, self.checkpoints.every) and done < settings.train_steps:
                 self.checkpoints.save(sess, done)
             step = done
         return time.time() - started
 
-    def _log(self, writer, sess, step, loss, rate, bytes_per_step):
+    def _evaluate(self, sess):
+        """The held-out loss and accuracy of the parameters as they are now (--eval_every)."""
+        model, dataset = self.held_out, self.dataset
+        loss, accuracy = sess.run(
+            [model.loss, model.accuracy], {model.features: dataset.eval_x, model.labels: dataset.eval_y}
+        )
+        return {"eval_loss": float(loss), "eval_accuracy": float(accuracy)}
+
+    def _log(self, writer, sess, step, loss, rate, bytes_per_step, held_out):
         counts = self._read_counters(sess)
-        writer.log_step(step, loss, rate, **bytes_per_step, **counts)
+        writer.log_step(step, loss, rate, **bytes_per_step, **held_out, **counts)
         logging.info(
             "step %d/%d  loss %.6f  %.0f examples/sec%s",
             step,
             self.settings.train_steps,
             loss,
             rate,
-            "".join(f"  {name} {value}" for name, value in counts.items()),
+            "".join(f"  {name} {value:.6g}" for name, value in held_out.items())
+            + "".join(f"  {name} {value}" for name, value in counts.items()),
         )
         if not math.isfinite(loss) and not self._diverged:
             self._diverged = True  # said once; the run goes on, as asked, and its summary shows it
