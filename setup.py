@@ -14,7 +14,8 @@ setup(
     packages=find_packages(include=["parallel_tf", "parallel_tf.*"]),
     python_requires=">=3.10",
     # tensorboard: the chief writes summaries, and tensorflow-cpu (unlike tensorflow) does not bring it.
-    install_requires=["numpy", "absl-py", "scikit-learn", "matplotlib", "tensorboard"],
+    # scipy: the study's intervals (scikit-learn depends on it too).
+    install_requires=["numpy", "absl-py", "scikit-learn", "scipy", "matplotlib", "tensorboard"],
     extras_require={
         "cpu": [f"tensorflow-cpu{TENSORFLOW}"],
         "gpu": [f"tensorflow{TENSORFLOW}"],

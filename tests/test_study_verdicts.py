@@ -1,5 +1,10 @@
-"""The study's verdict lines, from verdicts worked out by hand (no runs)."""
+"""The study's verdict lines and held-out comparisons, from runs worked out by hand (no runs: their
+metrics and parameters written as a run leaves them)."""
 
+import json
+import math
+
+import numpy as np
 import pytest
 
 from parallel_tf.tools import study
@@ -8,6 +13,8 @@ from parallel_tf.tools import study
 def lines_for(verdict):
     report = study.Study.__new__(study.Study)  # only verdict_lines, on given verdicts
     report.verdicts = lambda: {"sync": verdict}
+    report.comparisons = lambda: []
+    report.target = ""
     return report.verdict_lines()
 
 
@@ -33,3 +40,75 @@ def test_runs_that_differ_across_n_are_judged_against_sync_s_promised_tolerance(
 
 def test_bitwise_runs_need_no_tolerance():
     assert lines_for(verdict(True, 0.0, 0.0)) == ["sync: repeats identical: yes", "sync: identical across N: yes"]
+
+
+def fake_run(tmp_path, name, evaluations):
+    """A finished run's logdir and summary: `evaluations` are (step, seconds, eval_loss, eval_accuracy)."""
+    logdir = tmp_path / name
+    logdir.mkdir()
+    lines = [
+        {"step": step, "loss": loss, "wall_time": 1000.0 + seconds, "eval_loss": loss, "eval_accuracy": accuracy}
+        for step, seconds, loss, accuracy in evaluations
+    ]
+    (logdir / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    np.savez(logdir / "params.npz", w=np.array([evaluations[-1][2]]))
+    _, _, loss, accuracy = evaluations[-1]
+    summary = {"params_sha256": name, "final_loss": loss, "eval_accuracy": accuracy, "examples_per_sec": 1.0}
+    return str(logdir), summary
+
+
+@pytest.fixture
+def no_plots(monkeypatch):
+    """The report without its pictures, which are redrawn after every run (a second each)."""
+    monkeypatch.setattr(study, "plot_loss_curves", lambda rows, path: None)
+    monkeypatch.setattr(study.held_out, "plot_bands", lambda rows, path: None)
+
+
+def test_variants_are_compared_with_the_first_on_held_out_loss_and_time_to_target(tmp_path, no_plots):
+    """Three repeats each. Final held-out losses: async {1, 2, 3}, staleness-aware {4, 5, 6}: +3, and
+    Welch's 95% interval 3 ± t(4 d.f.) · √(1/3 + 1/3) = 3 ± 2.267, so worse; 3 repeats suffice. Accuracy
+    0.9 is first reached at step 100 after {10, 20, 30} s and {40, 50, 60} s: +30 ± 22.67 s, worse."""
+    report = study.Study(str(tmp_path), "mnist.py", target_accuracy=0.9)
+    report.add("reference", 1, 1, *fake_run(tmp_path, "reference", [(50, 0, 2.0, 0.5), (100, 5, 1.0, 0.95)]))
+    for variant, losses, seconds in [
+        ("async", (1, 2, 3), (10, 20, 30)),
+        ("async --staleness_aware", (4, 5, 6), (40, 50, 60)),
+    ]:
+        for repeat, (loss, reached) in enumerate(zip(losses, seconds, strict=True), 1):
+            evaluations = [(50, 0, 9.0, 0.5), (100, reached, loss, 0.95)]
+            report.add(variant, 2, repeat, *fake_run(tmp_path, f"{variant[-5:]}{repeat}", evaluations))
+    (compared,) = report.comparisons()
+    half = 2.7764451051977934 * math.sqrt(2 / 3)
+    loss = compared["final_eval_loss"]["difference"]
+    assert (loss["mean"], loss["verdict"], loss["repeats_needed"]) == (3.0, "worse", 3)
+    assert (loss["low"], loss["high"]) == pytest.approx((3 - half, 3 + half))
+    seconds = compared["seconds_to_target"]["difference"]
+    assert (seconds["mean"], seconds["verdict"]) == (30.0, "worse")
+    assert (seconds["low"], seconds["high"]) == pytest.approx((30 - 10 * half, 30 + 10 * half))
+    assert report.verdict_lines()[-1] == (
+        "async --staleness_aware (N=2) against async: final held-out loss +3 [+0.733, +5.27], worse; "
+        "seconds to accuracy 0.9: +30 [+7.33, +52.7], worse"
+    )
+    markdown = (tmp_path / "report.md").read_text()
+    assert "| `async --staleness_aware` | 2 | 3 | 5 (4–6) | +3 [+0.733, +5.27] | worse | 3 | 50 (40–60) |" in markdown
+
+
+def test_the_held_out_bands_are_drawn(tmp_path):
+    rows = [
+        {"variant": variant, "workers": 2, "held_out": [(50, 0.0, loss, 0.5), (100, 1.0, loss / 2, 0.9)]}
+        for variant, loss in [("async", 1.0), ("async", 1.2), ("async --staleness_aware", 2.0)]
+    ]
+    study.held_out.plot_bands(rows, str(tmp_path / "held_out.png"))
+    assert (tmp_path / "held_out.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_run_that_never_reached_the_target_is_counted_not_compared(tmp_path, no_plots):
+    report = study.Study(str(tmp_path), "mnist.py", target_accuracy=0.99)
+    report.add("reference", 1, 1, *fake_run(tmp_path, "reference", [(50, 1, 1.0, 0.995)]))
+    for variant, accuracy in [("sync", 0.995), ("async", 0.9)]:
+        for repeat in (1, 2):
+            report.add(variant, 2, repeat, *fake_run(tmp_path, f"{variant}{repeat}", [(50, repeat, 1.0, accuracy)]))
+    (compared,) = report.comparisons()
+    assert "difference" not in compared["seconds_to_target"]
+    assert compared["seconds_to_target"]["variant"] == {"known": 0, "of": 2}
+    assert report.verdict_lines()[-1].endswith("seconds to accuracy 0.99: not compared (reached by 0 of 2)")

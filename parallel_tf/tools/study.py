@@ -33,7 +33,7 @@ from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
 from parallel_tf.files import write_atomically
 from parallel_tf.launch.launcher import resolve_recipe
-from parallel_tf.tools import runs
+from parallel_tf.tools import held_out, runs
 from parallel_tf.training import task_flags
 from parallel_tf.training.logdir import prepare_logdir
 from parallel_tf.training.train_graph import MODES
@@ -50,7 +50,12 @@ def define_study_flags():
     task_flags.define_recipe_flag()
     task_flags.define_mode_option_flags()
     task_flags.define_run_flags()
-    flags.DEFINE_list("workers", ["1", "2", "4"], "Worker counts, comma-separated.")
+    flags.DEFINE_list(
+        "workers",
+        None,
+        "Worker counts, comma-separated. Default: 1,2,4 for --modes (is a mode the same at every worker "
+        "count?), 4 for --variants (techniques compared where they differ).",
+    )
     flags.DEFINE_string("out", None, "Directory for the report and the runs; default runs/study-<time>.")
     flags.DEFINE_integer("repeats", 2, "Runs of each mode and worker count.", lower_bound=1)
     flags.DEFINE_list("modes", ["sync"], f"Modes to study, comma-separated, from {', '.join(MODES)}.")
@@ -58,7 +63,17 @@ def define_study_flags():
         "variants",
         None,
         'Instead of --modes: variants to compare, separated by ";", each a mode and its own flags, e.g. '
-        '"async;async --staleness_aware;async --delay_compensation=0.5".',
+        '"async;async --staleness_aware;async --delay_compensation=0.5". The first is the baseline.',
+    )
+    flags.DEFINE_float(
+        "target_accuracy",
+        None,
+        "Report the seconds each run took to reach this held-out accuracy, and compare them.",
+        lower_bound=0.0,
+        upper_bound=1.0,
+    )
+    flags.DEFINE_float(
+        "target_loss", None, "Report the seconds each run took to get down to this held-out loss.", lower_bound=0.0
     )
 
 
@@ -66,7 +81,7 @@ def main(argv):
     recipe_flags = [arg for arg in argv[1:] if arg != "--"]
     try:
         recipe = resolve_recipe(FLAGS.recipe)
-        worker_counts = positive_ints("workers", FLAGS.workers)
+        worker_counts = positive_ints("workers", FLAGS.workers or (["4"] if FLAGS.variants else ["1", "2", "4"]))
         variants = _variants(FLAGS.variants) if FLAGS.variants else [(mode, mode, []) for mode in _modes(FLAGS.modes)]
         plan = _plan(recipe, variants, worker_counts)
         _check_runs_fit(plan)
@@ -75,7 +90,7 @@ def main(argv):
     except ConfigError as e:
         exit_config_error(str(e))
     os.makedirs(os.path.join(out, "runs"), exist_ok=True)
-    study = Study(out, recipe)
+    study = Study(out, recipe, FLAGS.target_accuracy, FLAGS.target_loss)
     for index, (variant, _, n, repeat, command, given) in enumerate(plan, 1):
         name = "reference" if variant == "reference" else f"{_slug(variant)}-{n}w-r{repeat}"
         logdir = os.path.join(out, "runs", name)
@@ -100,7 +115,9 @@ def main(argv):
 
 
 def _plan(recipe, variants, worker_counts):
-    """(variant, mode, N, repeat, command, task flags) of every run: the reference first, then the clusters."""
+    """(variant, mode, N, repeat, command, task flags) of every run: the reference first, then the clusters.
+    Every run evaluates on held-out data, every --log_every steps unless --eval_every says otherwise."""
+    evaluating = [] if FLAGS["eval_every"].present else [f"--eval_every={FLAGS.log_every}"]
     plan = [
         (
             "reference",
@@ -108,11 +125,11 @@ def _plan(recipe, variants, worker_counts):
             1,
             1,
             runs.single_process_command(recipe),
-            task_flags.given_task_flags(task_flags.NO_CLUSTER),
+            [*task_flags.given_task_flags(task_flags.NO_CLUSTER), *evaluating],
         )
     ]
     for variant, mode, variant_flags in variants:
-        given = [*task_flags.given_task_flags(mode), *variant_flags]
+        given = [*task_flags.given_task_flags(mode), *evaluating, *variant_flags]
         for n in worker_counts:
             command = runs.cluster_command(recipe, mode, n, *_launcher_flags(mode, n))
             plan += [(variant, mode, n, repeat, command, given) for repeat in range(1, FLAGS.repeats + 1)]
@@ -196,9 +213,13 @@ def _launcher_flags(mode, num_workers):
 class Study:
     """The runs so far, and the report files, rewritten after each run."""
 
-    def __init__(self, out, recipe):
+    def __init__(self, out, recipe, target_accuracy=None, target_loss=None):
         self.out = out
         self.recipe = recipe
+        self.targets = {"target_accuracy": target_accuracy, "target_loss": target_loss}
+        self.target = " and ".join(
+            f"{what} {value:g}" for what, value in (("accuracy", target_accuracy), ("loss", target_loss)) if value
+        )
         self.reference = None
         self.rows = []
 
@@ -214,6 +235,7 @@ class Study:
             "examples_per_sec": summary["examples_per_sec"],
             "logdir": logdir,
             "losses": [(m["step"], m["loss"]) for m in metrics],
+            "held_out": held_out.evaluations(metrics),
             "seconds": [m["wall_time"] - metrics[0]["wall_time"] for m in metrics],
             "bytes_sent_per_step": summary.get("bytes_sent_per_step", 0),
             "megabytes_sent": _cumulative_megabytes(metrics),
@@ -266,13 +288,27 @@ class Study:
                     f"final loss spread {v['final_loss_rel_spread_across_workers']:.3g} relative)"
                 )
             lines.append(across)
-        return lines
+        return lines + held_out.verdict_lines(self.comparisons(), self.target)
+
+    def comparisons(self):
+        """Each variant against the first at the same worker count, on held-out data (held_out.compare)."""
+        if not self.rows or not all(row["held_out"] for row in self.rows):
+            return []
+        return held_out.compare(self.rows, **self.targets)
 
     def _write(self):
-        report = {"recipe": self.recipe, "reference": self.reference, "runs": self.rows, "verdicts": self.verdicts()}
+        report = {
+            "recipe": self.recipe,
+            "reference": self.reference,
+            "runs": self.rows,
+            "verdicts": self.verdicts(),
+            "comparisons": self.comparisons(),
+        }
         write_atomically(os.path.join(self.out, "report.json"), json.dumps(report, indent=2) + "\n")
         write_atomically(os.path.join(self.out, "report.md"), self._markdown())
         plot_loss_curves([self.reference, *self.rows], os.path.join(self.out, "loss_curves.png"))
+        if self.reference["held_out"] and all(row["held_out"] for row in self.rows):
+            held_out.plot_bands([self.reference, *self.rows], os.path.join(self.out, "held_out.png"))
 
     def _markdown(self):
         lines = [
@@ -291,6 +327,7 @@ class Study:
                 f"| {_or_dash(row['mean_staleness'], '.2f')} "
                 f"| {_or_dash(row['max_staleness'], 'd')} |"
             )
+        lines += held_out.markdown(self.comparisons(), self.target)
         lines += ["", *[f"- {line}" for line in self.verdict_lines()], ""]
         return "\n".join(lines)
 
