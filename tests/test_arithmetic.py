@@ -11,10 +11,12 @@ Every value below is exact in float32.
 import threading
 import time
 
+import numpy as np
 import pytest
 from inprocess import half_mean_square, joined_workers, linear, scalar_dataset, scalar_recipe, slope, train
 
 from parallel_tf.compat import tf
+from parallel_tf.tools import drift
 from parallel_tf.training.techniques import easgd
 
 pytestmark = pytest.mark.inprocess
@@ -337,3 +339,14 @@ def test_held_out_evaluation_adds_its_steps_to_the_log(tmp_path):
     assert w(run) == 1.75
     lines = [{k: m[k] for k in ("step", "loss", "eval_loss") if k in m} for m in run["metrics"]]
     assert lines == [{"step": 2, "loss": 1.0}, {"step": 3, "loss": 0.625, "eval_loss": 0.53125}]
+
+
+def test_snapshots_hold_the_parameters_of_each_step_and_a_one_worker_cluster_never_drifts(tmp_path):
+    """--snapshot_every=1 on the sync example: w is 1, 1.5 and 1.75 after steps 1, 2 and 3, in the
+    cluster and in the one process alike, so the drift between them is 0 at every step."""
+    cluster = train(QUADRATIC, ONE_AND_THREE, tmp_path / "cluster", "sync", num_workers=1, snapshot_every=1)
+    single = train(QUADRATIC, ONE_AND_THREE, tmp_path / "single", "single", snapshot_every=1)
+    for run, logdir in ((cluster, tmp_path / "cluster"), (single, tmp_path / "single")):
+        snapshots = [np.load(logdir / "params_at" / f"{step}.npz")["model/w:0"][0] for step in (1, 2, 3)]
+        assert snapshots == [1.0, 1.5, 1.75] and w(run) == 1.75
+    assert drift.distances(str(tmp_path / "cluster"), str(tmp_path / "single")) == [(1, 0.0), (2, 0.0), (3, 0.0)]

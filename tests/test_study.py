@@ -38,6 +38,13 @@ def test_ordered_sync_repeats_bitwise_on_two_workers(procs, tmp_path):
     assert report["reference"]["bytes_sent_per_step"] == 0
     megabytes = report["runs"][0]["megabytes_sent"]
     assert megabytes == sorted(megabytes) and megabytes[-1] > 0
+    # Held out and drift, every --log_every (5) steps: both repeats the same, within sync's promise of the reference.
+    held_out = [[(step, loss, accuracy) for step, _, loss, accuracy in row["held_out"]] for row in report["runs"]]
+    assert [step for step, _, _ in held_out[0]] == [5, 10, 15, 20] and held_out[0] == held_out[1]
+    assert [step for step, _ in report["runs"][0]["distances"]] == [5, 10, 15, 20]
+    assert report["runs"][0]["distances"] == report["runs"][1]["distances"]
+    assert all(difference <= 1e-5 for _, difference in report["runs"][0]["distances"])
+    assert (out / "drift.png").read_bytes()[:4] == (out / "held_out.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_study_refuses_an_out_dir_holding_a_report(procs, tmp_path):

@@ -112,3 +112,18 @@ def test_a_run_that_never_reached_the_target_is_counted_not_compared(tmp_path, n
     assert "difference" not in compared["seconds_to_target"]
     assert compared["seconds_to_target"]["variant"] == {"known": 0, "of": 2}
     assert report.verdict_lines()[-1].endswith("seconds to accuracy 0.99: not compared (reached by 0 of 2)")
+
+
+def test_the_drift_from_the_reference_is_drawn_with_bitwise_runs_on_their_own_line(tmp_path):
+    for n, w in [(1, 1.0), (2, 1.0), (3, 1.5)]:  # params_at/<step>.npz as a run with --snapshot_every=50 leaves them
+        (tmp_path / f"n{n}" / "params_at").mkdir(parents=True)
+        for step in (50, 100):
+            np.savez(tmp_path / f"n{n}" / "params_at" / f"{step}.npz", w=np.array([w * step]))
+    rows = [
+        {"variant": "sync", "workers": n, "logdir": str(tmp_path / f"n{n}"), "distances": [(50, d), (100, d)]}
+        for n, d in [(1, 0.0), (2, 1e-7), (3, 2e-6)]
+    ]
+    assert study.drift.distances(rows[2]["logdir"], rows[0]["logdir"]) == [(50, 25.0), (100, 50.0)]
+    assert study.drift.distances(rows[1]["logdir"], rows[0]["logdir"]) == [(50, 0.0), (100, 0.0)]
+    study.drift.plot(rows, str(tmp_path / "drift.png"))
+    assert (tmp_path / "drift.png").read_bytes()[:4] == b"\x89PNG"

@@ -101,11 +101,8 @@ def _cells(summary, with_repeats):
     difference = summary.get("difference")
     if difference is None:
         cells = [value, "—", "not compared (a run did not reach it)"]
-    elif np.isnan(difference["low"]):
-        cells = [value, f"{difference['mean']:+.3g}", difference["verdict"]]
     else:
-        span = f"{difference['mean']:+.3g} [{difference['low']:+.3g}, {difference['high']:+.3g}]"
-        cells = [value, span, difference["verdict"]]
+        cells = [value, _span(difference), difference["verdict"]]
     if with_repeats:
         needed = difference and difference["repeats_needed"]
         cells.append(
@@ -130,9 +127,14 @@ def _word(summary):
     difference = summary.get("difference")
     if difference is None:
         return f"not compared (reached by {summary['variant']['known']} of {summary['variant']['of']})"
+    return f"{_span(difference)}, {difference['verdict']}"
+
+
+def _span(difference):
+    """'+3 [+0.733, +5.27]': the difference and its interval, or the difference alone (one repeat)."""
     if np.isnan(difference["low"]):
-        return f"{difference['mean']:+.3g}, {difference['verdict']}"
-    return f"{difference['mean']:+.3g} [{difference['low']:+.3g}, {difference['high']:+.3g}], {difference['verdict']}"
+        return f"{difference['mean']:+.3g}"
+    return f"{difference['mean']:+.3g} [{difference['low']:+.3g}, {difference['high']:+.3g}]"
 
 
 def plot_bands(rows, path):

@@ -33,7 +33,7 @@ from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
 from parallel_tf.files import write_atomically
 from parallel_tf.launch.launcher import resolve_recipe
-from parallel_tf.tools import held_out, runs
+from parallel_tf.tools import drift, held_out, runs
 from parallel_tf.training import task_flags
 from parallel_tf.training.logdir import prepare_logdir
 from parallel_tf.training.train_graph import MODES
@@ -116,8 +116,12 @@ def main(argv):
 
 def _plan(recipe, variants, worker_counts):
     """(variant, mode, N, repeat, command, task flags) of every run: the reference first, then the clusters.
-    Every run evaluates on held-out data, every --log_every steps unless --eval_every says otherwise."""
-    evaluating = [] if FLAGS["eval_every"].present else [f"--eval_every={FLAGS.log_every}"]
+    Every run evaluates on held-out data, every --log_every steps unless --eval_every says otherwise; in a
+    study of --modes it also saves its parameters as often, for the drift from the reference."""
+    interval = FLAGS.eval_every if FLAGS["eval_every"].present else FLAGS.log_every
+    evaluating = [] if FLAGS["eval_every"].present else [f"--eval_every={interval}"]
+    if not FLAGS.variants and not FLAGS["snapshot_every"].present:
+        evaluating.append(f"--snapshot_every={interval}")
     plan = [
         (
             "reference",
@@ -245,6 +249,7 @@ class Study:
             self.reference = row
         else:
             row["max_abs_param_diff_vs_reference"] = runs.max_param_difference(logdir, self.reference["logdir"])
+            row["distances"] = drift.distances(logdir, self.reference["logdir"])
             self.rows.append(row)
         self._write()
         return row
@@ -309,6 +314,8 @@ class Study:
         plot_loss_curves([self.reference, *self.rows], os.path.join(self.out, "loss_curves.png"))
         if self.reference["held_out"] and all(row["held_out"] for row in self.rows):
             held_out.plot_bands([self.reference, *self.rows], os.path.join(self.out, "held_out.png"))
+        if any(row["distances"] for row in self.rows):
+            drift.plot(self.rows, os.path.join(self.out, "drift.png"))
 
     def _markdown(self):
         lines = [

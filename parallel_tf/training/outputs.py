@@ -7,6 +7,7 @@ events.*         TensorBoard: loss, examples_per_sec, eval_accuracy (and eval_lo
 run.json         what defines the run (recipe, seed, batch, ...): a resume must match it
 model.ckpt-*     checkpoints every --checkpoint_every steps and at the end (see checkpoints.py)
 params.npz       final trainable parameters by name, for comparing runs
+params_at/       with --snapshot_every, the parameters at those steps (<step>.npz), as params.npz
 summary.json     the run's settings and results, params_sha256 among them
 """
 
@@ -27,6 +28,9 @@ def params_sha256(named_params):
     for name in sorted(named_params):
         digest.update(np.ascontiguousarray(named_params[name]).tobytes())
     return digest.hexdigest()
+
+
+SNAPSHOTS = "params_at"
 
 
 class RunWriter:
@@ -74,6 +78,13 @@ class RunWriter:
         summary = tf.Summary(value=[tf.Summary.Value(tag=tag, simple_value=v) for tag, v in values.items()])
         self._events.add_summary(summary, step)
         self._events.flush()
+
+    def snapshot(self, step, named_params):
+        """params_at/<step>.npz: the parameters as they are at `step` (--snapshot_every)."""
+        directory = os.path.join(self.logdir, SNAPSHOTS)
+        os.makedirs(directory, exist_ok=True)
+        np.savez(os.path.join(directory, f"{step}.tmp.npz"), **named_params)
+        os.replace(os.path.join(directory, f"{step}.tmp.npz"), os.path.join(directory, f"{step}.npz"))
 
     def finish(self, summary, named_params):
         """Writes params.npz and summary.json (last, so its presence means the run completed)."""

@@ -57,6 +57,7 @@ RUN_FLAGS = (
     "seed",
     "log_every",
     "eval_every",
+    "snapshot_every",
     "checkpoint_every",
     "startup_timeout",
     "operation_timeout",
@@ -264,6 +265,14 @@ def define_run_flags(flag_values=FLAGS):
         flag_values=flag_values,
     )
     flags.DEFINE_integer(
+        "snapshot_every",
+        0,
+        "The chief also saves the parameters every this many steps (params_at/<step>.npz), to follow how "
+        "far runs drift apart as they train. 0: only params.npz, at the end.",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
         "checkpoint_every",
         100,
         "The chief checkpoints every this many steps (and at the end); rerunning the command resumes "
@@ -375,6 +384,7 @@ class Settings:
     download_url: str = None
     log_every: int = 50
     eval_every: int = 0
+    snapshot_every: int = 0
     startup_timeout: float = 60.0
     checkpoint_every: int = 100
     fresh: bool = False
@@ -448,6 +458,7 @@ def settings_from_flags(flag_values=FLAGS):
         download_url=flag_values.download_url,
         log_every=flag_values.log_every,
         eval_every=flag_values.eval_every,
+        snapshot_every=flag_values.snapshot_every,
         checkpoint_every=flag_values.checkpoint_every,
         fresh=flag_values.fresh,
         startup_timeout=flag_values.startup_timeout,

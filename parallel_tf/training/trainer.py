@@ -187,6 +187,8 @@ class Trainer:
                     writer, sess, done, _batch_loss(result), rate, self.traffic.per_step(interval_steps), held_out
                 )
                 interval_start, interval_steps = now, 0
+            if writer and settings.snapshot_every and _reached(step, done, settings.snapshot_every):
+                writer.snapshot(done, _named_params(sess))
             if self.checkpoints and _reached(step, done, self.checkpoints.every) and done < settings.train_steps:
                 self.checkpoints.save(sess, done)
             step = done
