@@ -245,6 +245,14 @@ def cases(tmp):
             "--strict_determinism is a sync-mode option: use it with --modes=sync",
         ),
         "study: unknown mode": (study_command("--modes=sync,fast"), "--modes: fast: choose from sync, async"),
+        "study: seeds and repeats": (
+            study_command("--seeds=0,1", "--repeats=3"),
+            "--seeds and --repeats: give one (--seeds runs one repeat per seed)",
+        ),
+        "study: a seed that is not a number": (
+            study_command("--seeds=0,x"),
+            "--seeds=0,x: expected distinct whole numbers, e.g. 0,1,2,3,4",
+        ),
         "launcher: a task flag no one defines": (launcher_command("--stepz=5"), "Unknown command line flag 'stepz'"),
         "launcher: a value the recipe's own flag refuses": (
             launcher_command("--model=rnn"),

@@ -127,3 +127,17 @@ def test_the_drift_from_the_reference_is_drawn_with_bitwise_runs_on_their_own_li
     assert study.drift.distances(rows[1]["logdir"], rows[0]["logdir"]) == [(50, 0.0), (100, 0.0)]
     study.drift.plot(rows, str(tmp_path / "drift.png"))
     assert (tmp_path / "drift.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_with_seeds_each_run_is_compared_with_the_reference_of_its_seed(tmp_path, no_plots):
+    """--seeds: sync runs of seed 0 and 1, each bitwise its seed's reference (w = 1.0 and 2.0 at the end),
+    so both are at distance 0 from it; their repeats differ by seed, so 'repeats identical' is not measured."""
+    report = study.Study(str(tmp_path), "mnist.py")
+    for seed, w in [(0, 1.0), (1, 2.0)]:
+        report.add("reference", 1, 1, *fake_run(tmp_path, f"reference-s{seed}", [(50, 0, w, 0.9)]), seed=seed)
+    for repeat, (seed, w) in enumerate([(0, 1.0), (1, 2.0)], 1):
+        report.add("sync", 2, repeat, *fake_run(tmp_path, f"sync-s{seed}", [(50, 0, w, 0.9)]), seed=seed)
+    assert [row["max_abs_param_diff_vs_reference"] for row in report.rows] == [0.0, 0.0]
+    assert report.verdicts()["sync"]["repeats_identical"] is None
+    markdown = (tmp_path / "report.md").read_text()
+    assert "| sync | 2 | seed 1 | `sync-s1` |" in markdown and "| reference | 1 | seed 1 | `reference-s1` |" in markdown

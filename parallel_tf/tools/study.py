@@ -21,6 +21,7 @@ Mode options (--strict_determinism, --push_every, ...) go to the runs of their m
 apply to every mode studied; run flags and flags it does not know go to every run.
 """
 
+import dataclasses
 import json
 import os
 import sys
@@ -58,6 +59,12 @@ def define_study_flags():
     )
     flags.DEFINE_string("out", None, "Directory for the report and the runs; default runs/study-<time>.")
     flags.DEFINE_integer("repeats", 2, "Runs of each mode and worker count.", lower_bound=1)
+    flags.DEFINE_list(
+        "seeds",
+        None,
+        "Instead of --repeats: one repeat per seed, e.g. 0,1,2,3,4, so that runs which repeat bitwise (sync) "
+        "vary as training does from seed to seed; each seed gets a one-process reference of its own.",
+    )
     flags.DEFINE_list("modes", ["sync"], f"Modes to study, comma-separated, from {', '.join(MODES)}.")
     flags.DEFINE_string(
         "variants",
@@ -83,7 +90,7 @@ def main(argv):
         recipe = resolve_recipe(FLAGS.recipe)
         worker_counts = positive_ints("workers", FLAGS.workers or (["4"] if FLAGS.variants else ["1", "2", "4"]))
         variants = _variants(FLAGS.variants) if FLAGS.variants else [(mode, mode, []) for mode in _modes(FLAGS.modes)]
-        plan = _plan(recipe, variants, worker_counts)
+        plan = _plan(recipe, variants, worker_counts, _seeds())
         _check_runs_fit(plan)
         out = runs.out_dir(FLAGS.out, "study")
         prepare_logdir(out, flag="--out", markers=("report.json",))
@@ -91,21 +98,20 @@ def main(argv):
         exit_config_error(str(e))
     os.makedirs(os.path.join(out, "runs"), exist_ok=True)
     study = Study(out, recipe, FLAGS.target_accuracy, FLAGS.target_loss)
-    for index, (variant, _, n, repeat, command, given) in enumerate(plan, 1):
-        name = "reference" if variant == "reference" else f"{_slug(variant)}-{n}w-r{repeat}"
-        logdir = os.path.join(out, "runs", name)
-        print(f"[study] {index}/{len(plan)} {name} ...", flush=True)
+    for index, run in enumerate(plan, 1):
+        logdir = os.path.join(out, "runs", run.name)
+        print(f"[study] {index}/{len(plan)} {run.name} ...", flush=True)
         started = time.time()
         try:
-            summary = runs.run(command, logdir, [*given, *recipe_flags], log_path=logdir + ".log")
+            summary = runs.run(run.command, logdir, [*run.given, *recipe_flags], log_path=logdir + ".log")
         except runs.RunFailed as e:
             if e.returncode == 2:  # a flag the runs refuse: the user's mistake, one line
-                exit_config_error(f"run {name}: {e.error_line()}")
-            print(f"error: run {name} {e}", file=sys.stderr)
+                exit_config_error(f"run {run.name}: {e.error_line()}")
+            print(f"error: run {run.name} {e}", file=sys.stderr)
             sys.exit(1)
-        row = study.add(variant, n, repeat, logdir, summary)
+        row = study.add(run.variant, run.workers, run.repeat, logdir, summary, run.seed)
         print(
-            f"[study] {index}/{len(plan)} {name} done in {time.time() - started:.0f}s: "
+            f"[study] {index}/{len(plan)} {run.name} done in {time.time() - started:.0f}s: "
             f"loss {row['final_loss']:.6f}  params_sha256 {row['params_sha256'][:16]}",
             flush=True,
         )
@@ -114,43 +120,78 @@ def main(argv):
     print(f"[study] report: {os.path.join(out, 'report.md')}")
 
 
-def _plan(recipe, variants, worker_counts):
-    """(variant, mode, N, repeat, command, task flags) of every run: the reference first, then the clusters.
-    Every run evaluates on held-out data, every --log_every steps unless --eval_every says otherwise; in a
-    study of --modes it also saves its parameters as often, for the drift from the reference."""
+@dataclasses.dataclass(frozen=True)
+class PlannedRun:
+    variant: str  # "reference" for the one-process run
+    mode: str
+    workers: int
+    repeat: int
+    seed: int | None  # with --seeds: this repeat's seed, given to the run as --seed
+    command: list
+    given: list  # the task flags the run gets (besides the recipe's own)
+
+    @property
+    def name(self):
+        """Its directory under runs/: reference, sync-2w-r1, async_staleness_aware-4w-s3, ..."""
+        which = f"s{self.seed}" if self.seed is not None else f"r{self.repeat}"
+        if self.variant == "reference":
+            return "reference" if self.seed is None else f"reference-{which}"
+        return f"{_slug(self.variant)}-{self.workers}w-{which}"
+
+
+def _plan(recipe, variants, worker_counts, seeds):
+    """Every run: the references first (one per seed), then the clusters. `seeds`: [None] * repeats, or
+    the --seeds. Every run evaluates on held-out data, every --log_every steps unless --eval_every says
+    otherwise; in a study of --modes it also saves its parameters as often, for the drift from the reference."""
     interval = FLAGS.eval_every if FLAGS["eval_every"].present else FLAGS.log_every
     evaluating = [] if FLAGS["eval_every"].present else [f"--eval_every={interval}"]
     if not FLAGS.variants and not FLAGS["snapshot_every"].present:
         evaluating.append(f"--snapshot_every={interval}")
+
+    def seeded(seed):
+        return [] if seed is None else [f"--seed={seed}"]
+
+    single = task_flags.NO_CLUSTER
+    reference_given = [*task_flags.given_task_flags(single), *evaluating]
     plan = [
-        (
-            "reference",
-            task_flags.NO_CLUSTER,
-            1,
-            1,
-            runs.single_process_command(recipe),
-            [*task_flags.given_task_flags(task_flags.NO_CLUSTER), *evaluating],
-        )
+        PlannedRun("reference", single, 1, 1, seed, runs.single_process_command(recipe), reference_given + seeded(seed))
+        for seed in dict.fromkeys(seeds)
     ]
     for variant, mode, variant_flags in variants:
         given = [*task_flags.given_task_flags(mode), *evaluating, *variant_flags]
         for n in worker_counts:
             command = runs.cluster_command(recipe, mode, n, *_launcher_flags(mode, n))
-            plan += [(variant, mode, n, repeat, command, given) for repeat in range(1, FLAGS.repeats + 1)]
+            plan += [
+                PlannedRun(variant, mode, n, repeat, seed, command, given + seeded(seed))
+                for repeat, seed in enumerate(seeds, 1)
+            ]
     return plan
+
+
+def _seeds():
+    """[None] * --repeats, or the --seeds (each a repeat)."""
+    if not FLAGS.seeds:
+        return [None] * FLAGS.repeats
+    for flag in ("repeats", "seed"):
+        if FLAGS[flag].present:
+            raise ConfigError(f"--seeds and --{flag}: give one (--seeds runs one repeat per seed)")
+    if not all(seed.strip().isdigit() for seed in FLAGS.seeds) or len(set(FLAGS.seeds)) < len(FLAGS.seeds):
+        raise ConfigError(f"--seeds={','.join(FLAGS.seeds)}: expected distinct whole numbers, e.g. 0,1,2,3,4")
+    return [int(seed) for seed in FLAGS.seeds]
 
 
 def _check_runs_fit(plan):
     """Every cluster run's flags, parsed and composed as its launcher and tasks will (task_flags.check_run_fits),
     before the first run starts: a variant whose techniques do not go together stops the study at once."""
-    for variant, mode, n, repeat, _, given in plan:
-        if mode == task_flags.NO_CLUSTER or repeat > 1:
+    for run in plan:
+        variant, mode, n = run.variant, run.mode, run.workers
+        if mode == task_flags.NO_CLUSTER or run.repeat > 1:
             continue
         groups = _num_groups(mode, n)
         addresses = [f"127.0.0.1:{port}" for port in range(1, 2 + groups + n)]  # only counted, never used
         cluster = cluster_lib.assign_jobs(addresses, mode, 1, groups, f"{variant} on {n} workers")
         try:
-            task_flags.check_run_fits(cluster, mode, task_flags.parse_run_args(given))
+            task_flags.check_run_fits(cluster, mode, task_flags.parse_run_args(run.given))
         except ConfigError as e:
             raise ConfigError(f"variant {variant!r} on {n} workers: {e}") from None
 
@@ -224,15 +265,16 @@ class Study:
         self.target = " and ".join(
             f"{what} {value:g}" for what, value in (("accuracy", target_accuracy), ("loss", target_loss)) if value
         )
-        self.reference = None
+        self.references = {}  # by seed (None without --seeds): each run is compared with its seed's
         self.rows = []
 
-    def add(self, variant, num_workers, repeat, logdir, summary):
+    def add(self, variant, num_workers, repeat, logdir, summary, seed=None):
         metrics = runs.read_metrics(logdir)
         row = {
             "variant": variant,
             "workers": num_workers,
             "repeat": repeat,
+            "seed": seed,
             "params_sha256": summary["params_sha256"],
             "final_loss": summary["final_loss"],
             "eval_accuracy": summary["eval_accuracy"],
@@ -246,16 +288,18 @@ class Study:
             **_staleness(summary.get("staleness_histogram")),
         }
         if variant == "reference":
-            self.reference = row
+            self.references[seed] = row
         else:
-            row["max_abs_param_diff_vs_reference"] = runs.max_param_difference(logdir, self.reference["logdir"])
-            row["distances"] = drift.distances(logdir, self.reference["logdir"])
+            reference = self.references[seed]["logdir"]
+            row["max_abs_param_diff_vs_reference"] = runs.max_param_difference(logdir, reference)
+            row["distances"] = drift.distances(logdir, reference)
             self.rows.append(row)
         self._write()
         return row
 
     def verdicts(self):
-        """Per variant: are repeats identical, and are all worker counts identical (or how far apart)."""
+        """Per variant: are repeats identical (not measured when each has a seed of its own), and are all
+        worker counts identical (or how far apart), each worker count's first repeat against the others'."""
         verdicts = {}
         for variant in dict.fromkeys(row["variant"] for row in self.rows):
             rows = [row for row in self.rows if row["variant"] == variant]
@@ -264,12 +308,14 @@ class Study:
                 by_n.setdefault(row["workers"], []).append(row)
             first_repeats = [group[0] for group in by_n.values()]
             losses = [row["final_loss"] for row in first_repeats]
-            repeated = any(len(group) > 1 for group in by_n.values())
+            repeated = any(len(group) > 1 for group in by_n.values()) and rows[0]["seed"] is None
             verdicts[variant] = {  # None: not measured (one repeat, or one worker count)
                 "repeats_identical": all(len({r["params_sha256"] for r in group}) == 1 for group in by_n.values())
                 if repeated
                 else None,
-                "identical_across_workers": len({row["params_sha256"] for row in rows}) == 1 if len(by_n) > 1 else None,
+                "identical_across_workers": len({row["params_sha256"] for row in first_repeats}) == 1
+                if len(by_n) > 1
+                else None,
                 "max_abs_param_diff_across_workers": max(
                     runs.max_param_difference(first_repeats[0]["logdir"], row["logdir"]) for row in first_repeats
                 ),
@@ -304,18 +350,23 @@ class Study:
     def _write(self):
         report = {
             "recipe": self.recipe,
-            "reference": self.reference,
+            "reference": self._references()[0],
+            "references": self._references(),
             "runs": self.rows,
             "verdicts": self.verdicts(),
             "comparisons": self.comparisons(),
         }
         write_atomically(os.path.join(self.out, "report.json"), json.dumps(report, indent=2) + "\n")
         write_atomically(os.path.join(self.out, "report.md"), self._markdown())
-        plot_loss_curves([self.reference, *self.rows], os.path.join(self.out, "loss_curves.png"))
-        if self.reference["held_out"] and all(row["held_out"] for row in self.rows):
-            held_out.plot_bands([self.reference, *self.rows], os.path.join(self.out, "held_out.png"))
+        every = [*self._references(), *self.rows]
+        plot_loss_curves(every, os.path.join(self.out, "loss_curves.png"))
+        if all(row["held_out"] for row in every):
+            held_out.plot_bands(every, os.path.join(self.out, "held_out.png"))
         if any(row["distances"] for row in self.rows):
             drift.plot(self.rows, os.path.join(self.out, "drift.png"))
+
+    def _references(self):
+        return list(self.references.values())
 
     def _markdown(self):
         lines = [
@@ -325,10 +376,10 @@ class Study:
             "| max \\|Δparam\\| vs reference | examples/sec | KB sent/step | mean staleness | max staleness |",
             "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
-        for row in [self.reference, *self.rows]:
+        for row in [*self._references(), *self.rows]:
             diff = row.get("max_abs_param_diff_vs_reference")
             lines.append(
-                f"| {row['variant']} | {row['workers']} | {row['repeat']} | `{row['params_sha256'][:16]}` "
+                f"| {row['variant']} | {row['workers']} | {_repeat(row)} | `{row['params_sha256'][:16]}` "
                 f"| {row['final_loss']:.9g} | {row['eval_accuracy']:.4f} | {_or_dash(diff, '.3g')} "
                 f"| {row['examples_per_sec']:.0f} | {row['bytes_sent_per_step'] / 1000:.1f} "
                 f"| {_or_dash(row['mean_staleness'], '.2f')} "
@@ -353,7 +404,7 @@ def plot_loss_curves(rows, path):
         if row["variant"] == "reference":
             style = {"color": "k", "linestyle": "--", "linewidth": 2, "zorder": 3, "label": "reference (one process)"}
         else:
-            style = {"linewidth": 1.2, "alpha": 0.8, "label": f"{row['variant']} N={row['workers']} r{row['repeat']}"}
+            style = {"linewidth": 1.2, "alpha": 0.8, "label": f"{row['variant']} N={row['workers']} {_repeat(row)}"}
         line = by_step.plot(steps, losses, **style)[0]
         by_time.plot(row["seconds"], losses, **{**style, "color": line.get_color()})
         if row["variant"] != "reference":
@@ -394,6 +445,11 @@ def _staleness(histogram):
         "mean_staleness": sum(sigma * count for sigma, count in histogram) / pushes,
         "max_staleness": max(sigma for sigma, _ in histogram),
     }
+
+
+def _repeat(row):
+    """How a row names its repeat: r2, or its seed (--seeds)."""
+    return f"r{row['repeat']}" if row["seed"] is None else f"seed {row['seed']}"
 
 
 def _or_dash(value, spec):
