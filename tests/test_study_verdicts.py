@@ -60,7 +60,7 @@ def fake_run(tmp_path, name, evaluations):
 @pytest.fixture
 def no_plots(monkeypatch):
     """The report without its pictures, which are redrawn after every run (a second each)."""
-    monkeypatch.setattr(study, "plot_loss_curves", lambda rows, path: None)
+    monkeypatch.setattr(study.curves, "plot", lambda rows, path: None)
     monkeypatch.setattr(study.held_out, "plot_bands", lambda rows, path: None)
 
 

@@ -1,19 +1,23 @@
-"""Reproducibility study: does a recipe train the same parameters on repeat, and across worker counts?
+"""Studies: does a recipe train the same parameters on repeat and across worker counts, and does a
+technique help?
 
-    python -m parallel_tf.study [--recipe=mnist] [--workers=1,2,4] [--repeats=2] [--out=DIR]
+    python -m parallel_tf.study [--recipe=mnist] [--workers=1,2,4] [--repeats=2 | --seeds=0,1,2] [--out=DIR]
                                 [--modes=sync,async,hierarchical | --variants="async;async --staleness_aware"]
-                                [--strict_determinism] [run and mode flags, e.g. --train_steps=200]
-                                [the recipe's own flags]
+                                [--target_accuracy=A | --target_loss=L] [--strict_determinism]
+                                [run and mode flags, e.g. --train_steps=200] [the recipe's own flags]
 
-Runs the recipe once in one plain process (the reference), then a local cluster for every mode
-(or variant: a mode and flags of its own), worker count and repeat, one after another, and writes
-to DIR:
+Runs the recipe once in one plain process (the reference; one per seed with --seeds), then a local
+cluster for every mode (or variant: a mode and flags of its own), worker count and repeat, one
+after another, each evaluating on held-out data as it trains, and writes to DIR:
 
-    report.json      every run's results, and the verdicts
-    report.md        the same as a table: variant, N, repeat, params_sha256, final loss, eval
-                     accuracy, max |Δparam| against the reference, examples/sec, and for async
-                     runs the mean and largest staleness of their pushes
-    loss_curves.png  loss against step and against time, one line per run
+    report.json      every run's results, the verdicts and the comparisons
+    report.md        the same as tables: per run (params_sha256, final loss, eval accuracy, max
+                     |Δparam| against the reference, examples/sec, KB sent, staleness), and each
+                     variant against the first on held-out data (held_out.py)
+    loss_curves.png  training loss against step, time and MB sent, one line per run (curves.py)
+    held_out.png     held-out loss, each variant's mean and band over its repeats (held_out.py)
+    drift.png        with --modes: the largest parameter difference from the reference as the runs
+                     train (drift.py)
     runs/            each run's logdir and output log
 
 The report is rewritten after every run, so an interrupted study keeps what it has measured.
@@ -34,7 +38,7 @@ from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
 from parallel_tf.files import write_atomically
 from parallel_tf.launch.launcher import resolve_recipe
-from parallel_tf.tools import drift, held_out, runs
+from parallel_tf.tools import curves, drift, held_out, runs
 from parallel_tf.training import task_flags
 from parallel_tf.training.logdir import prepare_logdir
 from parallel_tf.training.train_graph import MODES
@@ -284,7 +288,7 @@ class Study:
             "held_out": held_out.evaluations(metrics),
             "seconds": [m["wall_time"] - metrics[0]["wall_time"] for m in metrics],
             "bytes_sent_per_step": summary.get("bytes_sent_per_step", 0),
-            "megabytes_sent": _cumulative_megabytes(metrics),
+            "megabytes_sent": curves.megabytes_sent(metrics),
             **_staleness(summary.get("staleness_histogram")),
         }
         if variant == "reference":
@@ -359,7 +363,7 @@ class Study:
         write_atomically(os.path.join(self.out, "report.json"), json.dumps(report, indent=2) + "\n")
         write_atomically(os.path.join(self.out, "report.md"), self._markdown())
         every = [*self._references(), *self.rows]
-        plot_loss_curves(every, os.path.join(self.out, "loss_curves.png"))
+        curves.plot(every, os.path.join(self.out, "loss_curves.png"))
         if all(row["held_out"] for row in every):
             held_out.plot_bands(every, os.path.join(self.out, "held_out.png"))
         if any(row["distances"] for row in self.rows):
@@ -379,7 +383,7 @@ class Study:
         for row in [*self._references(), *self.rows]:
             diff = row.get("max_abs_param_diff_vs_reference")
             lines.append(
-                f"| {row['variant']} | {row['workers']} | {_repeat(row)} | `{row['params_sha256'][:16]}` "
+                f"| {row['variant']} | {row['workers']} | {curves.repeat_name(row)} | `{row['params_sha256'][:16]}` "
                 f"| {row['final_loss']:.9g} | {row['eval_accuracy']:.4f} | {_or_dash(diff, '.3g')} "
                 f"| {row['examples_per_sec']:.0f} | {row['bytes_sent_per_step'] / 1000:.1f} "
                 f"| {_or_dash(row['mean_staleness'], '.2f')} "
@@ -388,52 +392,6 @@ class Study:
         lines += held_out.markdown(self.comparisons(), self.target)
         lines += ["", *[f"- {line}" for line in self.verdict_lines()], ""]
         return "\n".join(lines)
-
-
-def plot_loss_curves(rows, path):
-    """One line per run, loss against step, against time, and against the megabytes the chief has sent
-    (traffic.py); the reference dashed and black (it sends nothing, so it is not in the third)."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, no display
-    from matplotlib import pyplot
-
-    figure, (by_step, by_time, by_bytes) = pyplot.subplots(1, 3, figsize=(20, 7), sharey=True)
-    for row in rows:
-        steps, losses = zip(*row["losses"], strict=True)
-        if row["variant"] == "reference":
-            style = {"color": "k", "linestyle": "--", "linewidth": 2, "zorder": 3, "label": "reference (one process)"}
-        else:
-            style = {"linewidth": 1.2, "alpha": 0.8, "label": f"{row['variant']} N={row['workers']} {_repeat(row)}"}
-        line = by_step.plot(steps, losses, **style)[0]
-        by_time.plot(row["seconds"], losses, **{**style, "color": line.get_color()})
-        if row["variant"] != "reference":
-            by_bytes.plot(row["megabytes_sent"], losses, **{**style, "color": line.get_color()})
-    by_step.set_xlabel("global step")
-    by_time.set_xlabel("seconds since the run's first logged step")
-    by_bytes.set_xlabel("MB the chief has sent")
-    by_step.set_ylabel("training loss (logged batch)")
-    by_step.set_yscale("log")
-    figure.suptitle(f"Loss curves: {len(rows) - 1} cluster runs and the one-process reference (equal runs overlap)")
-    for axes in (by_step, by_time, by_bytes):
-        axes.grid(True, which="both", alpha=0.3)
-    handles, labels = by_step.get_legend_handles_labels()  # below the plots: long variant names fit there
-    legend_rows = -(-len(labels) // 3)
-    figure.legend(handles, labels, loc="lower center", ncol=3, fontsize="small")
-    figure.tight_layout(rect=(0, 0.035 * legend_rows + 0.02, 1, 1))
-    figure.savefig(path + ".tmp.png", dpi=110)
-    pyplot.close(figure)
-    os.replace(path + ".tmp.png", path)
-
-
-def _cumulative_megabytes(metrics):
-    """MB sent by each logged step: every line's bytes per step times the steps since the line before."""
-    total, previous, sent = 0.0, 0, []
-    for m in metrics:
-        total += m.get("bytes_sent_per_step", 0) * (m["step"] - previous) / 1e6
-        previous = m["step"]
-        sent.append(total)
-    return sent
 
 
 def _staleness(histogram):
@@ -445,11 +403,6 @@ def _staleness(histogram):
         "mean_staleness": sum(sigma * count for sigma, count in histogram) / pushes,
         "max_staleness": max(sigma for sigma, _ in histogram),
     }
-
-
-def _repeat(row):
-    """How a row names its repeat: r2, or its seed (--seeds)."""
-    return f"r{row['repeat']}" if row["seed"] is None else f"seed {row['seed']}"
 
 
 def _or_dash(value, spec):
