@@ -43,3 +43,16 @@ def test_time_to_target_is_the_first_evaluation_that_reached_it():
     assert time_to_target(evaluations, target_accuracy=0.95) == (150, 3.0)
     assert time_to_target(evaluations, target_loss=0.4) == (100, 2.0)
     assert time_to_target(evaluations, target_accuracy=0.99) is None
+
+
+def test_repeats_paired_by_seed_leave_out_how_much_the_seeds_differ():
+    """Seeds 0-3: baseline {1, 5, 9, 13}, variant {2, 6, 10, 15}. Unpaired, the seeds' own spread (sd
+    5.2) hides the difference. Paired, the per-seed differences {1, 1, 1, 2} have mean 1.25 and sd 0.5:
+    1.25 ± t(3 d.f.) · 0.5/√4 = 1.25 ± 3.1824 · 0.25 = [0.454, 2.046], worse; three seeds would do
+    (4.3027 · 0.5/√3 = 1.242 < 1.25), two would not (12.706 · 0.5/√2 = 4.49)."""
+    baseline, variant = [1, 5, 9, 13], [2, 6, 10, 15]
+    assert difference(baseline, variant).verdict == "no measurable difference"
+    paired = difference(baseline, variant, paired=True)
+    half = 3.182446305284263 * 0.25
+    assert paired.mean == 1.25 and (paired.low, paired.high) == pytest.approx((1.25 - half, 1.25 + half))
+    assert (paired.verdict, paired.repeats_needed) == ("worse", 3)

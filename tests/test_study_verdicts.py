@@ -139,5 +139,12 @@ def test_with_seeds_each_run_is_compared_with_the_reference_of_its_seed(tmp_path
         report.add("sync", 2, repeat, *fake_run(tmp_path, f"sync-s{seed}", [(50, 0, w, 0.9)]), seed=seed)
     assert [row["max_abs_param_diff_vs_reference"] for row in report.rows] == [0.0, 0.0]
     assert report.verdicts()["sync"]["repeats_identical"] is None
+    for repeat, (seed, w) in enumerate([(1, 2.375), (0, 1.375)], 1):  # paired by seed, not by order: +0.375 each
+        report.add(
+            "sync --local_steps=4", 2, repeat, *fake_run(tmp_path, f"local-s{seed}", [(50, 0, w, 0.9)]), seed=seed
+        )
+    (compared,) = report.comparisons()
+    loss = compared["final_eval_loss"]["difference"]
+    assert compared["paired_by_seed"] and (loss["mean"], loss["low"], loss["high"]) == (0.375, 0.375, 0.375)
     markdown = (tmp_path / "report.md").read_text()
     assert "| sync | 2 | seed 1 | `sync-s1` |" in markdown and "| reference | 1 | seed 1 | `reference-s1` |" in markdown

@@ -36,12 +36,16 @@ def compare(rows, target_accuracy=None, target_loss=None):
         if variant == baseline_variant or baseline is None:
             continue
         result = {"variant": variant, "workers": n, "baseline": baseline_variant, "repeats": len(runs)}
+        paired = _paired_by_seed(baseline, runs)
+        if paired:
+            baseline, runs = paired
+        result["paired_by_seed"] = bool(paired)
         result["final_eval_loss"] = _summarise(
-            [r["held_out"][-1][2] for r in baseline], [r["held_out"][-1][2] for r in runs]
+            [r["held_out"][-1][2] for r in baseline], [r["held_out"][-1][2] for r in runs], bool(paired)
         )
         if targeted:
             result["seconds_to_target"] = _summarise(
-                *[[_seconds(r, target_accuracy, target_loss) for r in side] for side in (baseline, runs)]
+                *[[_seconds(r, target_accuracy, target_loss) for r in side] for side in (baseline, runs)], bool(paired)
             )
         results.append(result)
     return results
@@ -52,12 +56,20 @@ def _seconds(row, target_accuracy, target_loss):
     return None if reached is None else reached[1]
 
 
-def _summarise(baseline, variant):
+def _paired_by_seed(baseline, runs):
+    """Both sides in seed order, if their runs are one per seed and the seeds are the same; else None."""
+    seeds = [r["seed"] for r in baseline]
+    if None in seeds or sorted(seeds) != sorted(r["seed"] for r in runs) or len(set(seeds)) < len(seeds):
+        return None
+    return sorted(baseline, key=lambda r: r["seed"]), sorted(runs, key=lambda r: r["seed"])
+
+
+def _summarise(baseline, variant, paired):
     """Both sides' means and ranges, and their Difference when every value is known (a run that never
     reached a target has none: the sides are then described, not compared)."""
     summary = {"baseline": _described(baseline), "variant": _described(variant)}
     if None not in baseline and None not in variant:
-        summary["difference"] = vars(comparison.difference(baseline, variant))
+        summary["difference"] = vars(comparison.difference(baseline, variant, paired=paired))
     return summary
 
 
@@ -74,7 +86,8 @@ def markdown(results, target):
     if not results:
         return []
     baseline = results[0]["baseline"]
-    heading = f"## Against `{baseline}`, on held-out data (95% intervals over repeats, Welch)"
+    test = "paired by seed" if results[0]["paired_by_seed"] else "Welch"
+    heading = f"## Against `{baseline}`, on held-out data (95% intervals over repeats, {test})"
     header = "| variant | N | repeats | final held-out loss | difference | verdict | repeats needed |"
     rule = "|---|---|---|---|---|---|---|"
     if target:
