@@ -155,6 +155,14 @@ def cases(tmp):
         ),
         "non-numeric flag": (recipe_command("--train_steps=ten"), "--train_steps=ten: invalid literal for int()"),
         "zero steps": (recipe_command("--train_steps=0"), "--train_steps=0: 0 is not a positive integer"),
+        "step decay without its interval": (
+            recipe_command("--lr_schedule=step"),
+            "--lr_schedule=step decays every --lr_decay_steps steps: give it",
+        ),
+        "an unknown schedule": (
+            recipe_command("--lr_schedule=linear"),
+            "value should be one of <constant|step|cosine>",
+        ),
         "negative learning rate": (recipe_command("--learning_rate=-1"), "--learning_rate=-1"),
         "unknown flag": (recipe_command("--stepz=5"), "Unknown command line flag 'stepz'"),
         "logdir holding a run": (recipe_command(f"--logdir={used}"), "already holds a finished run (summary.json)"),
@@ -440,6 +448,8 @@ FLAGS_ONLY = {
     "slurm task: groups by host and a group count",
     "spec without ps",
     "spec without worker",
+    "step decay without its interval",
+    "an unknown schedule",
     "strict determinism with the accumulator",
     "strict microbatches not split evenly over workers",
     "task index out of range",

@@ -130,7 +130,7 @@ def test_a_declaration_says_what_its_module_defines(technique):
     scratch = flags.FlagValues()
     technique.define_flags(scratch)
     assert set(scratch) == set(declared.flags)
-    assert set(declared.requires) <= set(task_flags.MODE_OPTION_SCOPES) | {"optimizer"}
+    assert set(declared.requires) <= set(task_flags.MODE_OPTION_SCOPES) | set(task_flags.COMPOSED_RUN_FLAGS)
     assert set(declared.conflicts) <= set(NAMES) - {declared.name}
     assert set(declared.calls) <= set(rules.HOOKS_OF_THE_MODE)
 

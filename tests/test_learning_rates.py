@@ -2,12 +2,16 @@
 every mode that takes a schedule (the arithmetic of test_arithmetic.py: w ← w - rate_t (w - 2))."""
 
 import math
+import re
 
 import pytest
 from inprocess import half_mean_square, scalar_dataset, scalar_recipe, train
 
+from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.compat import tf
+from parallel_tf.errors import ConfigError
 from parallel_tf.graph.learning_rates import Schedule
+from parallel_tf.training import logdir, task_flags
 
 pytestmark = pytest.mark.inprocess
 
@@ -64,3 +68,65 @@ def test_every_mode_applies_the_rate_of_the_step_an_update_is_applied_at(tmp_pat
 
 QUADRATIC = scalar_recipe(half_mean_square, w0=0.0)
 ONE_AND_THREE = scalar_dataset(1, 3)
+
+
+@pytest.mark.parametrize(
+    "mode, given, refusal",
+    [
+        (
+            "sync",
+            {"local_steps": 4, "lr_schedule": "cosine"},
+            "--local_steps=4 needs --lr_schedule=constant, not --lr_schedule=cosine: the copies take plain SGD steps",
+        ),
+        (
+            "async",
+            {"fetch_every": 3, "warmup_steps": 10},
+            "--local_updates needs --warmup_steps=0, not --warmup_steps=10",
+        ),
+        (
+            "hierarchical",
+            {"lr_schedule": "step"},
+            "--lr_schedule and --warmup_steps are not for --mode=hierarchical yet",
+        ),
+    ],
+)
+def test_a_schedule_is_refused_where_no_one_step_defines_the_rate(mode, given, refusal):
+    """Local SGD's and EASGD's copies, Downpour's local updates and hierarchical groups step at
+    --learning_rate by their own counts: a schedule there would not be the schedule asked for."""
+    with pytest.raises(ConfigError, match=re.escape(refusal)):
+        compose(mode, given)
+
+
+def test_async_without_local_updates_takes_a_schedule():
+    assert compose("async", {"fetch_every": 3, "local_updates": False, "lr_schedule": "cosine"}).names == ()
+
+
+def compose(mode, given):
+    spec = {"cluster": {"ps": ["a:1"], "local_ps": ["a:2"], "worker": ["a:3", "a:4"]}, "groups": [[0, 1]]}
+    if mode != "hierarchical":
+        spec = {"cluster": {"ps": ["a:1"], "worker": ["a:3", "a:4"]}}
+    defaults = task_flags.parse_run_args([])
+    values = {name: defaults[name].value for name in defaults}
+    return task_flags.check_run(mode, cluster_lib.parse(spec, "test"), {**values, **given}, set(given))
+
+
+def test_run_json_records_a_schedule_so_a_resume_must_keep_it_and_older_runs_still_resume():
+    """The schedule is part of what a resume must match (logdir.run_identity), recorded only when one is
+    used: a run without one has the identity it always had. Cosine's D defaults to the steps after
+    warm-up, so a resume that trains longer would change it, and is refused."""
+    fields = dict(mode="single", job_name="worker", task_index=0, cluster=None, global_batch_size=120)
+    fields.update(train_steps=100, learning_rate=0.1, optimizer="sgd", seed=0, logdir=None, dataset="digits")
+    plain = logdir.run_identity("mnist", task_flags.run_settings(**fields))
+    assert "learning_rate_schedule" not in plain
+    cosine = logdir.run_identity("mnist", task_flags.run_settings(**fields, lr_schedule="cosine", warmup_steps=10))
+    assert cosine["learning_rate_schedule"] == {
+        "base": 0.1,
+        "kind": "cosine",
+        "warmup_steps": 10,
+        "decay_steps": 90,
+        "decay_rate": 0.1,
+    }
+    longer = dict(fields, train_steps=200)
+    assert (
+        logdir.run_identity("mnist", task_flags.run_settings(**longer, lr_schedule="cosine", warmup_steps=10)) != cosine
+    )

@@ -4,8 +4,6 @@ GPU pinning is checked here for every mode with a pretend count of 2 GPUs: build
 needs no GPU, only the device strings the builders assign.
 """
 
-import types
-
 import numpy as np
 import pytest
 
@@ -13,7 +11,7 @@ from parallel_tf.cluster import config as cluster
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import Dataset
 from parallel_tf.graph.layers import dense
-from parallel_tf.training import techniques
+from parallel_tf.training import task_flags, techniques
 from parallel_tf.training.modes import builder
 from parallel_tf.training.recipe import Recipe
 
@@ -25,16 +23,17 @@ SPECS = {
         "groups": [[0, 2], [1]],
     },
 }
-SETTINGS = types.SimpleNamespace(
-    mode=None,  # set by build()
-    options=techniques.default_options(),
+FIELDS = dict(  # Settings fields of every build; a test's own are the flags it gives
+    job_name="worker",
+    global_batch_size=6,
+    train_steps=10,
+    learning_rate=0.1,
+    optimizer="adagrad",
+    seed=0,
+    logdir=None,
+    dataset="tiny",
     startup_timeout=60,
     num_gpus=2,
-    optimizer="adagrad",
-    learning_rate=0.1,
-    train_steps=10,
-    aggregation="ordered",
-    strict_determinism=False,
     microbatches=6,
     push_every=2,
     fetch_every=3,
@@ -50,17 +49,17 @@ def two_layers(features, num_classes):
 TWO_LAYERS = Recipe(name="two_layers", model_fn=two_layers, datasets={})
 
 
-MODE_OPTIONS = ("push_every", "fetch_every", "central_every", "aggregation", "strict_determinism", "optimizer")
-
-
-def build(mode, task_index, settings=SETTINGS):
-    """Builds worker `task_index`'s graph, with the techniques `settings` switch on (techniques.resolve)."""
+def build(mode, task_index, options=None, **fields):
+    """Builds worker `task_index`'s graph from Settings made, checked and composed as a task makes them
+    (task_flags.run_settings); `fields` and technique `options` are the flags the test gives."""
     config = cluster.parse(SPECS[mode], mode)
     graph = tf.Graph()
-    values = {**settings.options, **{name: getattr(settings, name) for name in MODE_OPTIONS}}
-    composition = techniques.resolve(mode, config, values, given=set())
-    settings = types.SimpleNamespace(
-        **{**vars(settings), "mode": mode, "techniques": composition.names, **composition.settled}
+    settings = task_flags.run_settings(
+        set(fields) | set(options or {}),
+        mode=mode,
+        task_index=task_index,
+        cluster=config,
+        **{**FIELDS, **fields, "options": {**techniques.default_options(), **(options or {})}},
     )
     with graph.as_default():
         built = builder(mode)(TWO_LAYERS, DATA, settings, config, task_index)
@@ -70,18 +69,18 @@ def build(mode, task_index, settings=SETTINGS):
 
 
 @pytest.mark.parametrize(
-    "mode, settings",
+    "mode, fields",
     [
-        ("sync", SETTINGS),
-        ("sync", types.SimpleNamespace(**dict(vars(SETTINGS), strict_determinism=True))),
-        ("sync", types.SimpleNamespace(**dict(vars(SETTINGS), aggregation="accumulator"))),
-        ("async", SETTINGS),
-        ("hierarchical", SETTINGS),
+        ("sync", {}),
+        ("sync", {"strict_determinism": True}),
+        ("sync", {"aggregation": "accumulator"}),
+        ("async", {}),
+        ("hierarchical", {"optimizer": "sgd"}),  # one adagrad step on a group's sum is not its steps: refused
     ],
     ids=["sync", "sync-strict", "sync-accumulator", "async", "hierarchical"],
 )
-def test_every_mode_computes_on_the_workers_gpu_and_keeps_parameters_on_the_ps(mode, settings):
-    graph, _ = build(mode, 1, settings)
+def test_every_mode_computes_on_the_workers_gpu_and_keeps_parameters_on_the_ps(mode, fields):
+    graph, _ = build(mode, 1, **fields)
     matmuls = {op.device for op in graph.get_operations() if op.type == "MatMul"}
     assert matmuls == {"/job:worker/task:1/device:GPU:1"}
     parameters = graph.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES)
@@ -97,7 +96,7 @@ def test_async_workers_compute_on_a_local_copy():
     # with --fetch_every=3, Downpour's local updates are on and the chief counts its own
     assert built.counters.keys() == {"updates_by_worker", "staleness_histogram", "local_updates_applied"}
     # Downpour's schedule: fetch before steps 0, 3, 6, 9; push after steps 1, 3, 5, 7, 9
-    plans = [built.plan(step) for step in range(SETTINGS.train_steps)]
+    plans = [built.plan(step) for step in range(FIELDS["train_steps"])]
     assert [step for step, runs in enumerate(plans) if len(runs) == 2] == [0, 3, 6, 9]
     trains = [runs[-1]["train"] for runs in plans]
     pushes = set(trains[1::2])
@@ -114,18 +113,17 @@ def test_a_resumed_async_worker_fetches_before_its_first_step():
 
 
 def test_hierarchical_groups_train_on_their_own_local_ps():
-    graph, built = build("hierarchical", task_index=2)  # group 0, not its chief (worker 0 is)
+    graph, built = build("hierarchical", task_index=2, optimizer="sgd")  # group 0, not its chief (worker 0 is)
     on_local_ps = {v.device for v in graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES) if "local_ps" in v.device}
     assert on_local_ps == {"/job:local_ps/task:0/device:CPU:0"}
     assert built.initialise_on_join is None  # only a group's chief initialises its local ps
-    _, chief_of_group_1 = build("hierarchical", task_index=1)
+    _, chief_of_group_1 = build("hierarchical", task_index=1, optimizer="sgd")
     assert chief_of_group_1.initialise_on_join is not None
     assert built.counters.keys() == {"central_exchanges_by_group"}
 
 
 def test_ordered_sync_keeps_each_gradient_slot_and_its_sum_next_to_its_variable():
-    strict = types.SimpleNamespace(**dict(vars(SETTINGS), strict_determinism=True))
-    graph, _ = build("sync", 0, strict)
+    graph, _ = build("sync", 0, strict_determinism=True)
     parameters = graph.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES)
     slots = {v.op.name: v for v in graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES) if "gradient_slots" in v.name}
     for parameter in parameters:
@@ -141,11 +139,8 @@ def test_ordered_sync_keeps_each_gradient_slot_and_its_sum_next_to_its_variable(
 def test_backup_workers_have_no_barrier_and_count_what_the_accumulators_drop():
     """R of N (2 of 3): no step barrier, which would wait for a dead worker; the step each gradient is
     for is fed; the chief runs the sync op in the background; the dropped count is a counter."""
-    backup = types.SimpleNamespace(
-        **dict(vars(SETTINGS), aggregation="accumulator", options=dict(SETTINGS.options, replicas_to_aggregate=2))
-    )
     for task_index in (0, 1):
-        graph, built = build("sync", task_index, backup)
+        graph, built = build("sync", task_index, {"replicas_to_aggregate": 2}, aggregation="accumulator")
         names = {op.name for op in graph.get_operations()}
         assert not [name for name in names if "parallel_tf_barrier" in name]
         assert built.feed(7) == {built.step_input: 7}

@@ -1,6 +1,7 @@
 """Where a run's outputs go, and the rules that keep them: a finished run is never overwritten,
 an unfinished one is resumed by the same command, and --fresh moves an old one aside, never deletes it."""
 
+import dataclasses
 import datetime
 import json
 import os
@@ -85,6 +86,8 @@ def run_identity(recipe_name, settings):
     }
     if settings.mode != "sync":
         identity["num_workers"] = settings.num_workers
+    if not settings.schedule.is_constant or settings.linear_scaling_batch:  # recorded only when used: older runs resume
+        identity["learning_rate_schedule"] = dataclasses.asdict(settings.schedule)
     return identity
 
 

@@ -29,6 +29,7 @@ from parallel_tf.cli import validate_by_parsing
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.cluster import slurm
 from parallel_tf.errors import ConfigError
+from parallel_tf.graph.learning_rates import SCHEDULES, Schedule
 from parallel_tf.graph.model import OPTIMIZERS
 from parallel_tf.training import profiling, techniques
 from parallel_tf.training.train_graph import MODES
@@ -49,6 +50,8 @@ MODE_OPTION_SCOPES = {
     **techniques.flag_scopes(),
 }
 FLAG_SCOPES = {"job_name": MODES, "task_index": MODES, "mode": MODES, **MODE_OPTION_SCOPES}
+# The run flags, besides its mode's options, whose values a technique may require (rules.Technique.requires).
+COMPOSED_RUN_FLAGS = ("optimizer", "lr_schedule", "warmup_steps")
 RUN_FLAGS = (
     "global_batch_size",
     "train_steps",
@@ -58,6 +61,11 @@ RUN_FLAGS = (
     "log_every",
     "eval_every",
     "snapshot_every",
+    "lr_schedule",
+    "warmup_steps",
+    "lr_decay_steps",
+    "lr_decay_rate",
+    "linear_scaling_batch",
     "checkpoint_every",
     "startup_timeout",
     "operation_timeout",
@@ -264,6 +272,50 @@ def define_run_flags(flag_values=FLAGS):
         lower_bound=0,
         flag_values=flag_values,
     )
+    flags.DEFINE_enum(
+        "lr_schedule",
+        "constant",
+        list(SCHEDULES),
+        "The learning rate over the steps after warm-up: constant, step (times --lr_decay_rate every "
+        "--lr_decay_steps) or cosine (to 0 over --lr_decay_steps, default the rest of --train_steps).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "warmup_steps",
+        0,
+        "The rate rises linearly to --learning_rate over this many steps.",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "lr_decay_steps",
+        0,
+        "step: the interval of each decay; cosine: its length (0: to the last step).",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float(
+        "lr_decay_rate",
+        0.1,
+        "step: the factor of each decay.",
+        lower_bound=0.0,
+        upper_bound=1.0,
+        flag_values=flag_values,
+    )
+    flags.register_multi_flags_validator(
+        ["lr_schedule", "lr_decay_steps"],
+        lambda values: values["lr_schedule"] != "step" or values["lr_decay_steps"] > 0,
+        "--lr_schedule=step decays every --lr_decay_steps steps: give it",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "linear_scaling_batch",
+        0,
+        "The linear scaling rule (Goyal et al. 2017): the rate is --learning_rate times --global_batch_size "
+        "over this batch size. 0: off.",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
     flags.DEFINE_integer(
         "snapshot_every",
         0,
@@ -385,6 +437,11 @@ class Settings:
     log_every: int = 50
     eval_every: int = 0
     snapshot_every: int = 0
+    lr_schedule: str = "constant"
+    warmup_steps: int = 0
+    lr_decay_steps: int = 0
+    lr_decay_rate: float = 0.1
+    linear_scaling_batch: int = 0
     startup_timeout: float = 60.0
     checkpoint_every: int = 100
     fresh: bool = False
@@ -407,6 +464,15 @@ class Settings:
     @property
     def num_workers(self):
         return self.cluster.num_workers if self.cluster else 1
+
+    @property
+    def schedule(self):
+        """The learning rate as a function of the step an update is applied at (graph/learning_rates.py)."""
+        scale = self.global_batch_size / self.linear_scaling_batch if self.linear_scaling_batch else 1
+        decay_steps = self.lr_decay_steps or max(self.train_steps - self.warmup_steps, 1)
+        return Schedule(
+            self.learning_rate * scale, self.lr_schedule, self.warmup_steps, decay_steps, self.lr_decay_rate
+        )
 
     @property
     def spare_workers(self):
@@ -459,6 +525,11 @@ def settings_from_flags(flag_values=FLAGS):
         log_every=flag_values.log_every,
         eval_every=flag_values.eval_every,
         snapshot_every=flag_values.snapshot_every,
+        lr_schedule=flag_values.lr_schedule,
+        warmup_steps=flag_values.warmup_steps,
+        lr_decay_steps=flag_values.lr_decay_steps,
+        lr_decay_rate=flag_values.lr_decay_rate,
+        linear_scaling_batch=flag_values.linear_scaling_batch,
         checkpoint_every=flag_values.checkpoint_every,
         fresh=flag_values.fresh,
         startup_timeout=flag_values.startup_timeout,
@@ -538,7 +609,8 @@ def check_run(mode, cluster, values, given):
     cluster_lib.check_shardable(batch, cluster.num_workers)
     _check_groups(cluster, batch)
     options = {name: values[name] for name, scope in MODE_OPTION_SCOPES.items() if mode in scope}
-    composition = compose(mode, cluster, {**options, "optimizer": values["optimizer"]}, given)
+    run = {name: values[name] for name in COMPOSED_RUN_FLAGS}
+    composition = compose(mode, cluster, {**options, **run}, given)
     if values["strict_determinism"]:
         aggregation = composition.settled.get("aggregation", values["aggregation"])
         check_strict(aggregation, values["microbatches"], batch, cluster)
@@ -577,6 +649,13 @@ def compose(mode, cluster, values, given):
     ConfigError with one line."""
     composition = techniques.resolve(mode, cluster, values, given)
     optimizer = composition.settled.get("optimizer", values["optimizer"])
+    if mode == cluster_lib.GROUPED_MODE and (
+        values.get("lr_schedule", "constant") != "constant" or values.get("warmup_steps")
+    ):
+        raise ConfigError(
+            "--lr_schedule and --warmup_steps are not for --mode=hierarchical yet: its groups and the central ps "
+            "count their steps apart, and a schedule needs the one step an update is applied at"
+        )
     if mode == cluster_lib.GROUPED_MODE and values["central_every"] > 1 and optimizer != "sgd":
         raise ConfigError(
             f"--central_every={values['central_every']} with --optimizer={optimizer}: the central ps would take one "

@@ -11,7 +11,7 @@ from parallel_tf.training.train_graph import TrainGraph, fixed_plan
 def build(recipe, dataset, settings, cluster=None, task_index=0):
     model = build_model(recipe, dataset)
     global_step = tf.train.get_or_create_global_step()
-    optimizer = make_optimizer(settings.optimizer, settings.learning_rate)
+    optimizer = make_optimizer(settings.optimizer, settings.schedule.at(global_step))
     train_op = optimizer.minimize(model.loss, global_step=global_step)
     with tf.control_dependencies([train_op]):
         losses = tf.reshape(model.loss, [1])

@@ -105,9 +105,9 @@ def spare_workers(names, options, cluster):
 
 
 def push_learning_rate(settings, staleness):
-    """The learning rate an async push of `staleness` is applied with: --learning_rate, unless a
-    technique makes it depend on the staleness."""
-    learning_rate = settings.learning_rate
+    """The learning rate an async push of `staleness` is applied with: the schedule's at the global step
+    it is applied at (--learning_rate, without one), unless a technique makes it depend on the staleness."""
+    learning_rate = settings.schedule.at(tf.train.get_global_step())
     for technique in _providing(settings, "push_learning_rate"):
         learning_rate = technique.push_learning_rate(learning_rate, staleness)
     return learning_rate

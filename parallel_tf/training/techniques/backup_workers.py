@@ -114,7 +114,7 @@ def build(recipe, dataset, settings, cluster, task_index):
             with tf.control_dependencies([count]):
                 return [(tf.identity(first_gradient), first_variable), *others]
 
-        optimizer = make_optimizer(settings.optimizer, settings.learning_rate)
+        optimizer = make_optimizer(settings.optimizer, settings.schedule.at(global_step))
         synced = sync_replicas(optimizer, model.loss, global_step, replicas, num_workers, is_chief, None, count_first)
         # Taken in the same run as the gradients, in no order, as TF takes its per-variable accumulators.
         sync_and_count = tf.group(synced.sync_op, applied.assign_add(tf.cast(counted.take_grad(replicas), tf.int64)))

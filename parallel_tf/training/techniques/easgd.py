@@ -30,7 +30,7 @@ from parallel_tf.graph.devices import device_setter, worker_device
 from parallel_tf.graph.model import LOCAL, build_model_on_copies, refresh_copies
 from parallel_tf.graph.pushes import push_counter
 from parallel_tf.graph.schedules import sends_after
-from parallel_tf.training.techniques.local_sgd import build_exchanging, sgd_on_copies
+from parallel_tf.training.techniques.local_sgd import OWN_STEPS, build_exchanging, sgd_on_copies
 from parallel_tf.training.techniques.rules import Technique
 from parallel_tf.training.train_graph import CopiesGraph, own_report
 
@@ -46,6 +46,8 @@ TECHNIQUE = Technique(
         "fetch_every": (1, NO_GRADIENTS),
         "aggregation": ("ordered", "the centre's update sums the copies in the fixed order"),
         "strict_determinism": (False, "each copy follows its own shard, so worker counts differ"),
+        "lr_schedule": ("constant", OWN_STEPS),
+        "warmup_steps": (0, OWN_STEPS),
     },
 )
 

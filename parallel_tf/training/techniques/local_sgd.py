@@ -30,6 +30,7 @@ from parallel_tf.graph.schedules import sends_after
 from parallel_tf.training.techniques.rules import Technique
 from parallel_tf.training.train_graph import CopiesGraph, own_report
 
+OWN_STEPS = "the copies take plain SGD steps at --learning_rate; a schedule is not defined for them yet"
 TECHNIQUE = Technique(
     name="local_sgd",
     flags=("local_steps",),
@@ -39,6 +40,8 @@ TECHNIQUE = Technique(
         "aggregation": ("ordered", "the copies are averaged in the fixed order of ordered aggregation"),
         "strict_determinism": (False, "each copy follows its own shard, so worker counts differ"),
         "optimizer": ("sgd", "an optimizer's slots would be each worker's own and never averaged"),
+        "lr_schedule": ("constant", OWN_STEPS),
+        "warmup_steps": (0, OWN_STEPS),
     },
 )
 

@@ -27,6 +27,10 @@ TECHNIQUE = Technique(
     flags=("local_updates",),
     modes=("async",),
     hooks=("wrap", "after_push"),
+    requires={
+        "lr_schedule": ("constant", "a local update steps the copy at --learning_rate; give --nolocal_updates"),
+        "warmup_steps": (0, "a local update steps the copy at --learning_rate; give --nolocal_updates"),
+    },
     conflicts={
         "softsync": "softsync folds floor(N/n) pushes into one update, so a worker's own push is no whole update "
         "its copy holds and staleness cannot be counted; give --nolocal_updates or --fetch_every=1"
