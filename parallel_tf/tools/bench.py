@@ -28,7 +28,7 @@ from parallel_tf.cli import exit_config_error, parse_flags_or_exit, positive_int
 from parallel_tf.errors import ConfigError
 from parallel_tf.files import write_atomically
 from parallel_tf.launch.launcher import resolve_recipe
-from parallel_tf.tools import runs
+from parallel_tf.tools import figures, runs
 from parallel_tf.training import profiling, task_flags
 
 FLAGS = flags.FLAGS
@@ -379,12 +379,7 @@ def machine():
 
 def plot_throughput(tables, png):
     """examples/s against worker count, one panel per model, a line per system, the limit dashed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(1, len(tables), figsize=(6 * len(tables), 4.5), squeeze=False)
+    figure, axes = figures.pyplot().subplots(1, len(tables), figsize=(6 * len(tables), 4.5), squeeze=False)
     for axis, (model, rows) in zip(axes[0], tables.items(), strict=True):
         for system in dict.fromkeys(row["system"] for row in rows):
             points = sorted((r["workers"], r["examples_per_sec"]) for r in rows if r["system"] == system)
@@ -399,8 +394,7 @@ def plot_throughput(tables, png):
         axis.set_ylim(bottom=0)
         axis.legend(fontsize=7)
     figure.tight_layout()
-    figure.savefig(png, dpi=100)
-    plt.close(figure)
+    figures.save(figure, png, dpi=100)
 
 
 def run_command_line():

@@ -1,17 +1,13 @@
 """A study's training-loss curves: every run's logged loss against step, time and the megabytes the
 chief has sent. Free of TensorFlow."""
 
-import os
+from parallel_tf.tools import figures
 
 
 def plot(rows, path):
     """One line per run, loss against step, against time, and against the megabytes the chief has sent
     (traffic.py); the reference dashed and black (it sends nothing, so it is not in the third)."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, no display
-    from matplotlib import pyplot
-
+    pyplot = figures.pyplot()
     figure, (by_step, by_time, by_bytes) = pyplot.subplots(1, 3, figsize=(20, 7), sharey=True)
     for row in rows:
         steps, losses = zip(*row["losses"], strict=True)
@@ -35,9 +31,7 @@ def plot(rows, path):
     legend_rows = -(-len(labels) // 3)
     figure.legend(handles, labels, loc="lower center", ncol=3, fontsize="small")
     figure.tight_layout(rect=(0, 0.035 * legend_rows + 0.02, 1, 1))
-    figure.savefig(path + ".tmp.png", dpi=110)
-    pyplot.close(figure)
-    os.replace(path + ".tmp.png", path)
+    figures.save(figure, path)
 
 
 def megabytes_sent(metrics):

@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 
+from parallel_tf.tools import figures
 from parallel_tf.training.outputs import SNAPSHOTS
 
 BITWISE = 1e-12  # where a difference of exactly 0 is drawn: below any float32 rounding of these models
@@ -34,11 +35,7 @@ def plot(rows, path):
     """Two panels, one line per variant and worker count (its first repeat: sync repeats are bitwise
     equal): the drift from the one-process reference, and from the variant's own run at its smallest
     worker count, where strict determinism's promise (the same bits for every N) shows."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, no display
-    from matplotlib import pyplot
-
+    pyplot = figures.pyplot()
     firsts = {}
     for row in rows:
         firsts.setdefault((row["variant"], row["workers"]), row)
@@ -65,9 +62,7 @@ def plot(rows, path):
         axes.grid(True, which="both", alpha=0.3)
     from_reference.legend(fontsize="small")
     figure.tight_layout()
-    figure.savefig(path + ".tmp.png", dpi=110)
-    pyplot.close(figure)
-    os.replace(path + ".tmp.png", path)
+    figures.save(figure, path)
 
 
 def _draw(axes, steps_and_differences, label, color=None):

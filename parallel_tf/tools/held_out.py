@@ -1,11 +1,9 @@
 """A study's runs judged on held-out data (--eval_every): each variant against the first at the same
 worker count, over repeats (comparison.py), and their held-out loss as bands. Free of TensorFlow."""
 
-import os
-
 import numpy as np
 
-from parallel_tf.tools import comparison
+from parallel_tf.tools import comparison, figures
 
 
 def evaluations(metrics):
@@ -154,11 +152,7 @@ def plot_bands(rows, path):
     """Held-out loss against step and against seconds: for each variant and worker count the mean over
     its repeats, and the band from the lowest to the highest (every repeat evaluates at the same steps;
     the time axis is the repeats' mean time of each evaluation)."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, no display
-    from matplotlib import pyplot
-
+    pyplot = figures.pyplot()
     figure, (by_step, by_time) = pyplot.subplots(1, 2, figsize=(15, 6.5), sharey=True)
     for (variant, n), runs in groups(rows).items():
         count = min(len(r["held_out"]) for r in runs)  # a repeat cut short would have fewer
@@ -177,6 +171,4 @@ def plot_bands(rows, path):
         axes.grid(True, which="both", alpha=0.3)
     by_step.legend(fontsize="small")
     figure.tight_layout()
-    figure.savefig(path + ".tmp.png", dpi=110)
-    pyplot.close(figure)
-    os.replace(path + ".tmp.png", path)
+    figures.save(figure, path)
