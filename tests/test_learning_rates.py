@@ -130,3 +130,5 @@ def test_run_json_records_a_schedule_so_a_resume_must_keep_it_and_older_runs_sti
     assert (
         logdir.run_identity("mnist", task_flags.run_settings(**longer, lr_schedule="cosine", warmup_steps=10)) != cosine
     )
+    warm = [logdir.run_identity("mnist", task_flags.run_settings(**f, warmup_steps=10)) for f in (fields, longer)]
+    assert warm[0] == warm[1]  # warm-up then constant does not depend on --train_steps: a resume may train longer

@@ -9,6 +9,7 @@ import dataclasses
 import math
 
 from parallel_tf.compat import tf
+from parallel_tf.errors import ConfigError
 
 SCHEDULES = ("constant", "step", "cosine")
 
@@ -20,6 +21,10 @@ class Schedule:
     warmup_steps: int = 0  # the rate rises linearly to `base` over steps 0..W-1: base (s + 1) / W
     decay_steps: int = 0  # step: every D steps after warm-up; cosine: over D steps after warm-up
     decay_rate: float = 0.1  # step: the factor each D steps
+
+    def __post_init__(self):
+        if self.kind == "step" and self.decay_steps < 1:
+            raise ConfigError("--lr_schedule=step decays every --lr_decay_steps steps: give it")
 
     @property
     def is_constant(self):

@@ -469,7 +469,9 @@ class Settings:
     def schedule(self):
         """The learning rate as a function of the step an update is applied at (graph/learning_rates.py)."""
         scale = self.global_batch_size / self.linear_scaling_batch if self.linear_scaling_batch else 1
-        decay_steps = self.lr_decay_steps or max(self.train_steps - self.warmup_steps, 1)
+        # only cosine's length defaults to the training left: a resume that trains longer then changes it
+        cosine_length = max(self.train_steps - self.warmup_steps, 1) if self.lr_schedule == "cosine" else 0
+        decay_steps = self.lr_decay_steps or cosine_length
         return Schedule(
             self.learning_rate * scale, self.lr_schedule, self.warmup_steps, decay_steps, self.lr_decay_rate
         )
