@@ -12,6 +12,7 @@ from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 
 SCHEDULES = ("constant", "step", "cosine")
+STEP_WITHOUT_INTERVAL = "--lr_schedule=step decays every --lr_decay_steps steps: give it"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,7 +25,7 @@ class Schedule:
 
     def __post_init__(self):
         if self.kind == "step" and self.decay_steps < 1:
-            raise ConfigError("--lr_schedule=step decays every --lr_decay_steps steps: give it")
+            raise ConfigError(STEP_WITHOUT_INTERVAL)
 
     @property
     def is_constant(self):

@@ -29,7 +29,7 @@ from parallel_tf.cli import validate_by_parsing
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.cluster import slurm
 from parallel_tf.errors import ConfigError
-from parallel_tf.graph.learning_rates import SCHEDULES, Schedule
+from parallel_tf.graph.learning_rates import SCHEDULES, STEP_WITHOUT_INTERVAL, Schedule
 from parallel_tf.graph.model import OPTIMIZERS
 from parallel_tf.training import profiling, techniques
 from parallel_tf.training.train_graph import MODES
@@ -305,7 +305,7 @@ def define_run_flags(flag_values=FLAGS):
     flags.register_multi_flags_validator(
         ["lr_schedule", "lr_decay_steps"],
         lambda values: values["lr_schedule"] != "step" or values["lr_decay_steps"] > 0,
-        "--lr_schedule=step decays every --lr_decay_steps steps: give it",
+        STEP_WITHOUT_INTERVAL,
         flag_values=flag_values,
     )
     flags.DEFINE_integer(
@@ -491,6 +491,15 @@ class Settings:
         }
 
 
+# The Settings fields that are a flag of the same name, read as given; settings_from_flags decides the others.
+FIELDS_AS_GIVEN = tuple(
+    field.name
+    for field in dataclasses.fields(Settings)
+    if field.name
+    not in {"mode", "job_name", "task_index", "cluster", "options", "techniques", "num_gpus", "trace_steps"}
+)
+
+
 def settings_from_flags(flag_values=FLAGS):
     """Reads the parsed flags into Settings; raises ConfigError for contradictions."""
     if flag_values.download_url and not flag_values.download:
@@ -514,36 +523,9 @@ def settings_from_flags(flag_values=FLAGS):
         job_name=job_name,
         task_index=task_index,
         cluster=cluster,
-        global_batch_size=flag_values.global_batch_size,
-        train_steps=flag_values.train_steps,
-        learning_rate=flag_values.learning_rate,
-        optimizer=flag_values.optimizer,
-        seed=flag_values.seed,
-        logdir=flag_values.logdir,
-        dataset=flag_values.dataset,
-        data_dir=flag_values.data_dir,
-        download=flag_values.download,
-        download_url=flag_values.download_url,
-        log_every=flag_values.log_every,
-        eval_every=flag_values.eval_every,
-        snapshot_every=flag_values.snapshot_every,
-        lr_schedule=flag_values.lr_schedule,
-        warmup_steps=flag_values.warmup_steps,
-        lr_decay_steps=flag_values.lr_decay_steps,
-        lr_decay_rate=flag_values.lr_decay_rate,
-        linear_scaling_batch=flag_values.linear_scaling_batch,
-        checkpoint_every=flag_values.checkpoint_every,
-        fresh=flag_values.fresh,
-        startup_timeout=flag_values.startup_timeout,
-        operation_timeout=flag_values.operation_timeout,
-        aggregation=flag_values.aggregation,
-        strict_determinism=flag_values.strict_determinism,
-        microbatches=flag_values.microbatches,
-        push_every=flag_values.push_every,
-        fetch_every=flag_values.fetch_every,
-        central_every=flag_values.central_every,
         options={name: flag_values[name].value for name in techniques.flag_scopes()},
         trace_steps=profiling.parse_steps(flag_values.trace_steps),
+        **{name: flag_values[name].value for name in FIELDS_AS_GIVEN},
     )
 
 
