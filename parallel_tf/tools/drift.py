@@ -2,6 +2,7 @@
 difference at each snapshot (--snapshot_every), drawn per worker count on a log scale where the
 runs that stay bitwise equal sit on a line of their own. Free of TensorFlow."""
 
+import functools
 import os
 
 import numpy as np
@@ -12,6 +13,7 @@ from parallel_tf.training.outputs import SNAPSHOTS
 BITWISE = 1e-12  # where a difference of exactly 0 is drawn: below any float32 rounding of these models
 
 
+@functools.cache  # a finished run's snapshots never change, and the study redraws after every run
 def distances(logdir, reference_logdir):
     """[(step, largest |Δparam| from the reference at that step)] for the steps both runs saved."""
     steps = sorted(_snapshot_steps(logdir) & _snapshot_steps(reference_logdir))

@@ -27,26 +27,26 @@ def compare(rows, target_accuracy=None, target_loss=None):
     final held-out loss, and with a target the seconds to reach it (compared when every run reached it)."""
     grouped = groups(rows)
     baseline_variant = rows[0]["variant"]
-    targeted = target_accuracy is not None or target_loss is not None
-    results = []
-    for (variant, n), runs in grouped.items():
-        baseline = grouped.get((baseline_variant, n))
-        if variant == baseline_variant or baseline is None:
-            continue
-        result = {"variant": variant, "workers": n, "baseline": baseline_variant, "repeats": len(runs)}
-        paired = _paired_by_seed(baseline, runs)
-        if paired:
-            baseline, runs = paired
-        result["paired_by_seed"] = bool(paired)
-        result["final_eval_loss"] = _summarise(
-            [r["held_out"][-1][2] for r in baseline], [r["held_out"][-1][2] for r in runs], bool(paired)
-        )
-        if targeted:
-            result["seconds_to_target"] = _summarise(
-                *[[_seconds(r, target_accuracy, target_loss) for r in side] for side in (baseline, runs)], bool(paired)
-            )
-        results.append(result)
-    return results
+    return [
+        _compared(variant, n, baseline_variant, grouped[(baseline_variant, n)], runs, target_accuracy, target_loss)
+        for (variant, n), runs in grouped.items()
+        if variant != baseline_variant and (baseline_variant, n) in grouped
+    ]
+
+
+def _compared(variant, n, baseline_variant, baseline, runs, target_accuracy, target_loss):
+    paired = _paired_by_seed(baseline, runs)
+    baseline, runs = paired or (baseline, runs)
+
+    def measure(of_run):
+        return _summarise([of_run(r) for r in baseline], [of_run(r) for r in runs], paired is not None)
+
+    result = {"variant": variant, "workers": n, "baseline": baseline_variant, "repeats": len(runs)}
+    result["paired_by_seed"] = paired is not None
+    result["final_eval_loss"] = measure(lambda run: run["held_out"][-1][2])
+    if target_accuracy is not None or target_loss is not None:
+        result["seconds_to_target"] = measure(lambda run: _seconds(run, target_accuracy, target_loss))
+    return result
 
 
 def _seconds(row, target_accuracy, target_loss):

@@ -328,8 +328,11 @@ class Study:
         return verdicts
 
     def verdict_lines(self):
+        return self._lines(self.verdicts(), self.comparisons())
+
+    def _lines(self, verdicts, comparisons):
         lines = []
-        for variant, v in self.verdicts().items():
+        for variant, v in verdicts.items():
             lines.append(f"{variant}: repeats identical: {_yes(v['repeats_identical'])}")
             across = f"{variant}: identical across N: {_yes(v['identical_across_workers'])}"
             if v["identical_across_workers"] is False:  # bitwise is strict's promise; say how far apart
@@ -343,7 +346,7 @@ class Study:
                     f"final loss spread {v['final_loss_rel_spread_across_workers']:.3g} relative)"
                 )
             lines.append(across)
-        return lines + held_out.verdict_lines(self.comparisons(), self.target)
+        return lines + held_out.verdict_lines(comparisons, self.target)
 
     def comparisons(self):
         """Each variant against the first at the same worker count, on held-out data (held_out.compare)."""
@@ -352,16 +355,17 @@ class Study:
         return held_out.compare(self.rows, **self.targets)
 
     def _write(self):
+        verdicts, comparisons = self.verdicts(), self.comparisons()
         report = {
             "recipe": self.recipe,
             "reference": self._references()[0],
             "references": self._references(),
             "runs": self.rows,
-            "verdicts": self.verdicts(),
-            "comparisons": self.comparisons(),
+            "verdicts": verdicts,
+            "comparisons": comparisons,
         }
         write_atomically(os.path.join(self.out, "report.json"), json.dumps(report, indent=2) + "\n")
-        write_atomically(os.path.join(self.out, "report.md"), self._markdown())
+        write_atomically(os.path.join(self.out, "report.md"), self._markdown(verdicts, comparisons))
         every = [*self._references(), *self.rows]
         curves.plot(every, os.path.join(self.out, "loss_curves.png"))
         if all(row["held_out"] for row in every):
@@ -372,7 +376,7 @@ class Study:
     def _references(self):
         return list(self.references.values())
 
-    def _markdown(self):
+    def _markdown(self, verdicts, comparisons):
         lines = [
             f"# Reproducibility study: {os.path.basename(self.recipe)}",
             "",
@@ -389,8 +393,8 @@ class Study:
                 f"| {_or_dash(row['mean_staleness'], '.2f')} "
                 f"| {_or_dash(row['max_staleness'], 'd')} |"
             )
-        lines += held_out.markdown(self.comparisons(), self.target)
-        lines += ["", *[f"- {line}" for line in self.verdict_lines()], ""]
+        lines += held_out.markdown(comparisons, self.target)
+        lines += ["", *[f"- {line}" for line in self._lines(verdicts, comparisons)], ""]
         return "\n".join(lines)
 
 
