@@ -1,7 +1,7 @@
 """The tools' pictures: matplotlib for files only (no display), each figure written whole or not at
 all, since a study rewrites its pictures after every run while someone may be looking at them."""
 
-import os
+from parallel_tf.files import written_atomically
 
 
 def pyplot():
@@ -17,6 +17,6 @@ def pyplot():
 
 def save(figure, path, dpi=110):
     """Writes `figure` to `path` under a temporary name and renames it, and closes it."""
-    figure.savefig(path + ".tmp.png", dpi=dpi)
+    with written_atomically(path) as partial:
+        figure.savefig(partial, dpi=dpi)
     pyplot().close(figure)
-    os.replace(path + ".tmp.png", path)

@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from parallel_tf.compat import tf
-from parallel_tf.files import write_atomically
+from parallel_tf.files import write_atomically, written_atomically
 
 
 def params_sha256(named_params):
@@ -83,8 +83,8 @@ class RunWriter:
         """params_at/<step>.npz: the parameters as they are at `step` (--snapshot_every)."""
         directory = os.path.join(self.logdir, SNAPSHOTS)
         os.makedirs(directory, exist_ok=True)
-        np.savez(os.path.join(directory, f"{step}.tmp.npz"), **named_params)
-        os.replace(os.path.join(directory, f"{step}.tmp.npz"), os.path.join(directory, f"{step}.npz"))
+        with written_atomically(os.path.join(directory, f"{step}.npz")) as partial:
+            np.savez(partial, **named_params)
 
     def finish(self, summary, named_params):
         """Writes params.npz and summary.json (last, so its presence means the run completed)."""
