@@ -134,12 +134,22 @@ def test_staleness_counts_only_the_updates_a_workers_copy_is_missing(tmp_path, l
     assert run["summary"]["staleness_aware_pushes"] == 3
 
 
-@pytest.mark.parametrize("scale, expected_w", [(0.0, 0.7), (1.0, 0.72)], ids=["plain", "lambda=1"])
-def test_delay_compensation_corrects_a_gradient_for_the_drift_since_its_fetch(tmp_path, scale, expected_w):
+@pytest.mark.parametrize(
+    "flags, expected_w",
+    [
+        ({"delay_compensation": 0.0}, 0.7),
+        ({"delay_compensation": 1.0}, 0.72),
+        ({"adaptive_delay_compensation": 0.5}, 0.7 + 0.02 * 5**0.5),
+    ],
+    ids=["plain", "lambda=1", "adaptive lambda0=0.5"],
+)
+def test_delay_compensation_corrects_a_gradient_for_the_drift_since_its_fetch(tmp_path, flags, expected_w):
     """Zheng et al.'s rule with f = ½ w² (x = 0), η = 0.1: the worker fetches w_bak = 1, then w moves to 0.8
     (as others' pushes would move it); its gradient, taken at 1, is 1, and is applied as
-    1 + λ·1·1·(0.8 - 1) = 0.8: w = 0.8 - 0.08 = 0.72 with λ = 1, 0.8 - 0.1 = 0.7 plain."""
-    flags = {"learning_rate": 0.1, "delay_compensation": scale}
+    1 + λ·1·1·(0.8 - 1) = 1 - 0.2λ: w = 0.8 - 0.08 = 0.72 with λ = 1, 0.8 - 0.1 = 0.7 plain.
+    DC-ASGD-a first takes the gradient into MeanSquare = 0.95·0 + 0.05·1² = 0.05, then sets
+    λ = 0.5/√0.05 = √5: w = 0.8 - 0.1(1 - 0.2√5) = 0.7 + 0.02√5 ≈ 0.74472 (ε = 1e-7 moves it by < 1e-6)."""
+    flags = {"learning_rate": 0.1, **flags}
     ((worker, session),) = joined_workers(
         scalar_recipe(half_mean_square, w0=1.0), scalar_dataset(0), tmp_path, "async", num_workers=1, **flags
     )
@@ -150,6 +160,30 @@ def test_delay_compensation_corrects_a_gradient_for_the_drift_since_its_fetch(tm
     model = worker.train_graph.model
     session.run(step_and_push, {model.features: [[0.0]], model.labels: [0]})
     assert float(session.run(w_on_ps)[0]) == pytest.approx(expected_w, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [{}, {"aggregation": "accumulator"}, {"strict_determinism": True, "microbatches": 2}],
+    ids=["ordered", "accumulator", "strict"],
+)
+@pytest.mark.parametrize("num_workers", [1, 2])
+def test_sync_clipping_clips_the_mean_gradient_of_each_step(tmp_path, flags, num_workers):
+    """The run of test_sync_takes_the_mean_gradient... with --clip_norm=1: the mean gradient w - 2 is
+    scaled to norm at most 1. w: 0 → (g = -2, clipped to -1) 0.5 → (g = -1.5 → -1) 1 → (g = -1, at the
+    threshold, kept) 1.5, whatever the worker count; 2 of the 3 updates were clipped."""
+    run = train(QUADRATIC, ONE_AND_THREE, tmp_path, "sync", num_workers=num_workers, clip_norm=1.0, **flags)
+    assert w(run) == 1.5
+    assert run["summary"]["clipped_updates"] == 2
+
+
+def test_async_clipping_clips_each_push(tmp_path):
+    """Two workers, linear loss (gradient -x), w0 = 1, α = ½, --clip_norm=2, 3 steps: each step one worker
+    pushes -1 (x = 1) and the other -3, clipped to -2: w = 1 + ½·(1 + 2)·3 = 5.5 (plain async: 7);
+    3 of the 6 pushes were clipped."""
+    run = train(LINEAR, ONE_AND_THREE, tmp_path, "async", clip_norm=2.0)
+    assert w(run) == 5.5
+    assert run["summary"]["clipped_updates"] == 3
 
 
 @pytest.mark.parametrize("n, expected_w", [(1, 4.0), (2, 7.0)], ids=["1-softsync", "2-softsync"])

@@ -216,6 +216,21 @@ def cases(tmp):
             recipe_command(good, *CLUSTER, "--mode=async", "--push_every=0"),
             "--push_every=0: 0 is not a positive integer",
         ),
+        "clipping with local SGD": (
+            recipe_command(good, *CLUSTER, "--clip_norm=1", "--local_steps=2"),
+            "--local_steps=2 does not go with --clip_norm=1.0: it builds its own sync graph, which does not change "
+            "how the optimizer applies an update",
+        ),
+        "QSGD with more levels than an int8 holds": (
+            recipe_command(good, *CLUSTER, "--gradient_compression=qsgd:128"),
+            "--gradient_compression=qsgd:128: expected none, 8bit, 1bit, topk:K, qsgd:S (K a positive integer, "
+            "1 <= S <= 127)",
+        ),
+        "both delay compensations": (
+            recipe_command(good, *CLUSTER, "--mode=async", "--delay_compensation=1", "--adaptive_delay_compensation=1"),
+            "--delay_compensation=1.0 does not go with --adaptive_delay_compensation=1.0: both compensate a push for "
+            "its delay, one with λ fixed, the other with λ adapted; choose one",
+        ),
         "async flag in sync mode": (
             recipe_command(good, *CLUSTER, "--fetch_every=2"),
             "--fetch_every does not apply to --mode=sync; it is for --mode=async",
@@ -426,6 +441,9 @@ FLAGS_ONLY = {
     "aggregation in async mode",
     "async flag in sync mode",
     "backup workers with ordered aggregation",
+    "both delay compensations",
+    "clipping with local SGD",
+    "QSGD with more levels than an int8 holds",
     "empty host list",
     "flag for another mode",
     "group not dividing the batch",

@@ -34,9 +34,11 @@ ENABLE = {
     "softsync": {"softsync": 1},
     "bounded_staleness": {"max_staleness": 0},
     "delay_compensation": {"delay_compensation": 0.5},
+    "adaptive_delay_compensation": {"adaptive_delay_compensation": 0.5},
     "local_sgd": {"local_steps": 2},
     "easgd": {"easgd_alpha": 0.25, "easgd_period": 2},
     "compression": {"gradient_compression": "8bit"},
+    "clipping": {"clip_norm": 1e-6},  # below any gradient's norm: every update is clipped
     "stragglers": {"worker_delay_ms": f"0:{DELAY_MS}"},  # the chief, whose step time the summary gives
 }
 PUSHES = WORKERS * STEPS  # async: every worker pushes every step (no enabling flag changes --push_every)
@@ -84,6 +86,14 @@ def _fewer_bytes_on_the_wire(s):
     assert s["bytes_sent_per_step"] < s["float_bytes_per_push"]
 
 
+def _clipped_every_update(s):
+    """Sync: the chief's STEPS updates; async: every push, or softsync's means of them."""
+    if s["mode"] == "sync":
+        assert s["clipped_updates"] == STEPS
+    else:
+        assert 0 < s["clipped_updates"] <= PUSHES
+
+
 def _chief_paused(s):
     assert s["ms_per_step"] >= DELAY_MS
 
@@ -95,9 +105,11 @@ OBSERVE = {
     "softsync": _queued_every_push,
     "bounded_staleness": _clocks_within_s,
     "delay_compensation": _compensated_every_push,
+    "adaptive_delay_compensation": _compensated_every_push,
     "local_sgd": _exchanged_every_h_steps,
     "easgd": _elastic_exchanges,
     "compression": _fewer_bytes_on_the_wire,
+    "clipping": _clipped_every_update,
     "stragglers": _chief_paused,
 }
 NAMES = [t.TECHNIQUE.name for t in techniques.TECHNIQUES]
@@ -205,7 +217,7 @@ def test_both_techniques_of_a_pair_take_effect(tmp_path, mode, a, b):
 
 # The pairs the rules refuse (the others outside scope are refused for a technique's mode): a rule that
 # changes shows here. `pytest -s -k count_of_pairs` prints each with its line.
-RUN, REFUSED = 21, 114  # of the 135 mode × pair combinations; docs/modes-and-techniques.md quotes them
+RUN, REFUSED = 35, 163  # of the 198 mode × pair combinations; docs/modes-and-techniques.md quotes them
 REFUSED_BY_RULES = {
     ("sync", "backup_workers", "local_sgd"),
     ("sync", "backup_workers", "easgd"),
@@ -213,6 +225,9 @@ REFUSED_BY_RULES = {
     ("sync", "local_sgd", "easgd"),
     ("sync", "local_sgd", "compression"),
     ("sync", "easgd", "compression"),
+    ("sync", "backup_workers", "clipping"),
+    ("sync", "local_sgd", "clipping"),
+    ("sync", "easgd", "clipping"),
     ("async", "local_updates", "softsync"),
     ("async", "local_updates", "bounded_staleness"),
     ("async", "local_updates", "delay_compensation"),
@@ -224,6 +239,11 @@ REFUSED_BY_RULES = {
     ("async", "bounded_staleness", "easgd"),
     ("async", "delay_compensation", "easgd"),
     ("async", "easgd", "compression"),
+    ("async", "local_updates", "adaptive_delay_compensation"),
+    ("async", "softsync", "adaptive_delay_compensation"),
+    ("async", "delay_compensation", "adaptive_delay_compensation"),
+    ("async", "adaptive_delay_compensation", "easgd"),
+    ("async", "easgd", "clipping"),
 }
 
 

@@ -25,7 +25,7 @@ def run(tensors, feed=None):
 def roundtrip(codec, values):
     with tf.Graph().as_default():
         v = tf.constant(values, tf.float32)
-        payload = codec.encode(v)
+        payload = codec.encode(v, tf.constant([0, 0], tf.int64))
         return run([payload, codec.decode(payload, len(values))])
 
 
@@ -52,9 +52,43 @@ def test_topk_sends_the_largest_magnitudes_and_their_indices():
     assert decoded.tolist() == [0.0, -1.0, 0.0, 0.5]
 
 
+def test_qsgd_rounds_each_level_up_with_the_probability_of_its_fraction():
+    """v = [3, -4, 0], ‖v‖ = 5, S = 2: |v|·S/‖v‖ = [1.2, 1.6, 0], between levels 1 and 2 (and 0). With draws
+    u = [0.7, 0.3, 0.99], floor(1.2 + 0.7) = 1, floor(1.6 + 0.3) = 1, floor(0.99) = 0: levels [1, -1, 0],
+    decoded ‖v‖/S · levels = [2.5, -2.5, 0]; with u = [0.8, 0.4, 0] the first two round up: [5, -5, 0]."""
+    codec = codecs.parse("qsgd:2")
+    with tf.Graph().as_default():
+        v, uniform = tf.constant([3.0, -4.0, 0.0]), tf.placeholder(tf.float32, [3])
+        payload = codec.encode_with(v, uniform)
+        decoded = codec.decode(payload, 3)
+        with tf.Session() as sess:
+            (levels, norm), low = sess.run([payload, decoded], {uniform: [0.7, 0.3, 0.99]})
+            high = sess.run(decoded, {uniform: [0.8, 0.4, 0.0]})
+    assert levels.dtype == np.int8 and levels.tolist() == [1, -1, 0] and norm == 5.0
+    assert low.tolist() == [2.5, -2.5, 0.0] and high.tolist() == [5.0, -5.0, 0.0]
+
+
+def test_qsgd_is_unbiased_and_its_draws_follow_the_seed():
+    """E[decoded] = v: over 4000 seeds, the mean of each element is within 4 standard errors of v, the
+    variance of one element being (‖v‖/S)² p(1 - p), p the fraction it rounds up with. One seed always
+    draws the same, and the seeds draw every rounding there is."""
+    codec, v = codecs.parse("qsgd:2"), np.array([3.0, -4.0, 0.5, 0.0], np.float32)
+    with tf.Graph().as_default():
+        seed = tf.placeholder(tf.int64, [2])
+        decoded = codec.decode(codec.encode(tf.constant(v), seed), 4)
+        with tf.Session() as sess:
+            draws = np.array([sess.run(decoded, {seed: [step, 7]}) for step in range(4000)])
+            again = sess.run(decoded, {seed: [0, 7]})
+    fraction = np.abs(v) * 2 / np.linalg.norm(v) % 1
+    standard_error = np.linalg.norm(v) / 2 * np.sqrt(fraction * (1 - fraction) / len(draws))
+    assert np.all(np.abs(draws.mean(0) - v) <= 4 * standard_error + 1e-6)
+    np.testing.assert_array_equal(again, draws[0])
+    assert len({tuple(d) for d in draws}) == 8  # 2 roundings of each of the 3 nonzero elements
+
+
 @pytest.mark.parametrize(
     "name, expected",
-    [("8bit", 1000 + 4), ("1bit", 125 + 4), ("topk:10", 80)],
+    [("8bit", 1000 + 4), ("1bit", 125 + 4), ("topk:10", 80), ("qsgd:127", 1000 + 4)],
 )
 def test_payload_bytes_measured_are_the_analytic_size(name, expected):
     """The bytes of the tensors a worker sends for 1000 float32 (4000 bytes), measured on their values."""
@@ -71,7 +105,7 @@ def test_error_feedback_keeps_what_8bit_lost_and_loses_nothing_over_steps():
     with tf.Graph().as_default():
         gradient = tf.placeholder(tf.float32, [3])
         destination = tf.Variable(tf.zeros([3]))
-        (decoded,) = compression.transmit(options, [gradient], [destination], "/device:CPU:0")
+        (decoded,) = compression.transmit(options, [gradient], [destination], "/device:CPU:0", stream=0)
         (residual,) = tf.local_variables()
         with tf.Session() as sess:
             sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
@@ -92,7 +126,7 @@ def test_only_the_payload_is_on_the_worker_and_the_decoding_is_on_the_parameter_
         with tf.device("/job:ps/task:0/device:CPU:0"):
             destination = tf.Variable(tf.zeros([3]))
             gradient = tf.constant(V)
-        (decoded,) = compression.transmit(options, [gradient], [destination], worker)
+        (decoded,) = compression.transmit(options, [gradient], [destination], worker, stream=1)
         payloads = tf.get_collection(compression.PAYLOADS)
         assert [p.dtype for p in payloads] == [tf.int8, tf.float32]
         assert all(p.device == worker for p in payloads)
@@ -100,9 +134,9 @@ def test_only_the_payload_is_on_the_worker_and_the_decoding_is_on_the_parameter_
         assert decoded.op.colocation_groups() == destination.op.colocation_groups()
 
 
-@pytest.mark.parametrize("name", ["16bit", "topk:0", "topk:x"])
+@pytest.mark.parametrize("name", ["16bit", "topk:0", "topk:x", "qsgd:0", "qsgd:128"])
 def test_unknown_codecs_are_refused(name):
-    with pytest.raises(ConfigError, match=f"--gradient_compression={name}: expected none, 8bit, 1bit, topk:K"):
+    with pytest.raises(ConfigError, match=f"--gradient_compression={name}: expected none, 8bit, 1bit, topk:K, qsgd:S"):
         codecs.parse(name)
 
 
@@ -135,10 +169,12 @@ def test_one_compressed_step_applies_the_decoded_gradient(tmp_path, mode):
 
 @pytest.mark.inprocess
 def test_compressed_ordered_sync_repeats_bitwise_and_differs_from_float(tmp_path):
+    """With QSGD's random roundings too: they are drawn from the run's seed, the worker and the step."""
     flags = {"global_batch_size": 120, "train_steps": 10, "learning_rate": 0.1, "log_every": 5}
+    qsgd = {"gradient_compression": "qsgd:4", "error_feedback": False}
 
     def sha(name, **more):
         return train(MLP, DIGITS, tmp_path / name, "sync", **flags, **more)["summary"]["params_sha256"]
 
-    first, second = sha("first", gradient_compression="1bit"), sha("second", gradient_compression="1bit")
+    first, second = sha("first", **qsgd), sha("second", **qsgd)
     assert first == second != sha("float")

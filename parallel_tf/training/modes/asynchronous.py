@@ -22,7 +22,7 @@ import dataclasses
 
 from parallel_tf.compat import tf
 from parallel_tf.graph.devices import device_setter, worker_device
-from parallel_tf.graph.model import LOCAL, build_model_on_copies, make_optimizer, refresh_copies
+from parallel_tf.graph.model import LOCAL, build_model_on_copies, refresh_copies
 from parallel_tf.graph.pushes import GradientSum, StalenessHistogram, added_counters, push_counter
 from parallel_tf.graph.schedules import fetches_before, sends_after
 from parallel_tf.training import techniques
@@ -50,12 +50,12 @@ def build(recipe, dataset, settings, cluster, task_index):
         with tf.device(global_step.device):  # read where it changes, just before this push changes it
             staleness = global_step.read_value() - read_step
         learning_rate = techniques.push_learning_rate(settings, staleness)
-        optimizer = make_optimizer(settings.optimizer, learning_rate)
+        optimizer = techniques.optimizer_for(settings, learning_rate)
         gradients = [g for g, _ in optimizer.compute_gradients(model.loss, var_list=list(copies))]
         with tf.device(on_worker):
             gradient_sum = GradientSum(copies, LOCAL, "gradient_sum")
             accumulate = gradient_sum.add(gradients)
-        received = techniques.transmit(settings, accumulate, parameters, on_worker)
+        received = techniques.transmit(settings, accumulate, parameters, on_worker, task_index)
         sums, on_fetch = techniques.push_gradients(settings, task_index, parameters, received)
         recorded = histogram.record(staleness)  # before the push changes the global step
         send = techniques.send_push(settings, optimizer, sums, parameters, global_step, recorded)

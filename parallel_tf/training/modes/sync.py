@@ -11,7 +11,7 @@ from parallel_tf.compat import tf
 from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
 from parallel_tf.graph.barrier import gather_at_chief, release_workers, step_barrier
 from parallel_tf.graph.devices import device_setter, server_cpu, worker_device
-from parallel_tf.graph.model import build_model, make_optimizer
+from parallel_tf.graph.model import build_model
 from parallel_tf.graph.sync_replicas import sync_replicas
 from parallel_tf.training import techniques
 from parallel_tf.training.train_graph import TrainGraph, fixed_plan
@@ -21,7 +21,7 @@ def build(recipe, dataset, settings, cluster, task_index):
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
         model = build_model(recipe, dataset)
         global_step = tf.train.get_or_create_global_step()
-        optimizer = make_optimizer(settings.optimizer, settings.schedule.at(global_step))
+        optimizer = techniques.optimizer_for(settings, settings.schedule.at(global_step))
         aggregate = _in_fixed_order if settings.aggregation == "ordered" else _in_arrival_order
         return aggregate(recipe, model, global_step, optimizer, settings, cluster, task_index)
 
@@ -32,7 +32,7 @@ def _in_fixed_order(recipe, model, global_step, optimizer, settings, cluster, ta
     aggregator = SlotAggregator(tf.trainable_variables(), per_worker * num_workers)
     gradients = worker_gradients(recipe, model, per_worker, aggregator.variables)
     on_worker = worker_device(task_index, settings.num_gpus)
-    gradients = [techniques.transmit(settings, g, aggregator.variables, on_worker) for g in gradients]
+    gradients = [techniques.transmit(settings, g, aggregator.variables, on_worker, task_index) for g in gradients]
     write = aggregator.write(task_index * per_worker, gradients)
     workers, losses = gather_at_chief(num_workers, task_index, model.loss, after=[write], name="written")
     is_chief = task_index == 0  # once every gradient is written, the chief applies the update

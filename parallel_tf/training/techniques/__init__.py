@@ -14,31 +14,36 @@ and the hooks it declares, from these:
     wrap(graph, settings, cluster, task_index) -> TrainGraph
                                 adds its variables, ops, counters or pauses to the graph built
     spare_workers(options, cluster)  non-chief workers the run may lose and go on
-    transmit(options, tensors, destinations, device) -> tensors
+    optimizer(options, optimizer) -> optimizer
+                                sync and async: the optimizer that applies each update, as it changes it
+    transmit(options, tensors, destinations, device, stream) -> tensors
                                 sync and async: gradients on this worker (`device`) as the parameter
-                                servers receive them, each next to its variable in `destinations`
+                                servers receive them, each next to its variable in `destinations`;
+                                `stream` numbers the worker and the run's seed, for random draws
     push_learning_rate(learning_rate, staleness)  async: the rate a push of that staleness (an int64
                                 tensor) is applied with
     push_gradients(options, cluster, task_index, parameters, sums) -> (sums, fetch_ops)
                                 async: what a push applies instead of the (received) sums, and ops to
                                 run with each fetch
-    send_push(settings, cluster, optimizer, sums, parameters, global_step, after) -> Send
+    send_push(settings, optimizer, sums, parameters, global_step, after, optimizer_at) -> Send
                                 async: how a push reaches the parameters, once op `after` has run
+                                (optimizer_at(staleness): the run's optimizer for a push of that staleness)
     after_push(read_step) -> ops  async: what a push changes in what the worker's copy reflects
 and a line in TECHNIQUES. `options` maps technique flags to their values (Settings.options). That is
 all a new technique touches in the library; it also gets a row in docs/modes-and-techniques.md, a
 hand-computed test and an observable in tests/test_composition.py.
 """
 
-import functools
-
 from absl import flags
 
 from parallel_tf.compat import tf
+from parallel_tf.graph.model import make_optimizer
 from parallel_tf.graph.pushes import Send
 from parallel_tf.training.techniques import (
+    adaptive_delay_compensation,
     backup_workers,
     bounded_staleness,
+    clipping,
     compression,
     delay_compensation,
     easgd,
@@ -59,12 +64,15 @@ TECHNIQUES = (
     softsync,
     bounded_staleness,
     delay_compensation,
+    adaptive_delay_compensation,
     local_sgd,
     easgd,
     compression,
+    clipping,
     stragglers,
 )
 BY_NAME = {t.TECHNIQUE.name: t for t in TECHNIQUES}
+MAX_WORKERS = 1 << 16  # for numbering each worker's random draws apart
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -104,6 +112,15 @@ def spare_workers(names, options, cluster):
     return max((t.spare_workers(options, cluster) for t in _named(names, "spare_workers")), default=0)
 
 
+def optimizer_for(settings, learning_rate):
+    """The optimizer that applies a run's updates: --optimizer at `learning_rate`, as techniques change
+    how it applies them (clipping)."""
+    applies = make_optimizer(settings.optimizer, learning_rate)
+    for technique in _providing(settings, "optimizer"):
+        applies = technique.optimizer(settings.options, applies)
+    return applies
+
+
 def push_learning_rate(settings, staleness):
     """The learning rate an async push of `staleness` is applied with: the schedule's at the global step
     it is applied at (--learning_rate, without one), unless a technique makes it depend on the staleness."""
@@ -123,11 +140,12 @@ def push_gradients(settings, task_index, parameters, sums):
     return sums, fetch_ops
 
 
-def transmit(settings, tensors, destinations, device):
-    """Gradients `tensors` of this worker (on `device`) as the parameter servers holding `destinations`
-    receive them: as they are, unless a technique encodes them on the way (compression)."""
+def transmit(settings, tensors, destinations, device, task_index):
+    """Gradients `tensors` of worker `task_index` (on `device`) as the parameter servers holding
+    `destinations` receive them: as they are, unless a technique encodes them on the way (compression)."""
+    stream = settings.seed * MAX_WORKERS + task_index  # this worker's own random numbers in this run
     for technique in _providing(settings, "transmit"):  # at most one (rules.SINGLE_OWNER_HOOKS)
-        return technique.transmit(settings.options, tensors, destinations, device)
+        return technique.transmit(settings.options, tensors, destinations, device, stream)
     return tensors
 
 
@@ -135,8 +153,11 @@ def send_push(settings, optimizer, sums, parameters, global_step, after):
     """A push, once op `after` has run: `optimizer` applies `sums` to `parameters` at once, unless a
     technique sends them otherwise."""
     for technique in _providing(settings, "send_push"):  # at most one (rules.SINGLE_OWNER_HOOKS)
-        rate_at = functools.partial(push_learning_rate, settings)
-        return technique.send_push(settings, optimizer, sums, parameters, global_step, after, rate_at)
+
+        def optimizer_at(staleness):
+            return optimizer_for(settings, push_learning_rate(settings, staleness))
+
+        return technique.send_push(settings, optimizer, sums, parameters, global_step, after, optimizer_at)
     with tf.control_dependencies([after]):
         return Send(optimizer.apply_gradients(zip(sums, parameters, strict=True), global_step=global_step))
 

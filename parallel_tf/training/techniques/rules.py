@@ -25,10 +25,11 @@ import itertools
 
 from parallel_tf.errors import ConfigError
 
-# The hooks a mode's builder calls (sync: transmit; async: all of them). A technique that builds the
+# The hooks a mode's builder calls (sync: transmit and optimizer; async: all of them). A technique that builds the
 # graph itself calls only those it lists in `calls`; with any other technique providing one, it is refused.
 HOOKS_OF_THE_MODE = {
     "transmit": "encode the gradients a worker sends",
+    "optimizer": "change how the optimizer applies an update",
     "push_learning_rate": "set each push's learning rate",
     "push_gradients": "change what a push applies",
     "send_push": "change how a push reaches the parameters",

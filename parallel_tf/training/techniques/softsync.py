@@ -3,8 +3,8 @@ IJCAI 2016), async mode, --softsync=n: the parameters take an update once c = �
 the average of those c, and every push is applied, however late (backup workers drop late ones).
 1-softsync waits for all N, N-softsync applies each push (plain async). (The notes this project
 started from describe n the other way round; this follows the paper.) The average is applied at
-the rate a push of staleness n gets (`rate_at`, the run's push_learning_rate): α/n with
---staleness_aware, as in the paper, else α.
+the rate a push of staleness n gets (`optimizer_at`, the run's optimizer at its push_learning_rate):
+α/n with --staleness_aware, as in the paper, else α.
 
 Pushes wait in one FIFO queue on the parameter server of the global step; the chief takes them c at
 a time in a background thread and applies their mean. Every worker pushes ⌈train_steps/push_every⌉
@@ -20,7 +20,6 @@ from absl import flags
 
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
-from parallel_tf.graph.model import make_optimizer
 from parallel_tf.graph.pushes import Send, add_counter
 from parallel_tf.training.techniques.rules import Technique
 
@@ -48,7 +47,7 @@ def check(values, cluster):
         raise ConfigError(f"--softsync={n} is more than the {num_workers} workers: n-softsync takes floor(N/n) pushes")
 
 
-def send_push(settings, optimizer, sums, parameters, global_step, after, rate_at):
+def send_push(settings, optimizer, sums, parameters, global_step, after, optimizer_at):
     n, num_workers = settings.options["softsync"], settings.num_workers
     pushes_in_a_run = num_workers * math.ceil(settings.train_steps / settings.push_every)
     with tf.device(global_step.device):
@@ -64,8 +63,7 @@ def send_push(settings, optimizer, sums, parameters, global_step, after, rate_at
         push = tf.cond(count >= pushes_in_a_run, queue.close, tf.no_op)  # the last push of the run
         close_if_all_made = tf.cond(made >= pushes_in_a_run, queue.close, tf.no_op)  # a resume after the last
         means = [tf.reduce_mean(pushes, axis=0) for pushes in _as_list(queue.dequeue_up_to(num_workers // n))]
-    rate = rate_at(tf.constant(n, tf.int64))
-    apply = make_optimizer(settings.optimizer, rate).apply_gradients(
+    apply = optimizer_at(tf.constant(n, tf.int64)).apply_gradients(
         zip(means, parameters, strict=True), global_step=global_step
     )
     return Send(

@@ -1,0 +1,71 @@
+"""Adaptive delay compensation (DC-ASGD-a: Zheng, Meng, Wang, Chen, Yu, Ma, Liu, "Asynchronous Stochastic
+Gradient Descent with Delay Compensation", ICML 2017, section 5), async mode,
+--adaptive_delay_compensation=λ0: DC-ASGD (delay_compensation.py) with its λ set per element from the
+gradients' running scale, so one λ0 suits gradients large and small. Each parameter server keeps, per
+element, a moving average of the squared gradients it received (from every worker):
+    MeanSquare ← m·MeanSquare + (1 − m)·g⊙g           m = 0.95, the paper's
+and applies g + λ0/√(MeanSquare + ε) ⊙ g⊙g⊙(w − w_bak), with ε = 1e-7 against an element no gradient
+has moved yet. MeanSquare starts at 0 and takes each push before the push is compensated. Pushes from
+different workers update it as they arrive, without a lock, as every async push updates w.
+The requirements and conflicts are DC-ASGD's: the two compensate the same way, so a run uses one.
+"""
+
+from absl import flags
+
+from parallel_tf.compat import tf
+from parallel_tf.training.techniques import delay_compensation
+from parallel_tf.training.techniques.rules import Technique
+
+MEAN_SQUARE_DECAY = 0.95
+EPSILON = 1e-7
+TECHNIQUE = Technique(
+    name="adaptive_delay_compensation",
+    flags=("adaptive_delay_compensation",),
+    modes=("async",),
+    hooks=("push_gradients",),
+    requires=delay_compensation.TECHNIQUE.requires,
+    conflicts={
+        **delay_compensation.TECHNIQUE.conflicts,
+        "delay_compensation": "both compensate a push for its delay, one with λ fixed, the other with λ adapted; "
+        "choose one",
+    },
+)
+
+
+def define_flags(flag_values=flags.FLAGS):
+    flags.DEFINE_float(
+        "adaptive_delay_compensation",
+        0.0,
+        "async: DC-ASGD-a's λ0 (Zheng et al., ICML 2017): DC-ASGD with λ = λ0/√(a moving average of g·g), "
+        "per element, on the parameter servers; 0: off.",
+        flag_values=flag_values,
+    )
+    flags.register_validator(
+        "adaptive_delay_compensation", lambda scale: scale >= 0, "λ0 must be 0 (off) or more", flag_values=flag_values
+    )
+
+
+def enabled(values, cluster):
+    return values["adaptive_delay_compensation"] > 0
+
+
+def check(values, cluster):
+    """Any λ0 >= 0 (its flag's validator) with any cluster."""
+
+
+def push_gradients(options, cluster, task_index, parameters, sums):
+    """DC-ASGD's compensation (delay_compensation.compensate) with λ = λ0/√(MeanSquare + ε)."""
+    initial_scale = options["adaptive_delay_compensation"]
+
+    def adapted_scale(parameter, gradient):
+        mean_square = tf.get_variable(
+            f"{parameter.op.name}/mean_square_gradient",
+            parameter.shape,
+            parameter.dtype.base_dtype,
+            tf.zeros_initializer(),
+            trainable=False,
+        )
+        taken = mean_square.assign(MEAN_SQUARE_DECAY * mean_square + (1 - MEAN_SQUARE_DECAY) * gradient * gradient)
+        return initial_scale / tf.sqrt(taken + EPSILON)
+
+    return delay_compensation.compensate(adapted_scale, cluster, task_index, parameters, sums)

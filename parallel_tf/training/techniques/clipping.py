@@ -1,0 +1,65 @@
+"""Global-norm gradient clipping (Pascanu, Mikolov, Bengio, ICML 2013), sync and async modes,
+--clip_norm=c: every update applied to the parameters has its gradients, taken together, scaled by
+c / max(‖g‖, c) (graph/clipping.py), on the parameter servers, just before the optimizer applies them.
+What an update is decides what is clipped, as it does in one process:
+    sync   the chief's aggregated gradient, the mean of the step's gradients (ordered or accumulator):
+           a 1-worker cluster clips as one process would;
+    async  each push as the parameter servers apply it: after decoding (compression) and compensation
+           (DC-ASGD), and softsync's mean of pushes, not the pushes it averages.
+It keeps every promise of the mode: an ordered sync run still repeats bitwise, and strict runs agree
+across worker counts, since the aggregated gradient does. `clipped_updates` counts the updates whose
+norm was above c. The techniques that build the mode's graph their own way (backup workers, local
+SGD, EASGD) do not call the hook, so the rules refuse them with it.
+"""
+
+import dataclasses
+
+from absl import flags
+
+from parallel_tf.compat import tf
+from parallel_tf.graph.clipping import ClippedOptimizer
+from parallel_tf.graph.pushes import add_counter, added_counters
+from parallel_tf.training.techniques.rules import Technique
+
+TECHNIQUE = Technique(name="clipping", flags=("clip_norm",), modes=("sync", "async"), hooks=("optimizer", "wrap"))
+COUNTER = "clipped_updates"
+
+
+def define_flags(flag_values=flags.FLAGS):
+    flags.DEFINE_float(
+        "clip_norm",
+        0.0,
+        "sync and async: clip each update's gradients to this global norm (Pascanu et al., ICML 2013), on the "
+        "parameter servers; 0: off.",
+        lower_bound=0.0,
+        flag_values=flag_values,
+    )
+
+
+def enabled(values, cluster):
+    return values["clip_norm"] > 0
+
+
+def check(values, cluster):
+    """Any threshold > 0 (0 is off; its flag's bound refuses less) with any cluster."""
+
+
+def optimizer(options, optimizer):
+    """`optimizer`, clipping what it applies to --clip_norm and counting the updates it shrank."""
+    return ClippedOptimizer(optimizer, options["clip_norm"], _count_clipped(options["clip_norm"]))
+
+
+def _count_clipped(threshold):
+    def count(norm):
+        with tf.variable_scope("clipping", reuse=tf.AUTO_REUSE):
+            clipped = tf.get_variable(COUNTER, [], tf.int64, tf.zeros_initializer(), trainable=False)
+        add_counter(COUNTER, clipped)
+        return clipped.assign_add(tf.cast(norm > threshold, tf.int64))
+
+    return count
+
+
+def wrap(graph, settings, cluster, task_index):
+    """Logs `clipped_updates`, from the graphs that apply updates (in sync, the chief's alone)."""
+    counted = {name: tensor for name, tensor in added_counters().items() if name == COUNTER}
+    return dataclasses.replace(graph, counters={**graph.counters, **counted})
