@@ -45,3 +45,37 @@ def test_traced_sync_steps_write_chrome_traces_and_a_breakdown(tmp_path):
     for line in lines:
         assert line["wall_ms"] > 0 and set(line["op_ms"]) == set(profiling.KINDS)
         assert line["op_ms"]["compute"] > 0 and line["op_ms"]["wait"] > 0 and line["op_ms"]["transfer"] > 0
+
+
+def edges(line):
+    return sorted((e["sender"], e["receiver"], e["kind"]) for e in line["partition_edges"])
+
+
+UP, DOWN = ("worker:0", "ps:0"), ("ps:0", "worker:0")
+
+
+@pytest.mark.inprocess
+def test_a_sync_step_crosses_tasks_only_where_the_algorithm_must(tmp_path):
+    """The chief of two workers, one parameter w, one run a step, from the partitions TensorFlow ran: w
+    down (4 bytes); its gradient and its loss up (4 + 4); every worker's index and loss down from the
+    barrier (8 + 8); the release, a control edge. Nothing else: the learning rate, the slot's index and
+    the barrier's constants are made on the ps, and the gradient crosses once (a stack of one gradient
+    sent it twice, once more for a constant Grappler folded next to it). A change that adds a round
+    shows here."""
+    train(scalar_recipe(half_mean_square, 0.0), scalar_dataset(1, 3), tmp_path, "sync", trace_steps=(1, 2))
+    (line,) = [json.loads(line) for line in (tmp_path / "trace_breakdown.jsonl").read_text().splitlines()]
+    assert edges(line) == sorted([(*DOWN, "data")] * 3 + [(*DOWN, "control")] + [(*UP, "data")] * 2)
+    assert sorted(e["bytes"] for e in line["partition_edges"]) == [0, 4, 4, 4, 8, 8]
+
+
+@pytest.mark.inprocess
+def test_an_async_step_fetches_in_one_run_and_pushes_in_another_with_one_edge_back(tmp_path):
+    """The chief of two workers, one parameter: its fetch takes w and the global step down; its push sends
+    the global step it read and its gradient sum up, and one control edge comes back once the update and
+    the push's counters are applied (the rate, the histogram's bin and the counters' constants are made
+    on the ps)."""
+    train(scalar_recipe(half_mean_square, 0.0), scalar_dataset(1, 3), tmp_path, "async", trace_steps=(1, 2))
+    fetch, push = [json.loads(line) for line in (tmp_path / "trace_breakdown.jsonl").read_text().splitlines()]
+    assert (fetch["part"], push["part"]) == (0, 1)
+    assert edges(fetch) == [(*DOWN, "data")] * 2
+    assert edges(push) == sorted([(*DOWN, "control")] + [(*UP, "data")] * 2)

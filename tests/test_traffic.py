@@ -16,7 +16,7 @@ def per_step(run):
 
 
 FLOAT_GRADIENT = 4  # one float parameter
-BESIDES_THE_GRADIENT = 4 + 4 + 4  # its loss to the barrier, its gradient slot's index, the learning rate
+BESIDES_THE_GRADIENT = 4  # its loss to the barrier
 RECEIVED = 4 + 2 * 8  # w, and every worker's (index, loss)
 
 
@@ -27,10 +27,9 @@ RECEIVED = 4 + 2 * 8  # w, and every worker's (index, loss)
 )
 def test_the_chief_of_ordered_sync_sends_and_receives_what_its_step_needs(tmp_path, flags, sent):
     """One float parameter, two workers. The chief sends its gradient (4 bytes; 8bit: an int8 and a
-    float32 scale), its loss to the barrier (4), the index of its gradient slot (int32, 4) and the
-    learning rate for the update it applies on the ps (4); it receives w (4) and every worker's
-    (index, loss) (2 × 8). (The barrier's constants, its index, the count it dequeues and the release
-    token, are made on the ps, as is the global step's increment.)"""
+    float32 scale) and its loss to the barrier (4); it receives w (4) and every worker's (index, loss)
+    (2 × 8). (The barrier's constants, its index, the count it dequeues and the release token, are made
+    on the ps, as are the gradient slot's index, the learning rate and the global step's increment.)"""
     run = train(QUADRATIC, scalar_dataset(1, 3), tmp_path, "sync", **flags)
     assert per_step(run) == (sent + BESIDES_THE_GRADIENT, RECEIVED)
     assert [(m["bytes_sent_per_step"], m["bytes_received_per_step"]) for m in run["metrics"]] == [per_step(run)] * 3

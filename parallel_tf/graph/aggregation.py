@@ -48,12 +48,15 @@ class SlotAggregator:
 
     def write(self, first_microbatch, gradients_by_microbatch):
         """Stores gradients_by_microbatch[k][v] (microbatch first_microbatch + k, variable v) in their slots."""
-        indices = list(range(first_microbatch, first_microbatch + len(gradients_by_microbatch)))
         writes = []
         for v, slot in enumerate(self.slots):
-            with tf.colocate_with(slot):  # stacked where the slot is: a decoded gradient (compression) stays there
+            with tf.colocate_with(slot):  # where the slot is: a decoded gradient (compression) stays there
+                if len(gradients_by_microbatch) == 1:  # a row: a stack of one would be sent twice (see below)
+                    writes.append(tf.scatter_update(slot, first_microbatch, gradients_by_microbatch[0][v]))
+                    continue
                 stacked = tf.stack([gradients[v] for gradients in gradients_by_microbatch])
-            writes.append(tf.scatter_update(slot, indices, stacked))
+                indices = list(range(first_microbatch, first_microbatch + len(gradients_by_microbatch)))
+                writes.append(tf.scatter_update(slot, indices, stacked))
         return tf.group(*writes)
 
     def apply(self, optimizer, global_step, after):

@@ -37,13 +37,13 @@ class GradientSum:
         return [tf.identity(s.assign_add(g)) for s, g in zip(self.variables, gradients, strict=True)]
 
     def push(self, applied, counter, index):
-        """Once `applied` (the op that hands this sum's values to the parameter servers) has run, zeroes
-        the sum and adds 1 to counter[index]."""
-        with tf.control_dependencies([applied]):
-            return tf.group(
-                tf.scatter_add(counter, [index], tf.constant([1], tf.int64)),
-                *[s.assign(tf.zeros_like(s)) for s in self.variables],
-            )
+        """Once `applied` (the op that hands this sum's values to the parameter servers) has run, adds 1 to
+        counter[index], then zeroes the sum: on the counter's server, then here, so that one control edge
+        crosses back, not one per op of `applied`."""
+        with tf.colocate_with(counter), tf.control_dependencies([applied]):
+            counted = tf.scatter_add(counter, [index], tf.constant([1], tf.int64))
+        with tf.control_dependencies([counted]):
+            return tf.group(*[s.assign(tf.zeros_like(s)) for s in self.variables])
 
 
 class StalenessHistogram:
@@ -58,7 +58,8 @@ class StalenessHistogram:
         )
 
     def record(self, staleness):
-        return tf.scatter_add(self.counts, [tf.minimum(staleness, self.BINS - 1)], tf.constant([1], tf.int64))
+        with tf.colocate_with(self.counts):  # next to the counts, where the staleness is computed
+            return tf.scatter_add(self.counts, [tf.minimum(staleness, self.BINS - 1)], tf.constant([1], tf.int64))
 
     def nonzero(self):
         """[[σ, pushes], ...] for every σ seen: what the chief logs and summarises."""

@@ -313,17 +313,21 @@ def target_lines(tables):
 
 def print_profile(results):
     """Where a traced step's time went (--trace_steps), the means over the last repeat's traced steps: its
-    wall time, and op time by kind on every task it touched (profiling.py; kinds overlap in time)."""
-    print(f"\n{'traced steps (ms)':<36}{'workers':>8}{'wall':>9}" + "".join(f"{kind:>10}" for kind in profiling.KINDS))
+    wall time, op time by kind on every task it touched (profiling.py; kinds overlap in time), and its
+    cross-task edges (RecvTensor RPCs), over all its runs."""
+    header = "".join(f"{kind:>10}" for kind in profiling.KINDS)
+    print(f"\n{'traced steps (ms)':<36}{'workers':>8}{'wall':>9}{header}{'edges':>8}")
     for (model, system, workers), repeats in results.items():
         path = os.path.join(repeats[-1]["logdir"], "trace_breakdown.jsonl")
         if not os.path.exists(path):
             continue
         with open(path, encoding="utf-8") as f:
             traced = [json.loads(line) for line in f]
-        wall = sum(t["wall_ms"] for t in traced) / len(traced)
-        kinds = "".join(f"{sum(t['op_ms'][kind] for t in traced) / len(traced):>10.2f}" for kind in profiling.KINDS)
-        print(f"{model + ' ' + SYSTEMS[system].title:<36}{workers:>8}{wall:>9.2f}{kinds}")
+        steps = len({t["step"] for t in traced})
+        wall = sum(t["wall_ms"] for t in traced) / steps
+        kinds = "".join(f"{sum(t['op_ms'][kind] for t in traced) / steps:>10.2f}" for kind in profiling.KINDS)
+        edges = sum(len(t["partition_edges"]) for t in traced) / steps
+        print(f"{model + ' ' + SYSTEMS[system].title:<36}{workers:>8}{wall:>9.2f}{kinds}{edges:>8.1f}")
 
 
 def report_markdown(tables, results, path):

@@ -10,8 +10,16 @@ to more than the step's wall time, which is logged beside them.
     wait       queue operations: the barriers, the release, token queues
     update     applying, assigning and scattering into variables (mostly on parameter servers)
     other      the rest (reads, identities, constants) on parameter servers
+
+It also lists the step's cross-task edges, from the partition graphs TensorFlow ran
+(RunOptions.output_partition_graphs): each tensor one task received from another is one RecvTensor
+RPC, a round the step may wait on. An edge is "data" when an op reads the value, "control" when it
+only orders ops (TensorFlow still sends a tensor for it); its bytes are what the receiver allocated.
+`partition_edges` in trace_breakdown.jsonl lists them, and the log line counts them.
 """
 
+import collections
+import dataclasses
 import json
 import os
 import re
@@ -20,6 +28,9 @@ from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 
 KINDS = ("compute", "transfer", "wait", "update", "other")
+RECV_OPS = ("_Recv", "_HostRecv")
+RECV_TENSOR = re.compile(r"\[(\d+)B\] \[[^]]*\] (\S+) from ")  # a RecvTensor RPC's label
+TASK = re.compile(r"/job:([^/]+)/(?:replica:\d+/)?task:(\d+)")
 TRANSFER = re.compile(r"^_(Host)?(Send|Recv)$|^RecvTensor$")
 WAIT = re.compile(r"^Queue(Enqueue|Dequeue)")
 UPDATE = re.compile(r"^(Apply|ResourceApply|Assign|Scatter|ResourceScatter)")
@@ -67,6 +78,66 @@ def _op_type(node):
     return match[2] if match else node.node_name
 
 
+@dataclasses.dataclass(frozen=True)
+class Edge:
+    sender: str  # "job:task"
+    receiver: str
+    tensor: str  # TensorFlow's name for the edge: edge_<n>_<the producing op>
+    kind: str  # "data" or "control"
+    bytes: int
+
+
+def cross_task_edges(partition_graphs, step_stats):
+    """The step's Edges between tasks: one per receive whose sender is on another task."""
+    received_bytes = {  # from the RPCs' own stats, labelled '[<bytes>B] [<rate>] <edge's tensor> from <device>'
+        match[2]: int(match[1])
+        for device in step_stats.dev_stats
+        for node in device.node_stats
+        if node.node_name == "RecvTensor" and (match := RECV_TENSOR.match(node.timeline_label))
+    }
+    edges = []
+    for graph in partition_graphs:
+        uses = _uses(graph)
+        for node in graph.node:
+            if node.op not in RECV_OPS:
+                continue
+            sender, receiver = (_task(node.attr[end].s.decode()) for end in ("send_device", "recv_device"))
+            if sender != receiver:
+                kind = "data" if _read_as_data(node.name, uses) else "control"
+                tensor = node.attr["tensor_name"].s.decode()
+                edges.append(Edge(sender, receiver, tensor, kind, received_bytes.get(tensor, 0)))
+    return edges
+
+
+def _uses(graph):
+    """{node name: [(consumer node, True for a data input)]} within one partition."""
+    uses = collections.defaultdict(list)
+    for node in graph.node:
+        for name in node.input:
+            uses[name.lstrip("^").split(":")[0]].append((node, not name.startswith("^")))
+    return uses
+
+
+def _read_as_data(name, uses):
+    """Whether some op reads the value received as `name`: through identities, which only forward it."""
+    return any(
+        as_data and (consumer.op != "Identity" or _read_as_data(consumer.name, uses))
+        for consumer, as_data in uses[name]
+    )
+
+
+def _task(device):
+    match = TASK.search(device)
+    return f"{match[1]}:{match[2]}"
+
+
+def count_edges(edges):
+    """'N cross-task edges (D data, C control), K KB' for a log line."""
+    data = sum(edge.kind == "data" for edge in edges)
+    kilobytes = sum(edge.bytes for edge in edges) / 1000
+    return f"{len(edges)} cross-task edges ({data} data, {len(edges) - data} control), {kilobytes:.1f} KB"
+
+
 class StepTracer:
     """Runs the steps of `steps` (first, end) with a full trace and writes what it saw into `logdir`."""
 
@@ -82,14 +153,17 @@ class StepTracer:
         from tensorflow.python.client import timeline  # TF's own trace writer (in 1.15 too); only when tracing
 
         metadata = tf.RunMetadata()
-        options = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)
+        options = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE, output_partition_graphs=True)
         result = sess.run(fetches, feed, options=options, run_metadata=metadata)
         trace = timeline.Timeline(metadata.step_stats).generate_chrome_trace_format()
         name = f"trace_step_{step}" + (f"_{part}" if part else "")
         with open(os.path.join(self.logdir, f"{name}.json"), "w", encoding="utf-8") as f:
             f.write(trace)
         kinds, wall = breakdown(metadata.step_stats)
+        edges = cross_task_edges(metadata.partition_graphs, metadata.step_stats)
+        line = {"step": step, "part": part, "wall_ms": wall, "op_ms": kinds}
+        line["partition_edges"] = [dataclasses.asdict(edge) for edge in edges]
         with open(os.path.join(self.logdir, "trace_breakdown.jsonl"), "a", encoding="utf-8") as f:
-            f.write(json.dumps({"step": step, "part": part, "wall_ms": wall, "op_ms": kinds}) + "\n")
+            f.write(json.dumps(line) + "\n")
         spent = "  ".join(f"{kind} {ms:.2f}" for kind, ms in kinds.items())
-        return result, f"traced step {step}: {wall:.2f} ms wall; op time (ms) {spent}"
+        return result, f"traced step {step}: {wall:.2f} ms wall; op time (ms) {spent}; {count_edges(edges)}"
