@@ -26,13 +26,14 @@ def clip_by_global_norm(gradients, threshold, on_norm=None):
     return clipped
 
 
-class ClippedOptimizer(tf.train.Optimizer):
+class ClippedOptimizer:
     """`optimizer`, applying every update's gradients clipped to a global norm of at most `threshold`;
     all else it delegates, so its slots, names and checkpoints are `optimizer`'s. What SyncReplicasOptimizer
-    and the ordered aggregation hand it is the chief's aggregated gradient, so that is what is clipped."""
+    and the ordered aggregation hand it is the chief's aggregated gradient, so that is what is clipped.
+    (Not a tf.train.Optimizer subclass: that would import TensorFlow with this module, and the launcher,
+    which reads the techniques' declarations, must stay single-threaded.)"""
 
     def __init__(self, optimizer, threshold, on_norm=None):
-        super().__init__(use_locking=False, name=optimizer.get_name())
         self._optimizer = optimizer
         self._threshold = threshold
         self._on_norm = on_norm  # with each update's global norm: an op, e.g. a counter's increment
@@ -44,6 +45,9 @@ class ClippedOptimizer(tf.train.Optimizer):
         gradients, variables = zip(*grads_and_vars, strict=True)
         clipped = clip_by_global_norm(list(gradients), self._threshold, self._on_norm)
         return self._optimizer.apply_gradients(zip(clipped, variables, strict=True), global_step, name)
+
+    def get_name(self):
+        return self._optimizer.get_name()
 
     def get_slot(self, *args, **kwargs):
         return self._optimizer.get_slot(*args, **kwargs)
