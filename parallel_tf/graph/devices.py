@@ -81,11 +81,15 @@ def worker_device_filters(cluster, task_index):
 def session_config(device_filters=None, operation_timeout_secs=0):
     """Session options every task uses: soft placement for ops without GPU kernels, GPU memory
     taken as needed, so workers sharing a GPU (more workers than GPUs) do not starve each other,
-    and a deadline on every blocking op (0: none), so a dead peer is an error, not a hang."""
+    and a deadline on every blocking op (0: none), so a dead peer is an error, not a hang. Idle
+    threads sleep instead of spinning, where TensorFlow has the option (not 1.15): several tasks share
+    a machine's cores, and a spinning thread of one takes them from the others."""
     config = tf.ConfigProto(
         allow_soft_placement=True,
         device_filters=device_filters or [],
         operation_timeout_in_ms=int(operation_timeout_secs * 1000),
     )
     config.gpu_options.allow_growth = True
+    if "disable_thread_spinning" in config.experimental.DESCRIPTOR.fields_by_name:
+        config.experimental.disable_thread_spinning = True
     return config
