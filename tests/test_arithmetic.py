@@ -101,11 +101,11 @@ def test_a_push_of_staleness_2_is_applied_at_half_the_rate_when_staleness_aware(
         staleness_aware=staleness_aware,
     )
     (b, b_session), (a, a_session) = workers
+    parts = {worker: dict(zip(("fetch", "push"), worker.train_graph.plan(0), strict=True)) for worker in (a, b)}
 
-    def run(worker, session, part):
-        fetch, step_and_push = worker.train_graph.plan(0)
+    def run(worker, session, part):  # a push also refetches (--prefetch), which this order does not see
         model = worker.train_graph.model
-        session.run(fetch if part == "fetch" else step_and_push, {model.features: [[1.0]], model.labels: [1]})
+        session.run(parts[worker][part], {model.features: [[1.0]], model.labels: [1]})
 
     run(a, a_session, "fetch")
     for _ in range(2):
@@ -114,6 +114,32 @@ def test_a_push_of_staleness_2_is_applied_at_half_the_rate_when_staleness_aware(
     run(a, a_session, "push")
     assert float(b_session.run(b.graph.get_tensor_by_name("model/w:0"))[0]) == pytest.approx(expected_w, abs=1e-6)
     assert b_session.run(b.train_graph.counters["staleness_histogram"]).tolist() == [[0, 2], [2, 1]]
+
+
+@pytest.mark.parametrize("prefetch, histogram", [(True, [[0, 2], [1, 1]]), (False, [[0, 3]])])
+def test_a_prefetching_worker_reads_when_its_push_is_applied_not_when_its_next_step_starts(
+    tmp_path, prefetch, histogram
+):
+    """Two workers, gradient 1, w0 = 1, α = 0.1, in a scripted order of whole steps: B's step 0 (fetch,
+    push), A's step 0 (fetch, push), B's step 1. With --prefetch, B's step 0 ends by reading w = 0.9 at
+    global step 1, before A's push, so its step 1 pushes with σ = 2 - 1 = 1 and is one run; with
+    --noprefetch, B's step 1 first fetches w = 0.8 at global step 2: σ = 0. A's push has σ = 0 either way
+    (it fetched after B's), and w = 1 - 3·0.1 = 0.7 either way."""
+    workers = joined_workers(
+        scalar_recipe(slope, w0=1.0), ONE_AND_THREE, tmp_path, "async", learning_rate=0.1, prefetch=prefetch
+    )
+    (b, b_session), (a, a_session) = workers
+
+    def step(worker, session, index):
+        runs = worker.train_graph.plan(index)
+        for fetches in runs:
+            session.run(fetches, {worker.train_graph.model.features: [[1.0]], worker.train_graph.model.labels: [1]})
+        return len(runs)
+
+    assert (step(b, b_session, 0), step(a, a_session, 0)) == (2, 2)
+    assert step(b, b_session, 1) == (1 if prefetch else 2)
+    assert float(b_session.run(b.graph.get_tensor_by_name("model/w:0"))[0]) == pytest.approx(0.7, abs=1e-6)
+    assert b_session.run(b.train_graph.counters["staleness_histogram"]).tolist() == histogram
 
 
 @pytest.mark.parametrize(

@@ -68,14 +68,19 @@ def test_a_sync_step_crosses_tasks_only_where_the_algorithm_must(tmp_path):
     assert sorted(e["bytes"] for e in line["partition_edges"]) == [0, 4, 4, 4, 8, 8]
 
 
+FETCH = [(*DOWN, "data")] * 2  # w, and the global step it reflects
+PUSH = [(*UP, "data")] * 2 + [(*DOWN, "control")]  # the global step read at the fetch, the sum; done
+
+
 @pytest.mark.inprocess
-def test_an_async_step_fetches_in_one_run_and_pushes_in_another_with_one_edge_back(tmp_path):
+@pytest.mark.parametrize("prefetch, runs", [(True, [FETCH + PUSH]), (False, [FETCH, PUSH])])
+def test_an_async_step_pushes_and_fetches_with_one_edge_back(tmp_path, prefetch, runs):
     """The chief of two workers, one parameter: its fetch takes w and the global step down; its push sends
     the global step it read and its gradient sum up, and one control edge comes back once the update and
     the push's counters are applied (the rate, the histogram's bin and the counters' constants are made
-    on the ps)."""
-    train(scalar_recipe(half_mean_square, 0.0), scalar_dataset(1, 3), tmp_path, "async", trace_steps=(1, 2))
-    fetch, push = [json.loads(line) for line in (tmp_path / "trace_breakdown.jsonl").read_text().splitlines()]
-    assert (fetch["part"], push["part"]) == (0, 1)
-    assert edges(fetch) == [(*DOWN, "data")] * 2
-    assert edges(push) == sorted([(*DOWN, "control")] + [(*UP, "data")] * 2)
+    on the ps). With --prefetch the next step's fetch ends the same run, its reads waiting on the ps for
+    the update: one run, no more edges."""
+    recipe, data = scalar_recipe(half_mean_square, 0.0), scalar_dataset(1, 3)
+    train(recipe, data, tmp_path, "async", trace_steps=(1, 2), prefetch=prefetch)
+    traced = [json.loads(line) for line in (tmp_path / "trace_breakdown.jsonl").read_text().splitlines()]
+    assert [edges(line) for line in traced] == [sorted(run) for run in runs]

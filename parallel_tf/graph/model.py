@@ -112,9 +112,14 @@ def build_held_out(recipe, dataset):
         return build_model(recipe, dataset, custom_getter=the_parameter)
 
 
-def refresh_copies(pairs):
-    """The op that sets every copy to its parameter's current value."""
-    return tf.group(*[copy.assign(parameter.read_value()) for parameter, copy in pairs])
+def refresh_copies(pairs, after=()):
+    """The op that sets every copy to its parameter's value, read once ops `after` have run: each read
+    waits where its parameter is, and the copies only take the values, so no control edge crosses."""
+    values = []
+    for parameter, _ in pairs:
+        with tf.colocate_with(parameter), tf.control_dependencies(after):
+            values.append(parameter.read_value())
+    return tf.group(*[copy.assign(value) for (_, copy), value in zip(pairs, values, strict=True)])
 
 
 def make_optimizer(name, learning_rate):

@@ -43,6 +43,7 @@ RESOLVERS = ("slurm", "tfjob")
 MODE_OPTION_SCOPES = {
     "push_every": ("async",),
     "fetch_every": ("async",),
+    "prefetch": ("async",),
     "central_every": ("hierarchical",),
     "aggregation": ("sync",),
     "strict_determinism": ("sync",),
@@ -209,6 +210,13 @@ def define_mode_option_flags(flag_values=FLAGS):
         1,
         "async: refresh a worker's copy of the parameters every n steps (n_fetch).",
         lower_bound=1,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "prefetch",
+        True,
+        "async: refresh a worker's copy for its next step at the end of this step's run, once its push is "
+        "applied, so a step is one session run, not two; --noprefetch: at the start of the next step.",
         flag_values=flag_values,
     )
     flags.DEFINE_integer(
@@ -451,6 +459,7 @@ class Settings:
     microbatches: int = 8
     push_every: int = 1
     fetch_every: int = 1
+    prefetch: bool = True
     central_every: int = 1
     options: dict = dataclasses.field(default_factory=techniques.default_options)  # techniques' flags, by name
     techniques: tuple = ()  # the techniques on, as `compose` decided (names, in wrapping order)

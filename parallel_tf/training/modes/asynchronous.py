@@ -7,6 +7,13 @@ Every --fetch_every steps, before the step, it refreshes its copy from the param
 With both at 1 (the default) this is plain async SGD: read, compute, apply. A process's first
 step always fetches, so a resumed worker never computes on a copy it has not read.
 
+--prefetch (the default) does a step's fetch at the end of the previous step's session run, once
+that step's push is applied on the parameter servers, so a step is one run instead of two (each
+run costs rounds of RPCs). The worker reads the same parameters it would have read at the start
+of its next step, but for the other workers' pushes applied in between: a few milliseconds of
+Python between two runs, or a straggler's pause, which is why stragglers, SSP's gate and local
+updates (which write the copy in the step's run) keep the fetch at the step's start.
+
 A push's staleness σ is the updates applied (the global step) minus those the worker's copy
 reflects: the global step at its fetch, plus its own pushes where a technique keeps them in the
 copy (Downpour's local updates), so σ counts only the updates the copy is missing.
@@ -62,18 +69,32 @@ def build(recipe, dataset, settings, cluster, task_index):
         with tf.control_dependencies([send.op]):
             marked = techniques.after_push(settings, read_step)
         pushed = gradient_sum.push(tf.group(send.op, *marked) if marked else send.op, updates, task_index)
-        fetch = tf.group(refresh_copies(pairs), read_step.assign(global_step), *on_fetch)
+
+        def fetch_after(after):
+            """The copies refreshed, and the global step they reflect noted, read once ops `after` have run."""
+            with tf.colocate_with(global_step), tf.control_dependencies(after):  # made here: the read waits
+                step_read = global_step.read_value()
+            return tf.group(refresh_copies(pairs, after), read_step.assign(step_read), *on_fetch(after))
+
+        fetch = fetch_after([])
+        if settings.prefetch:  # after the push is applied, on the parameter servers: no edge back first
+            step_push_and_fetch = tf.group(pushed, fetch_after([send.op]))
+            step_and_fetch = fetch_after(accumulate)
 
     report = own_report(task_index, model.loss)
-    step_and_push = dict(report, train=pushed)
-    step_only = dict(report, train=tf.group(*accumulate))
+    by_push = {True: dict(report, train=pushed), False: dict(report, train=tf.group(*accumulate))}
+    if settings.prefetch:
+        by_push_fetching = {True: dict(report, train=step_push_and_fetch), False: dict(report, train=step_and_fetch)}
 
     fetched = [False]  # whether this process has fetched yet: its first step must, wherever it starts
 
     def plan(step):
-        runs = [fetch] if fetches_before(step, settings.fetch_every) or not fetched[0] else []
+        first = not fetched[0]  # with --prefetch, every later fetch ends the run before
+        runs = [fetch] if first or (fetches_before(step, settings.fetch_every) and not settings.prefetch) else []
         fetched[0] = True
-        runs.append(step_and_push if sends_after(step, settings.push_every, settings.train_steps) else step_only)
+        pushes = sends_after(step, settings.push_every, settings.train_steps)
+        next_fetches = step + 1 < settings.train_steps and fetches_before(step + 1, settings.fetch_every)
+        runs.append((by_push_fetching if settings.prefetch and next_fetches else by_push)[pushes])
         return runs
 
     return AsyncGraph(

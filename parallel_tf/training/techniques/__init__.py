@@ -22,9 +22,9 @@ and the hooks it declares, from these:
                                 `stream` numbers the worker and the run's seed, for random draws
     push_learning_rate(learning_rate, staleness)  async: the rate a push of that staleness (an int64
                                 tensor) is applied with
-    push_gradients(options, cluster, task_index, parameters, sums) -> (sums, fetch_ops)
-                                async: what a push applies instead of the (received) sums, and ops to
-                                run with each fetch
+    push_gradients(options, cluster, task_index, parameters, sums) -> (sums, on_fetch)
+                                async: what a push applies instead of the (received) sums, and
+                                on_fetch(after): the ops to run with each fetch, once ops `after` have
     send_push(settings, optimizer, sums, parameters, global_step, after, optimizer_at) -> Send
                                 async: how a push reaches the parameters, once op `after` has run
                                 (optimizer_at(staleness): the run's optimizer for a push of that staleness)
@@ -131,13 +131,14 @@ def push_learning_rate(settings, staleness):
 
 
 def push_gradients(settings, task_index, parameters, sums):
-    """What an async push applies to `parameters` instead of the received sums `sums`, and the ops
-    each fetch runs besides refreshing the copies: (sums, []) unless a technique changes them."""
-    fetch_ops = []
+    """What an async push applies to `parameters` instead of the received sums `sums`, and on_fetch(after):
+    the ops a fetch runs besides refreshing the copies, once ops `after` have run. Unless a technique
+    changes them: the sums, and no ops."""
+    on_fetch = []
     for technique in _providing(settings, "push_gradients"):
         sums, more = technique.push_gradients(settings.options, settings.cluster, task_index, parameters, sums)
-        fetch_ops += more
-    return sums, fetch_ops
+        on_fetch.append(more)
+    return sums, lambda after: [op for ops_after in on_fetch for op in ops_after(after)]
 
 
 def transmit(settings, tensors, destinations, device, task_index):

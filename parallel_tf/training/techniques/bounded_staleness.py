@@ -30,7 +30,11 @@ TECHNIQUE = Technique(
     flags=("max_staleness",),
     modes=("async",),
     hooks=("wrap",),
-    requires={"push_every": (1, EVERY_STEP), "fetch_every": (1, EVERY_STEP)},
+    requires={
+        "push_every": (1, EVERY_STEP),
+        "fetch_every": (1, EVERY_STEP),
+        "prefetch": (False, "a worker reads after its clock's gate lets it through, not before"),
+    },
     conflicts={
         "softsync": "softsync holds pushes in a queue until floor(N/n) are in, so a read can miss updates of "
         "clocks SSP says it sees",

@@ -47,15 +47,16 @@ def check(values, cluster):
 
 
 def push_gradients(options, cluster, task_index, parameters, sums):
-    """(the compensated sums, the ops that back up this worker's w_bak at each fetch), with λ fixed."""
+    """(the compensated sums, what backs up this worker's w_bak at each fetch), with λ fixed."""
     scale = options["delay_compensation"]
     return compensate(lambda parameter, gradient: scale, cluster, task_index, parameters, sums)
 
 
 def compensate(scale_of, cluster, task_index, parameters, sums):
-    """(g + λ·g⊙g⊙(w − w_bak) for each received sum g, the ops that back up this worker's w_bak at each
-    fetch), λ = scale_of(parameter, g), called on the parameter's server. Every worker's graph holds every
-    worker's backups, so the chief initialises them all; each uses its own row."""
+    """(g + λ·g⊙g⊙(w − w_bak) for each received sum g, a function of ops `after` giving the ops that back
+    up this worker's w_bak once they have run, at each fetch), λ = scale_of(parameter, g), called on the
+    parameter's server. Every worker's graph holds every worker's backups, so the chief initialises them
+    all; each uses its own row."""
     compensated, backups = [], []
     pushes = push_counter(COUNTER, cluster.num_workers)
     counted = tf.scatter_add(pushes, [task_index], tf.constant([1], tf.int64))
@@ -69,5 +70,13 @@ def compensate(scale_of, cluster, task_index, parameters, sums):
             drift = parameter.read_value() - backup[task_index]
             with tf.control_dependencies([counted]):
                 compensated.append(gradient + scale_of(parameter, gradient) * gradient * gradient * drift)
-            backups.append(tf.scatter_update(backup, [task_index], tf.expand_dims(parameter.read_value(), 0)))
-    return compensated, backups
+            backups.append((backup, parameter))
+
+    def back_up(after):
+        ops = []
+        for backup, parameter in backups:
+            with tf.device(parameter.device), tf.control_dependencies(after):  # on the ps, w never leaving it
+                ops.append(tf.scatter_update(backup, [task_index], tf.expand_dims(parameter.read_value(), 0)))
+        return ops
+
+    return compensated, back_up

@@ -30,6 +30,7 @@ TECHNIQUE = Technique(
     requires={
         "lr_schedule": ("constant", "a local update steps the copy at --learning_rate; give --nolocal_updates"),
         "warmup_steps": (0, "a local update steps the copy at --learning_rate; give --nolocal_updates"),
+        "prefetch": (False, "a step's local update and a refresh in the same run would both write the copy"),
     },
     conflicts={
         "softsync": "softsync folds floor(N/n) pushes into one update, so a worker's own push is no whole update "

@@ -1,7 +1,8 @@
 """Stragglers on purpose, for studies: --worker_delay_ms=I:MS[,I:MS...] makes worker I pause MS
 milliseconds before each of its steps, so techniques for slow workers (backup workers, and the
 asynchronous ones) can be compared under a known skew on one machine. Any mode; it changes
-timing only, so sync mode trains the same parameters, just slower.
+timing only, so sync mode trains the same parameters, just slower. In async mode a worker pauses
+before it reads its copy (--noprefetch), so a straggler computes on parameters as of its step's start.
 """
 
 import dataclasses
@@ -14,7 +15,13 @@ from parallel_tf.errors import ConfigError
 from parallel_tf.training.techniques.rules import Technique
 from parallel_tf.training.train_graph import MODES
 
-TECHNIQUE = Technique(name="stragglers", flags=("worker_delay_ms",), modes=MODES, hooks=("wrap",))
+TECHNIQUE = Technique(
+    name="stragglers",
+    flags=("worker_delay_ms",),
+    modes=MODES,
+    hooks=("wrap",),
+    requires={"prefetch": (False, "an async straggler pauses before it reads its copy, as its step begins")},
+)
 
 
 def define_flags(flag_values=flags.FLAGS):
