@@ -36,7 +36,6 @@ class Trainer:
     def __init__(self, recipe, dataset, settings, target=""):
         self.recipe, self.dataset, self.settings, self.target = recipe, dataset, settings, target
         self._diverged = self._rejoined = False
-        self._callables = {}  # (session, fetches, fed tensors) -> Session.make_callable's callable
         self.traffic = traffic.Meter(("worker", settings.task_index) if settings.cluster else None)
         self.tracer = profiling.StepTracer(settings.trace_steps if settings.is_chief else None, settings.logdir)
         self.sharder = GlobalBatchSharder(
@@ -174,7 +173,7 @@ class Trainer:
                     result, spent = self.tracer.run(sess, step, fetches, feed, part)
                     logging.info("%s", spent)
                 else:
-                    result = self._run_step(sess, fetches, feed)
+                    result = sess.run(fetches, feed)
                 self.traffic.count(fetches)
             done = train_graph.next_step(step, result)
             interval_steps += done - step
@@ -194,14 +193,6 @@ class Trainer:
                 self.checkpoints.save(sess, done)
             step = done
         return time.time() - started
-
-    def _run_step(self, sess, fetches, feed):
-        """sess.run(fetches, feed) through a callable made once for these fetches and fed tensors, which
-        skips the feed and fetch set-up Session.run repeats at every call."""
-        key = (id(sess), id(fetches), tuple(feed))
-        if key not in self._callables:
-            self._callables[key] = sess.make_callable(fetches, feed_list=list(feed))
-        return self._callables[key](*feed.values())
 
     def _evaluate(self, sess):
         """The held-out loss and accuracy of the parameters as they are now (--eval_every)."""
