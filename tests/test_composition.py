@@ -326,6 +326,18 @@ def test_a_required_value_the_user_did_not_give_is_the_runs():
     }
 
 
+@pytest.mark.parametrize(
+    "given", [{"max_staleness": 0}, {"worker_delay_ms": "0:20"}, {"fetch_every": 2}], ids=["SSP", "straggler", "local"]
+)
+def test_the_techniques_that_read_as_a_step_begins_settle_noprefetch(given):
+    """SSP's gate, a straggler's pause and a local update come before a worker's read: --prefetch would read
+    at the end of the step before. Given anyway, it is refused."""
+    assert compose("async", **given).settled["prefetch"] is False
+    assert compose("async").settled == {}  # plain async prefetches
+    with pytest.raises(ConfigError, match="needs --noprefetch, not --prefetch"):
+        compose("async", **given, prefetch=True)
+
+
 def _settings(**fields):
     base = dict(mode="sync", job_name="worker", task_index=0, cluster=TWO_WORKERS, global_batch_size=120)
     base.update(train_steps=4, learning_rate=0.1, optimizer="sgd", seed=0, logdir=None, dataset="test")
