@@ -1,9 +1,9 @@
 """Global-norm gradient clipping (Pascanu, Mikolov, Bengio, "On the difficulty of training recurrent
 neural networks", ICML 2013): an update's gradients g_1..g_k, taken together as one vector, are scaled
 by c / max(‖g‖, c), with ‖g‖ = √(Σ_i ‖g_i‖²); below the threshold c they pass unchanged. This is what
-tf.clip_by_global_norm computes, placed for a cluster: each ‖g_i‖² is summed next to its gradient (on
-the parameter server that holds the variable, where an update's gradients are), so only scalars cross
-between tasks, and each g_i is scaled where it is.
+tf.clip_by_global_norm computes, placed for a cluster: each ‖g_i‖² is summed next to its gradient
+(wherever the update's gradients are: the parameter servers, or the pushing worker), so only scalars
+cross between tasks, and each g_i is scaled where it is.
 """
 
 from parallel_tf.compat import tf

@@ -1,6 +1,8 @@
 """Global-norm gradient clipping (Pascanu, Mikolov, Bengio, ICML 2013), sync and async modes,
 --clip_norm=c: every update applied to the parameters has its gradients, taken together, scaled by
-c / max(‖g‖, c) (graph/clipping.py), on the parameter servers, just before the optimizer applies them.
+c / max(‖g‖, c) (graph/clipping.py), each where it is, just before the optimizer applies them: on the
+parameter servers in sync; in async on the pushing worker, or on the parameter server when a hook
+has decoded or compensated it there.
 What an update is decides what is clipped, as it does in one process:
     sync   the chief's aggregated gradient, the mean of the step's gradients (ordered or accumulator):
            a 1-worker cluster clips as one process would;
@@ -29,8 +31,8 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_float(
         "clip_norm",
         0.0,
-        "sync and async: clip each update's gradients to this global norm (Pascanu et al., ICML 2013), on the "
-        "parameter servers; 0: off.",
+        "sync and async: clip each update's gradients to this global norm (Pascanu et al., ICML 2013) before "
+        "the optimizer applies them; 0: off.",
         lower_bound=0.0,
         flag_values=flag_values,
     )
