@@ -32,10 +32,14 @@ class Schedule:
         return self.kind == "constant" and not self.warmup_steps
 
     def at(self, step):
-        """The rate at `step` (an integer tensor): a plain float when it is constant, so a run without a
-        schedule builds the graph it always did."""
+        """The rate at `step` (an integer tensor), computed next to it: a plain float when it is constant, so
+        a run without a schedule builds the graph it always did."""
         if self.is_constant:
             return self.base
+        with tf.colocate_with(step):  # where the step lives and updates are applied: no step crosses to compute it
+            return self._scheduled(step)
+
+    def _scheduled(self, step):
         s = tf.cast(step, tf.float32)
         after = tf.maximum(s - self.warmup_steps, 0.0)
         rate = tf.constant(self.base, tf.float32)

@@ -56,7 +56,7 @@ def build(recipe, dataset, settings, cluster, task_index):
             read_step = tf.Variable(tf.zeros([], tf.int64), trainable=False, collections=LOCAL, name="read_step")
         with tf.device(global_step.device):  # read where it changes, just before this push changes it
             staleness = global_step.read_value() - read_step
-            learning_rate = tf.convert_to_tensor(techniques.push_learning_rate(settings, staleness), tf.float32)
+            learning_rate = techniques.push_learning_rate(settings, staleness)
         optimizer = techniques.optimizer_for(settings, learning_rate)
         gradients = [g for g, _ in optimizer.compute_gradients(model.loss, var_list=list(copies))]
         with tf.device(on_worker):

@@ -21,9 +21,7 @@ def build(recipe, dataset, settings, cluster, task_index):
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
         model = build_model(recipe, dataset)
         global_step = tf.train.get_or_create_global_step()
-        with tf.device(global_step.device):  # where updates are applied: the rate need not cross each step
-            learning_rate = tf.convert_to_tensor(settings.schedule.at(global_step), tf.float32)
-        optimizer = techniques.optimizer_for(settings, learning_rate)
+        optimizer = techniques.optimizer_for(settings, settings.schedule.at(global_step))
         aggregate = _in_fixed_order if settings.aggregation == "ordered" else _in_arrival_order
         return aggregate(recipe, model, global_step, optimizer, settings, cluster, task_index)
 

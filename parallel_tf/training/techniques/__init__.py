@@ -114,7 +114,10 @@ def spare_workers(names, options, cluster):
 
 def optimizer_for(settings, learning_rate):
     """The optimizer that applies a run's updates: --optimizer at `learning_rate`, as techniques change
-    how it applies them (clipping)."""
+    how it applies them (clipping). A constant rate is made next to the global step, where the updates
+    are applied, so it does not cross from the worker with every update."""
+    with tf.colocate_with(tf.train.get_global_step()):
+        learning_rate = tf.convert_to_tensor(learning_rate, tf.float32)
     applies = make_optimizer(settings.optimizer, learning_rate)
     for technique in _providing(settings, "optimizer"):
         applies = technique.optimizer(settings.options, applies)
