@@ -10,6 +10,7 @@ cleared with TensorFlow's own `Session.reset` (every variable and queue on every
 session closed). A step that would wait forever fails after OPERATION_TIMEOUT instead.
 """
 
+import itertools
 import json
 import threading
 
@@ -30,6 +31,7 @@ RUN_TIMEOUT = 120
 
 
 _SERVERS = {}  # (num_ps, num_workers, groups) -> (ClusterConfig, servers by (job, task))
+_COLLECTIVE_GROUPS = itertools.count(1)  # all-reduce: a group of collectives for each run (Settings.collective_group)
 
 
 def start_cluster(num_ps=1, num_workers=2, groups=None):
@@ -43,14 +45,21 @@ def start_cluster(num_ps=1, num_workers=2, groups=None):
     return _SERVERS[key]
 
 
+def forget_cluster(num_ps, num_workers, groups=None):
+    """The next start_cluster of this shape starts new servers: after a failed collective, TensorFlow
+    refuses every later one on the same servers."""
+    _SERVERS.pop((num_ps, num_workers, json.dumps(groups)), None)
+
+
 def _start_servers(num_ps, num_workers, groups):
     jobs = {"ps": num_ps, "worker": num_workers, **({"local_ps": len(groups)} if groups else {})}
+    jobs = {job: count for job, count in jobs.items() if count}  # an all-reduce cluster has no ps
     addresses = iter(free_loopback_addresses(sum(jobs.values())))
     spec = {"cluster": {job: [next(addresses) for _ in range(count)] for job, count in jobs.items()}}
     if groups:
         spec["groups"] = groups
     config = cluster_lib.parse(spec, "test cluster")
-    server_config = devices.session_config()
+    server_config = devices.server_config("allreduce" if not num_ps else "sync")
     # Every server of the cluster shares this process: the default pools (one thread per core) can be
     # taken up by one task's blocking ops (a queue's dequeue) while another's would release them.
     server_config.inter_op_parallelism_threads = 64
@@ -68,6 +77,7 @@ def train(recipe, dataset, logdir, mode="sync", num_ps=1, num_workers=2, groups=
     the workers in `missing` never start (their servers run, as for a task that died)."""
     logdir.mkdir(parents=True, exist_ok=True)
     flags = {"log_every": 1, **flags}
+    num_ps = 0 if mode == "allreduce" else num_ps
     if mode == "single":
         trainers = [Trainer(recipe, dataset, worker_settings("single", None, 0, logdir, _fields(dataset, flags)))]
     else:
@@ -89,6 +99,8 @@ def train(recipe, dataset, logdir, mode="sync", num_ps=1, num_workers=2, groups=
         thread.start()
     for thread in threads:
         thread.join(RUN_TIMEOUT)
+    if errors and not num_ps:
+        forget_cluster(num_ps, num_workers, groups)
     assert not errors, errors
     assert not [t for t in threads if t.is_alive()], f"still training after {RUN_TIMEOUT}s"
     return read_outputs(logdir)
@@ -96,15 +108,25 @@ def train(recipe, dataset, logdir, mode="sync", num_ps=1, num_workers=2, groups=
 
 def joined_workers(recipe, dataset, logdir, mode, num_workers=2, **flags):
     """[(trainer, session), ...]: every worker's Trainer joined to fresh servers, the chief first, for
-    tests that script the order of fetches and pushes themselves (plan(step) gives them)."""
-    trainers = cluster_trainers(recipe, dataset, logdir, mode, 1, num_workers, None, range(num_workers), flags)
-    return [(trainer, trainer.join()) for trainer in trainers]
+    tests that script the order of fetches and pushes themselves (plan(step) gives them). They join at
+    once, each in a thread: an all-reduce worker's join waits for the others' (a broadcast)."""
+    num_ps = 0 if mode == "allreduce" else 1
+    trainers = cluster_trainers(recipe, dataset, logdir, mode, num_ps, num_workers, None, range(num_workers), flags)
+    sessions = {}
+    threads = [threading.Thread(target=lambda t=t: sessions.update({t: t.join()})) for t in trainers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(RUN_TIMEOUT)
+    return [(trainer, sessions[trainer]) for trainer in trainers]
 
 
 def cluster_trainers(recipe, dataset, logdir, mode, num_ps, num_workers, groups, workers, flags):
     """A Trainer for each worker in `workers`, on fresh servers for the whole cluster; the chief writes to `logdir`."""
     config, servers = start_cluster(num_ps, num_workers, groups)
     fields = _fields(dataset, flags)
+    if not num_ps:
+        fields["collective_group"] = next(_COLLECTIVE_GROUPS)
     return [
         Trainer(
             recipe,

@@ -85,7 +85,7 @@ def cases(tmp):
         ),
         "spec without ps": (
             recipe_command(spec(tmp, "nops", {"worker": ["127.0.0.1:2"]}), *CLUSTER),
-            "cluster.ps: missing or empty",
+            '--mode=sync needs a parameter server: the cluster has no "ps" job (only --mode=allreduce',
         ),
         "spec without worker": (
             recipe_command(spec(tmp, "noworker", {"ps": ["127.0.0.1:2"]}), *CLUSTER),
@@ -181,7 +181,7 @@ def cases(tmp):
         ),
         "empty host list": (
             recipe_command("--ps_hosts=", "--worker_hosts=127.0.0.1:2", "--job_name=worker"),
-            "cluster.ps: missing or empty",
+            '--mode=sync needs a parameter server: the cluster has no "ps" job',
         ),
         "zero batch": (recipe_command("--global_batch_size=0"), "--global_batch_size=0: 0 is not a positive integer"),
         "negative steps": (recipe_command("--train_steps=-5"), "--train_steps=-5: -5 is not a positive integer"),
@@ -327,7 +327,7 @@ def cases(tmp):
         ),
         "launcher: fewer workers in async mode": (
             launcher_command("--mode=async", "--max_restarts=1", "--min_workers=1"),
-            "--min_workers applies only to --mode=sync, not async: a resume must keep its worker count",
+            "--min_workers applies only to --mode=sync|allreduce, not async: a resume must keep its worker count",
         ),
         "tfjob resolver without TF_CONFIG": (
             recipe_command("--cluster_resolver=tfjob"),

@@ -33,7 +33,7 @@ def test_host_flags_and_tf_config_give_the_same_cluster():
     "data, message",
     [
         ({"ps": []}, 'expected an object with a "cluster" object'),
-        ({"cluster": {"worker": ["a:1"]}}, "cluster.ps: missing or empty"),
+        ({"cluster": {"ps": [], "worker": ["a:1"]}}, "cluster.ps: missing or empty"),
         ({"cluster": {"ps": ["a:1"]}}, "cluster.worker: missing or empty"),
         ({"cluster": {"ps": ["a:1"], "worker": []}}, "cluster.worker: missing or empty"),
         ({"cluster": {"ps": "a:1", "worker": ["b:2"]}}, "cluster.ps: expected a list"),
@@ -131,6 +131,24 @@ def test_local_ps_and_groups_come_together_and_only_in_hierarchical_mode():
         cluster.parse(GOOD, "spec").check_mode("hierarchical")
     with pytest.raises(ConfigError, match="which only --mode=hierarchical uses, not async"):
         cluster.parse(HIERARCHICAL, "spec").check_mode("async")
+
+
+def test_an_allreduce_cluster_has_workers_only_and_the_other_modes_a_ps():
+    workers_only = {"cluster": {"worker": ["127.0.0.1:2223", "localhost:2224"]}}
+    config = cluster.parse(workers_only, "spec")
+    config.check_mode("allreduce")
+    assert (config.num_ps, config.servers_of(0), config.peers_of(1)) == (0, [], [("worker", 0)])
+    assert cluster.from_hosts([], ["127.0.0.1:2223", "localhost:2224"]) == config
+    assert cluster.from_tf_config(json.dumps({**workers_only, "task": {"type": "worker", "index": 1}}))[0] == config
+    with pytest.raises(ConfigError, match='--mode=sync needs a parameter server: the cluster has no "ps" job'):
+        config.check_mode("sync")
+    with pytest.raises(ConfigError, match="--mode=allreduce runs workers only.* would sit idle: leave it out"):
+        cluster.parse(GOOD, "spec").check_mode("allreduce")
+    generated = local_cluster("allreduce", num_ps=1, num_workers=3, num_groups=2)
+    assert (generated.num_ps, generated.num_workers, generated.groups) == (0, 3, ())
+    assert hosts.layout("allreduce", 1, 4, 2, 2).as_dict() == {
+        "worker": ["10.77.0.1:2222", "10.77.0.2:2222", "10.77.0.1:2223", "10.77.0.2:2223"]
+    }
 
 
 def test_launcher_interleaves_groups_as_in_the_seed():

@@ -87,8 +87,8 @@ def _fewer_bytes_on_the_wire(s):
 
 
 def _clipped_every_update(s):
-    """Sync: the chief's STEPS updates; async: every push, or softsync's means of them."""
-    if s["mode"] == "sync":
+    """Sync and all-reduce: the chief's STEPS updates; async: every push, or softsync's means of them."""
+    if s["mode"] in ("sync", "allreduce"):
         assert s["clipped_updates"] == STEPS
     else:
         assert 0 < s["clipped_updates"] <= PUSHES
@@ -114,6 +114,7 @@ OBSERVE = {
 }
 NAMES = [t.TECHNIQUE.name for t in techniques.TECHNIQUES]
 TWO_WORKERS = cluster_lib.parse({"cluster": {"ps": ["a:1"], "worker": ["a:2", "a:3"]}}, "test")
+WORKERS_ONLY = cluster_lib.parse({"cluster": {"worker": ["a:2", "a:3"]}}, "test")
 GROUPED = cluster_lib.parse(
     {"cluster": {"ps": ["a:1"], "local_ps": ["a:2"], "worker": ["a:3", "a:4"]}, "groups": [[0, 1]]}, "test"
 )
@@ -159,7 +160,7 @@ def _outcome(mode, a, b):
     outside = [name for name in (a, b) if mode not in scopes[name].TECHNIQUE.modes]
     if outside:
         return f"--{scopes[outside[0]].TECHNIQUE.flags[0]} does not apply to --mode={mode}", None
-    cluster = GROUPED if mode == "hierarchical" else TWO_WORKERS
+    cluster = {"hierarchical": GROUPED, "allreduce": WORKERS_ONLY}.get(mode, TWO_WORKERS)
     try:
         return None, compose(mode, cluster, **ENABLE[a], **ENABLE[b])
     except ConfigError as e:
@@ -217,7 +218,7 @@ def test_both_techniques_of_a_pair_take_effect(tmp_path, mode, a, b):
 
 # The pairs the rules refuse (the others outside scope are refused for a technique's mode): a rule that
 # changes shows here. `pytest -s -k count_of_pairs` prints each with its line.
-RUN, REFUSED = 35, 163  # of the 198 mode × pair combinations; docs/modes-and-techniques.md quotes them
+RUN, REFUSED = 36, 228  # of the 264 mode × pair combinations; docs/modes-and-techniques.md quotes them
 REFUSED_BY_RULES = {
     ("sync", "backup_workers", "local_sgd"),
     ("sync", "backup_workers", "easgd"),

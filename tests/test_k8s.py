@@ -74,17 +74,16 @@ def webhook_errors(manifest):
     return errors
 
 
-@pytest.mark.parametrize("mode", ["sync", "async", "hierarchical"])
+@pytest.mark.parametrize("mode", ["sync", "async", "hierarchical", "allreduce"])
 def test_manifest_is_valid_for_the_crd_and_the_webhook(mode):
     manifest = job(mode, task_args=["--train_steps=100"])
     jsonschema.validate(manifest, CRD)
     assert unknown_fields(manifest, CRD) == []
     assert webhook_errors(manifest) == []
     specs = manifest["spec"]["tfReplicaSpecs"]
-    assert {kind: spec["replicas"] for kind, spec in specs.items()} == {
-        "PS": 3 if mode == "hierarchical" else 1,  # the local parameter servers are PS replicas after the central one
-        "Worker": 2,
-    }
+    # the local parameter servers are PS replicas after the central one; all-reduce has workers only
+    ps_replicas = {"hierarchical": {"PS": 3}, "allreduce": {}}.get(mode, {"PS": 1})
+    assert {kind: spec["replicas"] for kind, spec in specs.items()} == {**ps_replicas, "Worker": 2}
     assert {spec["restartPolicy"] for spec in specs.values()} == {"ExitCode"}
     assert manifest["spec"]["runPolicy"]["cleanPodPolicy"] == "Running"
     args = specs["Worker"]["template"]["spec"]["containers"][0]["args"]
@@ -123,6 +122,17 @@ def test_the_tfjob_resolver_maps_ps_replicas_after_the_central_ones_to_the_group
         assert (job_name, task_index) == expected
     assert config.jobs["local_ps"] == ("j-ps-1.ns.svc:2345", "j-ps-2.ns.svc:2345")
     assert config.groups == ((0, 2), (1, 3))
+
+
+def test_an_allreduce_tfjob_is_workers_only_and_its_pods_resolve_to_them():
+    """No PS replica and no --num_ps in the pods' args; TF_CONFIG with workers only is the cluster."""
+    manifest = job("allreduce", num_workers=3)
+    args = manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"]
+    assert "--mode=allreduce" in args and not [arg for arg in args if arg.startswith("--num_ps")]
+    cluster = {"worker": [f"j-worker-{i}.ns.svc:2222" for i in range(3)]}
+    tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 2}, "environment": "cloud"})
+    config, job_name, task_index = from_tfjob_config(tf_config, "allreduce", 1, 2)
+    assert (job_name, task_index, config.num_ps, config.jobs["worker"]) == ("worker", 2, 0, tuple(cluster["worker"]))
 
 
 def operator_tf_config(manifest, addresses, kind, index):

@@ -22,6 +22,7 @@ SPECS = {
         "cluster": {"ps": ["a:1"], "local_ps": ["a:2", "a:3"], "worker": ["a:4", "a:5", "a:6"]},
         "groups": [[0, 2], [1]],
     },
+    "allreduce": {"cluster": {"worker": ["a:3", "a:4", "a:5"]}},
 }
 FIELDS = dict(  # Settings fields of every build; a test's own are the flags it gives
     job_name="worker",
@@ -87,6 +88,23 @@ def test_every_mode_computes_on_the_workers_gpu_and_keeps_parameters_on_the_ps(m
     names = [f"model/{layer}/{p}:0" for layer in ("hidden", "logits") for p in ("weights", "biases")]
     assert [v.name for v in parameters] == names
     assert all(v.device.startswith("/job:ps/") for v in parameters)
+
+
+@pytest.mark.parametrize("fields", [{}, {"strict_determinism": True}], ids=["ordered", "strict"])
+def test_allreduce_keeps_every_variable_on_the_workers_gpu_and_talks_through_one_nccl_collective(fields):
+    """A step's gradients travel in one all-reduce (ordered) or one all-gather (strict), device to device
+    by NCCL; the broadcast and the end-of-run fingerprint gather are the others."""
+    graph, _ = build("allreduce", 1, **fields)
+    assert {v.device for v in graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES)} == {
+        "/job:worker/task:1/device:GPU:1"
+    }
+    collectives = [op for op in graph.get_operations() if op.type.startswith("Collective")]
+    step = "CollectiveGather" if fields else "CollectiveReduce"
+    assert [op.type for op in collectives].count(step) == (2 if fields else 1)  # strict: + the fingerprints'
+    assert {op.get_attr("communication_hint").decode() for op in collectives} == {"nccl"}
+    assert {op.get_attr("group_size") for op in collectives} == {3}
+    keys = [op.get_attr("instance_key") for op in collectives]
+    assert len(set(keys)) == len(keys)  # each its own instance, numbered alike on every worker
 
 
 def test_async_workers_compute_on_a_local_copy():

@@ -68,6 +68,12 @@ def test_one_node_three_tasks():
     assert tasks == [("ps", 0), ("worker", 0), ("worker", 1)]
 
 
+def test_an_allreduce_step_is_workers_only():
+    cluster, tasks = layout(lambda r: step("n[9-10]", "2(x2)", 4, r, "block", localid=r % 2), 4, mode="allreduce")
+    assert cluster.as_dict() == {"worker": ["n9:8888", "n9:8889", "n10:8888", "n10:8889"]}
+    assert tasks == [("worker", 0), ("worker", 1), ("worker", 2), ("worker", 3)]
+
+
 def test_two_nodes_block():
     cluster, tasks = layout(lambda r: step("n[9-10]", "2(x2)", 4, r, "block", localid=r % 2), 4, port_base=2222)
     assert cluster.as_dict() == {"ps": ["n9:2222"], "worker": ["n9:2223", "n10:2222", "n10:2223"]}

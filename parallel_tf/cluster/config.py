@@ -10,10 +10,11 @@ import os
 
 from parallel_tf.errors import ConfigError
 
-JOBS = ("ps", "worker")  # every cluster has these
 KNOWN_JOBS = ("ps", "local_ps", "worker")  # in start order; hierarchical clusters add a local ps per group
 SERVER_JOBS = ("ps", "local_ps")  # jobs that host variables and wait for their workers to finish
 GROUPED_MODE = "hierarchical"
+WORKERS_ONLY_MODE = "allreduce"  # its workers all-reduce among themselves: no parameter server
+LOCKSTEP_MODES = ("sync", WORKERS_ONLY_MODE)  # the data position is the global step: any worker count resumes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +30,7 @@ class ClusterConfig:
 
     @property
     def num_ps(self):
-        return len(self.jobs["ps"])
+        return len(self.jobs.get("ps", ()))
 
     @property
     def num_workers(self):
@@ -68,8 +69,26 @@ class ClusterConfig:
         """(job, index) of the task listening at `address`."""
         return next((job, hosts.index(address)) for job, hosts in self.jobs.items() if address in hosts)
 
+    def peers_of(self, worker):
+        """The tasks `worker` must reach before it starts: the servers it uses, or in a cluster of workers
+        only (all-reduce), every other worker."""
+        if self.num_ps:
+            return self.servers_of(worker)
+        return [("worker", w) for w in range(self.num_workers) if w != worker]
+
     def check_mode(self, mode):
-        """Raises ConfigError unless this cluster's shape fits `mode`: groups for hierarchical only."""
+        """Raises ConfigError unless this cluster's shape fits `mode`: groups for hierarchical only, a ps
+        for every mode but all-reduce, and none for all-reduce."""
+        if mode == WORKERS_ONLY_MODE and self.num_ps:
+            raise ConfigError(
+                f"--mode={mode} runs workers only, which all-reduce their gradients among themselves; the cluster's "
+                f'"ps" job ({self.num_ps} task(s)) would sit idle: leave it out'
+            )
+        if mode != WORKERS_ONLY_MODE and not self.num_ps:
+            raise ConfigError(
+                f'--mode={mode} needs a parameter server: the cluster has no "ps" job (only --mode=allreduce '
+                "runs workers alone)"
+            )
         if mode == GROUPED_MODE and not self.groups:
             raise ConfigError(
                 '--mode=hierarchical needs a cluster spec with a "local_ps" job and "groups", e.g. '
@@ -100,10 +119,16 @@ def check_shardable(global_batch_size, num_shards):
         )
 
 
+def server_counts(mode, num_ps, num_groups):
+    """(central ps, local ps) tasks of a `mode` cluster: --num_ps central ones, none in all-reduce, and
+    in hierarchical one local ps per group."""
+    return (0 if mode == WORKERS_ONLY_MODE else num_ps), (num_groups if mode == GROUPED_MODE else 0)
+
+
 def assign_jobs(addresses, mode, num_ps, num_groups, source):
-    """A cluster from addresses in start order: the central ps tasks first, then (hierarchical) one
-    local ps per group, then the workers, worker i in group i mod G as in the seed."""
-    num_local_ps = num_groups if mode == GROUPED_MODE else 0
+    """A cluster from addresses in start order: the central ps tasks first (none in all-reduce), then
+    (hierarchical) one local ps per group, then the workers, worker i in group i mod G as in the seed."""
+    num_ps, num_local_ps = server_counts(mode, num_ps, num_groups)
     num_workers = len(addresses) - num_ps - num_local_ps
     if num_workers < 1:
         raise ConfigError(
@@ -153,7 +178,7 @@ def parse(data, source):
             raise ConfigError(f"{source}: cluster.{job}: unknown job (known jobs: {', '.join(KNOWN_JOBS)})")
     jobs = {}
     seen = {}
-    for job in (j for j in KNOWN_JOBS if j in JOBS or j in cluster):
+    for job in (j for j in KNOWN_JOBS if j == "worker" or j in cluster):
         hosts = cluster.get(job)
         if not hosts:
             raise ConfigError(f"{source}: cluster.{job}: missing or empty; a cluster needs at least one {job} task")
@@ -226,7 +251,9 @@ def from_spec_file(path):
 
 
 def from_hosts(ps_hosts, worker_hosts):
-    return parse({"cluster": {"ps": list(ps_hosts), "worker": list(worker_hosts)}}, "--ps_hosts/--worker_hosts")
+    """A cluster from host lists; no --ps_hosts (all-reduce) is a cluster of workers only."""
+    jobs = {"ps": list(ps_hosts)} if ps_hosts else {}
+    return parse({"cluster": {**jobs, "worker": list(worker_hosts)}}, "--ps_hosts/--worker_hosts")
 
 
 def from_tf_config(text):
@@ -253,7 +280,7 @@ def from_tfjob_config(text, mode, num_ps, num_groups):
     if job is None or index is None:
         raise ConfigError('TF_CONFIG: task: expected {"type": ..., "index": ...}, as the TFJob operator sets')
     config.check_task(job, index)
-    addresses = [*config.jobs["ps"], *config.jobs["worker"]]
+    addresses = [*config.jobs.get("ps", ()), *config.jobs["worker"]]
     cluster = assign_jobs(addresses, mode, num_ps, num_groups, "TF_CONFIG")
     return (cluster, *cluster.task_at(config.jobs[job][index]))
 

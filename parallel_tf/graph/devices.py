@@ -78,6 +78,15 @@ def worker_device_filters(cluster, task_index):
     return [*servers, f"/job:worker/task:{task_index}"]
 
 
+def server_config(mode):
+    """A task's server options: session_config's, and in all-reduce mode the worker that resolves who
+    takes part in each collective (TensorFlow's group leader), the chief."""
+    config = session_config()
+    if mode == "allreduce":
+        config.experimental.collective_group_leader = "/job:worker/replica:0/task:0"
+    return config
+
+
 def session_config(device_filters=None, operation_timeout_secs=0):
     """Session options every task uses: soft placement for ops without GPU kernels, GPU memory
     taken as needed, so workers sharing a GPU (more workers than GPUs) do not starve each other,

@@ -36,7 +36,7 @@ def host_of(address):
 def layout(mode, num_ps, num_workers, num_groups, num_hosts):
     """The cluster on `num_hosts` simulated hosts: the i-th task of each job on host i mod H, on the
     next free port of that host; jobs and groups assigned as everywhere (cluster.assign_jobs)."""
-    counts = [num_ps, num_groups if mode == cluster_lib.GROUPED_MODE else 0, num_workers]  # in start order
+    counts = [*cluster_lib.server_counts(mode, num_ps, num_groups), num_workers]  # in start order
     used = [0] * num_hosts
     addresses = []
     for count in counts:

@@ -12,7 +12,7 @@ by PID and exits non-zero naming the task. The run and mode flags it was given (
 flags it does not know (the recipe's own, e.g. --model=cnn) go to every task.
 Rerun on the same --logdir after a crash resumes from the chief's latest checkpoint; --fresh starts over.
 With --max_restarts=K the launcher does that itself when a task fails, up to K times (exit 2, a
-mistake, never restarts); with --min_workers a sync restart goes on without the worker that failed.
+mistake, never restarts); with --min_workers a sync or all-reduce restart goes on without the worker that failed.
 
 On Linux the whole cluster runs in a private network namespace (--isolate_network, fence.py):
 TensorFlow's servers accept unauthenticated graphs on every interface, and this keeps them unreachable.
@@ -73,8 +73,8 @@ def define_launcher_flags():
     flags.DEFINE_integer(
         "min_workers",
         None,
-        "sync, with --max_restarts: a worker that failed is left out of the restart, which goes on with the "
-        "most workers left that the run's batch (and --microbatches) divide, if at least this many.",
+        "sync and allreduce, with --max_restarts: a worker that failed is left out of the restart, which goes on "
+        "with the most workers left that the run's batch (and --microbatches) divide, if at least this many.",
         lower_bound=1,
     )
     flags.DEFINE_enum(
@@ -90,7 +90,7 @@ def main(argv):
     recipe_flags = [arg for arg in argv[1:] if arg != "--"]  # the recipe's own (--model, --dataset, ...)
     try:
         recipe_path = resolve_recipe(FLAGS.recipe)
-        task_flags.check_group_flags(FLAGS.mode, ("num_groups", "groups"))
+        task_flags.check_shape_flags(FLAGS.mode)
         task_flags.check_flag_scopes(FLAGS.mode, task_flags.MODE_OPTION_SCOPES)
         spec = cluster_lib.from_spec_file(FLAGS.cluster_spec) if FLAGS.cluster_spec else None
         num_groups = groups_count()
@@ -240,9 +240,10 @@ def task_commands(cluster, recipe_path, run_dir, common):
 def check_min_workers(min_workers, cluster):
     if min_workers is None:
         return
-    if FLAGS.mode != "sync":
+    if FLAGS.mode not in cluster_lib.LOCKSTEP_MODES:
         raise ConfigError(
-            f"--min_workers applies only to --mode=sync, not {FLAGS.mode}: a resume must keep its worker count"
+            f"--min_workers applies only to --mode={'|'.join(cluster_lib.LOCKSTEP_MODES)}, not {FLAGS.mode}: "
+            "a resume must keep its worker count"
         )
     if not FLAGS.max_restarts:
         raise ConfigError("--min_workers applies with --max_restarts: only a restart can go on with fewer workers")
@@ -287,7 +288,7 @@ def recipe_name(path):
 
 def local_cluster(mode, num_ps, num_workers, num_groups):
     """A spec on free loopback ports; in hierarchical mode worker i joins group i mod G, as in the seed."""
-    num_local_ps = num_groups if mode == cluster_lib.GROUPED_MODE else 0
+    num_ps, num_local_ps = cluster_lib.server_counts(mode, num_ps, num_groups)
     if num_local_ps > num_workers:
         raise ConfigError(f"--num_groups={num_groups} is more than --num_workers={num_workers}")
     free = free_loopback_addresses(num_ps + num_local_ps + num_workers)

@@ -57,8 +57,10 @@ def define_k8s_flags():
 
 
 def replica_counts(mode, num_ps, num_groups, num_workers):
-    """{"PS": central and local parameter servers, "Worker": workers}: the replicas of the TFJob."""
-    return {"PS": num_ps + (num_groups if mode == cluster_lib.GROUPED_MODE else 0), "Worker": num_workers}
+    """{"PS": central and local parameter servers, "Worker": workers}: the replicas of the TFJob, Worker
+    only in all-reduce mode."""
+    servers = sum(cluster_lib.server_counts(mode, num_ps, num_groups))
+    return {**({"PS": servers} if servers else {}), "Worker": num_workers}
 
 
 def operator_cluster(name, namespace, replicas, mode, num_ps, num_groups):
@@ -76,7 +78,8 @@ def manifest(
     *, name, namespace, image, workdir, logdir, logdir_claim, recipe, mode, num_ps, num_groups, replicas, task_args
 ):
     """The TFJob as a dict; `task_args` are the run, mode and recipe flags every task gets."""
-    shape = [f"--num_ps={num_ps}", *([f"--num_groups={num_groups}"] if mode == cluster_lib.GROUPED_MODE else [])]
+    central, local = cluster_lib.server_counts(mode, num_ps, num_groups)
+    shape = [*([f"--num_ps={central}"] if central else []), *([f"--num_groups={local}"] if local else [])]
     container = {
         "name": CONTAINER_NAME,
         "image": image,
@@ -115,7 +118,7 @@ def main(argv):
     try:
         recipe = recipe_name(resolve_recipe(FLAGS.recipe))
         task_flags.check_flag_scopes(FLAGS.mode, task_flags.MODE_OPTION_SCOPES)
-        task_flags.check_group_flags(FLAGS.mode, ("num_groups", "groups"))
+        task_flags.check_shape_flags(FLAGS.mode)
         task_flags.check_groups_by_host(False, "a TFJob")
         if not FLAGS.image:
             raise ConfigError("--image is required: the container image the pods run")

@@ -63,13 +63,14 @@ def train(recipe, settings):
     if settings.is_chief:  # before loading data, which may mean a download: a bad logdir should fail first
         settings = _claim_logdir(recipe, settings)
     target = ""
-    if settings.cluster:  # before TensorFlow loads: a missing ps is reported within --startup_timeout of the start
+    if settings.cluster:  # before the data loads: a missing peer is reported within --startup_timeout of the start
         cluster = settings.cluster
-        peers = {f"{job}:{task}": cluster.jobs[job][task] for job, task in cluster.servers_of(settings.task_index)}
-        wait_until_reachable(peers, settings.startup_timeout)
-        # Listening before the data loads (maybe a download) tells the parameter servers this worker is alive.
+        # Listening first tells the parameter servers this worker is alive, and the other workers of an
+        # all-reduce cluster, which wait for it as it waits for them.
         server = start_server(settings)  # a local until training ends: it serves as long as it is referenced
         target = server.target
+        peers = {f"{job}:{task}": cluster.jobs[job][task] for job, task in cluster.peers_of(settings.task_index)}
+        wait_until_reachable(peers, settings.startup_timeout)
     dataset = recipe.datasets[settings.dataset](settings)
     settings = dataclasses.replace(settings, num_gpus=devices.visible_gpu_count())
     if settings.num_gpus:

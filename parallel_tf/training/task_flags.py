@@ -46,8 +46,8 @@ MODE_OPTION_SCOPES = {
     "prefetch": ("async",),
     "central_every": ("hierarchical",),
     "aggregation": ("sync",),
-    "strict_determinism": ("sync",),
-    "microbatches": ("sync",),
+    "strict_determinism": cluster_lib.LOCKSTEP_MODES,
+    "microbatches": cluster_lib.LOCKSTEP_MODES,
     **techniques.flag_scopes(),
 }
 FLAG_SCOPES = {"job_name": MODES, "task_index": MODES, "mode": MODES, **MODE_OPTION_SCOPES}
@@ -394,11 +394,17 @@ def check_flag_scopes(mode, names=tuple(FLAG_SCOPES), flag_values=FLAGS):
             raise not_for_mode(f"--{name}", mode, scope)
 
 
-def check_group_flags(mode, names=("num_groups",), flag_values=FLAGS):
-    """Raises ConfigError for a flag of `names` (the cluster shape's group flags) given outside hierarchical mode."""
-    for name in names:
+def check_shape_flags(mode, flag_values=FLAGS):
+    """Raises ConfigError for a cluster shape flag given for a mode without that kind of task: groups
+    outside hierarchical mode, parameter servers in all-reduce."""
+    for name in ("num_groups", "groups"):
         if flag_values[name].present and mode != cluster_lib.GROUPED_MODE:
             raise ConfigError(f"--{name} applies only to --mode=hierarchical, not {mode}")
+    if flag_values["num_ps"].present and mode == cluster_lib.WORKERS_ONLY_MODE:
+        raise ConfigError(
+            f"--num_ps does not apply to --mode={mode}: its workers all-reduce their gradients among themselves, "
+            "with no parameter server"
+        )
 
 
 def check_groups_by_host(hosts_known, source, flag_values=FLAGS):
@@ -465,6 +471,9 @@ class Settings:
     techniques: tuple = ()  # the techniques on, as `compose` decided (names, in wrapping order)
     num_gpus: int = 0
     trace_steps: tuple = None  # (first, end) of --trace_steps, or None
+    # All-reduce: TensorFlow remembers a collective's keys for the life of a process, so one process
+    # that runs several clusters in turn (the tests) gives each its own group; a task runs one.
+    collective_group: int = 1
 
     @property
     def is_chief(self):
@@ -505,7 +514,17 @@ FIELDS_AS_GIVEN = tuple(
     field.name
     for field in dataclasses.fields(Settings)
     if field.name
-    not in {"mode", "job_name", "task_index", "cluster", "options", "techniques", "num_gpus", "trace_steps"}
+    not in {
+        "mode",
+        "job_name",
+        "task_index",
+        "cluster",
+        "options",
+        "techniques",
+        "num_gpus",
+        "trace_steps",
+        "collective_group",
+    }
 )
 
 
@@ -565,7 +584,7 @@ def _resolve_cluster(flag_values):
                 f"--cluster_resolver={flag_values.cluster_resolver} decides the cluster and each task's job; "
                 f"drop --{name}"
             )
-    check_group_flags(flag_values.mode, ("num_groups", "groups"), flag_values)
+    check_shape_flags(flag_values.mode, flag_values)
     check_groups_by_host(flag_values.cluster_resolver == "slurm", "TF_CONFIG", flag_values)
     if flag_values.cluster_resolver == "tfjob":
         if flag_values["port_base"].present:

@@ -12,7 +12,7 @@ import dataclasses
 from parallel_tf.compat import tf
 
 # Importable without TensorFlow: the launcher needs the names, not the builders.
-MODES = ("sync", "async", "hierarchical")
+MODES = ("sync", "async", "hierarchical", "allreduce")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +37,7 @@ class TrainGraph:
     initialise_on_join: object = None  # (sess) -> None: run while joining, before this worker counts as ready
     background: object = None  # (sess) -> None: run in a thread from the first step; awaited after the last
     pause_before_step: float = 0.0  # seconds this worker sleeps before each step (a straggler, for studies)
+    after_last_step: object = None  # (sess, {name: value} of its parameters) -> None: every worker, when done
 
     def feed(self, step):
         """Tensors to feed at `step` besides the batch (e.g. the step itself)."""

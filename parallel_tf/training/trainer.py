@@ -75,6 +75,8 @@ class Trainer:
             background.wait()
             if self._all_trained is not None:
                 sess.run(self._all_trained)  # the chief waits here for every worker's last step
+            if train_graph.after_last_step:
+                train_graph.after_last_step(sess, _named_params(sess))
             summary = None
             if settings.is_chief:
                 summary = {**self._summarize(sess, train_seconds, time.time() - started), **bytes_per_step}

@@ -2,7 +2,7 @@
 (train_graph.py), wrapped by the techniques a run's settings switch on (techniques/)."""
 
 from parallel_tf.training import techniques
-from parallel_tf.training.modes import asynchronous, hierarchical, single, sync
+from parallel_tf.training.modes import allreduce, asynchronous, hierarchical, single, sync
 
 
 def builder(mode):
@@ -13,5 +13,6 @@ def builder(mode):
         "sync": sync.build,
         "async": asynchronous.build,
         "hierarchical": hierarchical.build,
+        "allreduce": allreduce.build,
     }[mode]
     return techniques.wrap(build_mode)

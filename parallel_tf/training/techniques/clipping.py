@@ -1,4 +1,4 @@
-"""Global-norm gradient clipping (Pascanu, Mikolov, Bengio, ICML 2013), sync and async modes,
+"""Global-norm gradient clipping (Pascanu, Mikolov, Bengio, ICML 2013), sync, all-reduce and async modes,
 --clip_norm=c: every update applied to the parameters has its gradients, taken together, scaled by
 c / max(‖g‖, c) (graph/clipping.py), each where it is, just before the optimizer applies them: on the
 parameter servers in sync; in async on the pushing worker, or on the parameter server when a hook
@@ -6,6 +6,7 @@ has decoded or compensated it there.
 What an update is decides what is clipped, as it does in one process:
     sync   the chief's aggregated gradient, the mean of the step's gradients (ordered or accumulator):
            a 1-worker cluster clips as one process would;
+    allreduce  the all-reduced mean, on every worker alike, so the copies stay equal;
     async  each push as the parameter servers apply it: after decoding (compression) and compensation
            (DC-ASGD), and softsync's mean of pushes, not the pushes it averages.
 It keeps every promise of the mode: an ordered sync run still repeats bitwise, and strict runs agree
@@ -23,7 +24,9 @@ from parallel_tf.graph.clipping import ClippedOptimizer
 from parallel_tf.graph.pushes import add_counter, added_counters
 from parallel_tf.training.techniques.rules import Technique
 
-TECHNIQUE = Technique(name="clipping", flags=("clip_norm",), modes=("sync", "async"), hooks=("optimizer", "wrap"))
+TECHNIQUE = Technique(
+    name="clipping", flags=("clip_norm",), modes=("sync", "async", "allreduce"), hooks=("optimizer", "wrap")
+)
 COUNTER = "clipped_updates"
 
 
@@ -31,7 +34,7 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_float(
         "clip_norm",
         0.0,
-        "sync and async: clip each update's gradients to this global norm (Pascanu et al., ICML 2013) before "
+        "sync, async and allreduce: clip each update's gradients to this global norm (Pascanu et al., ICML 2013) before "
         "the optimizer applies them; 0: off.",
         lower_bound=0.0,
         flag_values=flag_values,

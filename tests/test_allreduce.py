@@ -1,0 +1,96 @@
+"""The all-reduce mode keeps sync's promises, on in-process clusters of workers only (inprocess.py):
+worked-out steps, bitwise repeats, one worker = the one process, two workers = sync's ordered run
+(a + b is b + a), strict determinism = sync's strict run for every worker count, resumes, and a
+copy that drifts from the chief's is named."""
+
+import threading
+
+import numpy as np
+import pytest
+from inprocess import half_mean_square, joined_workers, scalar_dataset, scalar_recipe, slope, train
+from models import DIGITS, FLAGS, MLP, sha
+
+from parallel_tf.errors import TaskFailure
+
+pytestmark = pytest.mark.inprocess
+STRICT = {"strict_determinism": True, "microbatches": 8}
+QUADRATIC, ONE_AND_THREE = scalar_recipe(half_mean_square, w0=0.0), scalar_dataset(1, 3)
+
+
+def w(run):
+    return float(run["params"]["model/w:0"][0])
+
+
+@pytest.mark.parametrize("flags", [{}, {"strict_determinism": True, "microbatches": 2}], ids=["ordered", "strict"])
+@pytest.mark.parametrize("num_workers", [1, 2])
+def test_allreduce_takes_the_mean_gradient_of_the_global_batch_at_each_step(tmp_path, flags, num_workers):
+    """Sync's worked example (test_arithmetic): w ← w - ½ (w - 2): 0 → 1 → 1.5 → 1.75; the chief logs the
+    loss of w before each step, ½ ((1 - w)² + (3 - w)²) / 2: 2.5, 1, 0.625, from every worker's loss."""
+    run = train(QUADRATIC, ONE_AND_THREE, tmp_path, "allreduce", num_workers=num_workers, **flags)
+    assert w(run) == 1.75
+    assert [(m["step"], m["loss"]) for m in run["metrics"]] == [(1, 2.5), (2, 1.0), (3, 0.625)]
+    assert run["summary"]["final_loss"] == 0.53125
+    assert (run["summary"]["mode"], run["summary"]["num_ps"]) == ("allreduce", 0)
+
+
+def test_one_worker_is_the_one_process_run(tmp_path):
+    assert sha(tmp_path / "allreduce", "allreduce", num_workers=1) == sha(tmp_path / "single", "single")
+
+
+def test_two_workers_are_ordered_sync_with_two_workers_and_repeat(tmp_path):
+    """The ring adds two gradients as the ordered tree does (g0 + g1 = g1 + g0), then both divide by 2."""
+    first, second = (sha(tmp_path / name, "allreduce") for name in ("first", "second"))
+    assert first == second == sha(tmp_path / "sync", "sync")
+
+
+def test_three_workers_repeat_bitwise_and_are_one_worker_up_to_rounding(tmp_path):
+    """Three shard means summed by the ring, not one batch mean: the same model up to float rounding (sync's
+    tolerance), and the same bits every time."""
+    three = [train(MLP, DIGITS, tmp_path / f"three{i}", "allreduce", num_workers=3, **FLAGS) for i in range(2)]
+    one = train(MLP, DIGITS, tmp_path / "one", "allreduce", num_workers=1, **FLAGS)["params"]
+    assert three[0]["summary"]["params_sha256"] == three[1]["summary"]["params_sha256"]
+    assert max(np.abs(one[name] - three[0]["params"][name]).max() for name in one) < 1e-5
+
+
+def test_strict_determinism_is_sync_strict_for_1_2_and_4_workers(tmp_path):
+    """Every worker gathers all 8 microbatch gradients in worker order and sums them with sync's tree."""
+    hashes = {sha(tmp_path / f"allreduce{n}", "allreduce", num_workers=n, **STRICT) for n in (1, 2, 4)}
+    assert hashes == {sha(tmp_path / "sync", "sync", num_workers=2, **STRICT)}
+
+
+@pytest.mark.parametrize(
+    "first_workers, then_workers, flags", [(2, 2, {}), (2, 4, STRICT)], ids=["same workers", "2 then 4, strict"]
+)
+def test_a_resume_ends_bitwise_on_the_uninterrupted_run(tmp_path, first_workers, then_workers, flags):
+    """Stopped after 10 steps and resumed to 30: the chief restores its checkpoint and broadcasts it,
+    optimizer state (momentum) and global step included; under strict, on another worker count."""
+    flags = {**FLAGS, "optimizer": "momentum", **flags}
+    train(MLP, DIGITS, tmp_path / "resumed", "allreduce", num_workers=first_workers, **{**flags, "train_steps": 10})
+    resumed = train(MLP, DIGITS, tmp_path / "resumed", "allreduce", num_workers=then_workers, **flags)
+    whole = train(MLP, DIGITS, tmp_path / "whole", "allreduce", num_workers=first_workers, **flags)
+    assert [m["step"] for m in resumed["metrics"]] == [10, 15, 30]  # a run started over keeps no line of step 10
+    assert resumed["summary"]["params_sha256"] == whole["summary"]["params_sha256"]
+
+
+def test_a_copy_that_drifted_from_the_chiefs_is_named(tmp_path):
+    """Worker 1's w is moved behind the chief's back: both workers' end-of-run check names it."""
+    workers = joined_workers(scalar_recipe(slope, w0=1.0), scalar_dataset(1, 3), tmp_path, "allreduce")
+    (_, chief_session), (worker, session) = workers
+    (w_on_worker,) = worker.graph.get_collection("trainable_variables")
+    w_on_worker.load([0.5], session)
+    failures = {}
+
+    def check(trainer, sess):
+        named = {"model/w:0": sess.run(trainer.graph.get_collection("trainable_variables")[0])}
+        try:
+            trainer.train_graph.after_last_step(sess, named)
+        except TaskFailure as e:
+            failures[trainer.settings.task_index] = str(e)
+
+    threads = [threading.Thread(target=check, args=pair) for pair in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert set(failures) == {0, 1}
+    assert failures[0].startswith("worker:1 ended on parameters that differ from the chief's")
