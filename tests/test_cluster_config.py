@@ -160,10 +160,10 @@ def test_launcher_interleaves_groups_as_in_the_seed():
         local_cluster("hierarchical", num_ps=1, num_workers=2, num_groups=3)
 
 
-@pytest.mark.parametrize("name", ["local_1ps_2w", "local_1ps_4w", "local_2ps_4w", "hierarchical_2x2"])
+@pytest.mark.parametrize("name", ["local_1ps_2w", "local_1ps_4w", "local_2ps_4w", "hierarchical_2x2", "local_2w"])
 def test_shipped_specs_are_valid_for_their_mode(name):
     config = cluster.from_spec_file(str(Path(__file__).resolve().parents[1] / "cluster_specs" / f"{name}.json"))
-    config.check_mode("hierarchical" if name.startswith("hierarchical") else "sync")
+    config.check_mode({"hierarchical_2x2": "hierarchical", "local_2w": "allreduce"}.get(name, "sync"))
     assert all(address.startswith("127.0.0.1:") for hosts in config.jobs.values() for address in hosts)
 
 

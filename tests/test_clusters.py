@@ -237,6 +237,25 @@ def test_strict_run_goes_on_with_fewer_workers_and_ends_on_the_uninterrupted_res
     assert summary["params_sha256"] == reference
 
 
+def test_a_killed_allreduce_worker_is_named_and_the_restart_ends_on_the_uninterrupted_run(procs, tmp_path):
+    """All-reduce, 2 workers, --max_restarts=1, worker:1 killed after the step-40 checkpoint while the chief
+    waits for it inside a collective: the launcher names it at once, restarts both, the chief restores and
+    broadcasts, and the run ends on the uninterrupted run's parameters (which are ordered sync's with two
+    workers, trained in-process)."""
+    logdir = tmp_path / "allreduce"
+    flags = [*STEPS, "--mode=allreduce", "--checkpoint_every=20", "--max_restarts=1"]
+    run = procs.start(launcher_command(f"--logdir={logdir}", *flags))
+    kill_worker_after_checkpoint(run, logdir, 40)
+    killed_at = time.time()
+    run.wait_for_line(r"\[launch\] worker:1 was killed by signal SIGKILL; stopped the other tasks; restart 1", 10)
+    assert time.time() - killed_at < 10
+    assert run.wait(RUN_TIMEOUT) == 0, run.output
+    assert re.search(r"\[worker:0\] .*resuming from .*model\.ckpt-40 at step 40/100", run.output)
+    assert not [name for name, pid in run.task_pids.items() if alive(pid)]
+    reference = models.sha(tmp_path / "reference", "sync", train_steps=100)
+    assert read_summary(logdir)["params_sha256"] == reference
+
+
 def test_backup_workers_finish_without_a_killed_worker_and_count_stale_gradients(procs, tmp_path):
     flags = ["--num_workers=2", "--replicas_to_aggregate=1", "--train_steps=600", "--log_every=10"]
     # The ps gives worker:1 --startup_timeout to come back (the run's end waits for that); the workers wait

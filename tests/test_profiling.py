@@ -22,6 +22,7 @@ def test_bad_step_ranges_are_refused(text):
         ("MatMul", "/job:localhost/replica:0/task:0/device:CPU:0", "compute"),
         ("Identity", "/job:local_ps/replica:0/task:1/device:CPU:0", "other"),
         ("_Recv", "/job:ps/replica:0/task:0/device:CPU:0", "transfer"),
+        ("CollectiveReduce", "/job:worker/replica:0/task:1/device:CPU:0", "transfer"),
         ("QueueDequeueManyV2", "/job:ps/replica:0/task:0/device:CPU:0", "wait"),
         ("ApplyGradientDescent", "/job:ps/replica:0/task:0/device:CPU:0", "update"),
         ("Identity", "/job:ps/replica:0/task:0/device:CPU:0", "other"),
@@ -84,3 +85,13 @@ def test_an_async_step_pushes_and_fetches_with_one_edge_back(tmp_path, prefetch,
     train(recipe, data, tmp_path, "async", trace_steps=(1, 2), prefetch=prefetch)
     traced = [json.loads(line) for line in (tmp_path / "trace_breakdown.jsonl").read_text().splitlines()]
     assert [edges(line) for line in traced] == [sorted(run) for run in runs]
+
+
+@pytest.mark.inprocess
+def test_an_allreduce_step_crosses_no_task_edge_and_spends_its_wait_in_the_collective(tmp_path):
+    """Workers only: a step's graph stays on its worker, and what the worker waits for and sends is the
+    one all-reduce op, counted as a transfer."""
+    train(scalar_recipe(half_mean_square, 0.0), scalar_dataset(1, 3), tmp_path, "allreduce", trace_steps=(1, 2))
+    (line,) = [json.loads(line) for line in (tmp_path / "trace_breakdown.jsonl").read_text().splitlines()]
+    assert line["partition_edges"] == []
+    assert line["op_ms"]["transfer"] > 0 and line["op_ms"]["wait"] == 0

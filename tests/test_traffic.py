@@ -48,3 +48,21 @@ def test_compression_saves_what_its_codec_says_on_the_mlp(tmp_path):
 
 def test_a_single_process_sends_nothing(tmp_path):
     assert per_step(train(QUADRATIC, scalar_dataset(1, 3), tmp_path, "single")) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    "num_workers, flags, each_way",
+    [
+        (2, {}, 2 * 1 * (38440 + 2 * 4) // 2),
+        (4, {}, 2 * 3 * (38440 + 4 * 4) // 4),
+        (2, {"strict_determinism": True, "microbatches": 4}, 1 * 2 * (38440 + 4)),
+    ],
+    ids=["2 workers", "4 workers", "strict, 2 workers"],
+)
+def test_allreduce_moves_what_its_ring_moves_on_the_mlp(tmp_path, num_workers, flags, each_way):
+    """The MLP's 38440 bytes of gradient and a float slot per worker for the losses, all-reduced by a ring:
+    2(N-1)/N of them each way. Strict gathers each worker's M/N microbatch rows of 38440 + 4 bytes (its loss
+    rides along) from the N-1 others: with M = 4, N = 2, twice the all-reduce's bytes."""
+    flags = {"global_batch_size": 120, "train_steps": 2, "learning_rate": 0.1, "log_every": 2, **flags}
+    run = train(MLP, DIGITS, tmp_path, "allreduce", num_workers=num_workers, **flags)
+    assert per_step(run) == (each_way, each_way)

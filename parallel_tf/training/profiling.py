@@ -31,7 +31,7 @@ KINDS = ("compute", "transfer", "wait", "update", "other")
 RECV_OPS = ("_Recv", "_HostRecv")
 RECV_TENSOR = re.compile(r"\[(\d+)B\] \[[^]]*\] (\S+) from ")  # a RecvTensor RPC's label
 TASK = re.compile(r"/job:([^/]+)/(?:replica:\d+/)?task:(\d+)")
-TRANSFER = re.compile(r"^_(Host)?(Send|Recv)$|^RecvTensor$")
+TRANSFER = re.compile(r"^_(Host)?(Send|Recv)$|^RecvTensor$|^Collective")  # a collective: waiting and moving
 WAIT = re.compile(r"^Queue(Enqueue|Dequeue)")
 UPDATE = re.compile(r"^(Apply|ResourceApply|Assign|Scatter|ResourceScatter)")
 

@@ -8,6 +8,10 @@ sizes of the tensors whose producer and consumer are on different tasks: what th
 the variable or queue it takes by reference, as TensorFlow's placer insists; an op with no device
 is on this worker. Tensors of unknown shape count as 0, gRPC's framing is not counted, and control
 edges carry no data.
+
+A collective (all-reduce mode) moves its data inside one op, so it counts what its ring algorithm
+sends and receives: an all-reduce of b bytes among N workers, 2(N-1)/N·b each way (reduce-scatter,
+then all-gather); an all-gather of b bytes from each, (N-1)·b each way.
 """
 
 import re
@@ -43,6 +47,9 @@ def step_bytes(fetches, here):
             continue
         seen_ops.add(op.name)
         consumer = placed_on(op, here)
+        if consumer == here:
+            each_way = _collective_bytes(op)
+            sent, received = sent + each_way, received + each_way
         for tensor in op.inputs:
             producer = placed_on(tensor.op, here)
             if producer != consumer and (tensor.name, consumer) not in crossed:
@@ -53,6 +60,14 @@ def step_bytes(fetches, here):
             pending.append(tensor.op)
         pending.extend(op.control_inputs)
     return sent, received
+
+
+def _collective_bytes(op):
+    """The bytes a ring collective `op` sends from this worker, and receives; 0 for any other op."""
+    if op.type not in ("CollectiveReduce", "CollectiveGather"):
+        return 0
+    size, workers = _size(op.inputs[0]), op.get_attr("group_size")
+    return 2 * (workers - 1) * size // workers if op.type == "CollectiveReduce" else (workers - 1) * size
 
 
 def _size(tensor):

@@ -34,8 +34,8 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_float(
         "clip_norm",
         0.0,
-        "sync, async and allreduce: clip each update's gradients to this global norm (Pascanu et al., ICML 2013) before "
-        "the optimizer applies them; 0: off.",
+        "sync, async and allreduce: clip each update's gradients to this global norm (Pascanu et al., ICML 2013) "
+        "before the optimizer applies them; 0: off.",
         lower_bound=0.0,
         flag_values=flag_values,
     )
