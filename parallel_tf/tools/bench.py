@@ -68,6 +68,8 @@ SYSTEMS = {
     "sync": System("sync, ordered", "sync", mode="sync"),
     "strict": System("sync, strict", "sync", mode="sync", flags=("--strict_determinism",)),
     "accumulator": System("sync, accumulator", "sync", mode="sync", flags=("--aggregation=accumulator",)),
+    "allreduce": System("all-reduce", "sync", mode="allreduce"),
+    "allreduce_strict": System("all-reduce, strict", "sync", mode="allreduce", flags=("--strict_determinism",)),
     "async": System("async", "async", mode="async"),
     "hierarchical": System("hierarchical, 2 groups", "async", mode="hierarchical", min_workers=2),
     "mirrored": System("MultiWorkerMirroredStrategy", "sync", strategy="mirrored"),
@@ -75,13 +77,17 @@ SYSTEMS = {
 }
 PEERS = {"sync": "mirrored", "async": "parameter_server"}
 QUICK_REPEATS = 2
-# The issue's targets: (model, system, workers, against, at least). `against` is "limit" or "peer".
+# The open issues' targets: (model, system, workers, against, at least). `against` is "limit" or "peer".
 TARGETS = (
-    ("mlp", "sync", 1, "limit", 0.5),
-    ("mlp", "sync", 2, "peer", 1.0),
-    ("mlp", "async", 2, "peer", 1.0),
-    ("cnn", "sync", 1, "limit", 0.95),
-    ("cnn", "sync", 2, "peer", 1.0),
+    ("mlp", "sync", 1, "limit", 0.3),  # parameter-server steps with fewer round trips
+    ("mlp", "sync", 2, "peer", 0.7),
+    ("mlp", "async", 2, "peer", 1.2),
+    ("cnn", "sync", 1, "limit", 0.97),
+    ("mlp", "allreduce", 1, "limit", 0.8),  # the all-reduce mode
+    ("mlp", "allreduce", 2, "peer", 1.0),
+    ("mlp", "allreduce", 4, "peer", 1.0),
+    ("cnn", "allreduce", 1, "peer", 1.0),
+    ("cnn", "allreduce", 2, "peer", 1.0),
 )
 
 # --quick runs what the targets need: each target's run and the run it is compared with.
@@ -107,7 +113,7 @@ def define_bench_flags():
     flags.DEFINE_bool(
         "quick",
         False,
-        "A smaller plan: the runs the targets need, at 1 and 2 workers, fewer steps, 2 repeats; --models, "
+        "A smaller plan: the runs the targets need, fewer steps, 2 repeats; --models, "
         "--systems, --workers and --repeats given as well narrow it or win.",
     )
     flags.DEFINE_string("report", None, "Markdown file to write the results into (e.g. BENCHMARKS.md).")
