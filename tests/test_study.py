@@ -92,3 +92,14 @@ def test_study_refuses_a_variant_flag_of_another_mode_before_any_run(procs, tmp_
         "it is for --mode=async"
     ]
     assert not (tmp_path / "runs").exists()
+
+
+def test_study_counts_an_allreduce_variants_workers_without_a_ps(procs, tmp_path):
+    """The fit check lays out each variant's cluster as its launcher will: all-reduce has workers only."""
+    variants = "allreduce --strict_determinism --microbatches=3"
+    run = procs.start(study_command(f"--out={tmp_path}", f"--variants={variants}", "--workers=1,2"))
+    assert run.wait(60) == 2
+    assert run.lines == [
+        f"error: variant '{variants}' on 2 workers: --microbatches=3 is not divisible by the worker count 2; "
+        "strict determinism needs whole microbatches per worker"
+    ]

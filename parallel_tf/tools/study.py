@@ -192,7 +192,8 @@ def _check_runs_fit(plan):
         if mode == task_flags.NO_CLUSTER or run.repeat > 1:
             continue
         groups = _num_groups(mode, n)
-        addresses = [f"127.0.0.1:{port}" for port in range(1, 2 + groups + n)]  # only counted, never used
+        tasks = sum(cluster_lib.server_counts(mode, 1, groups)) + n
+        addresses = [f"127.0.0.1:{port}" for port in range(1, 1 + tasks)]  # only counted, never used
         cluster = cluster_lib.assign_jobs(addresses, mode, 1, groups, f"{variant} on {n} workers")
         try:
             task_flags.check_run_fits(cluster, mode, task_flags.parse_run_args(run.given))
