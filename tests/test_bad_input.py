@@ -265,7 +265,7 @@ def cases(tmp):
         ),
         "study: strict determinism outside sync": (
             study_command("--strict_determinism", "--modes=sync,async"),
-            "--strict_determinism is a sync-mode option: use it with --modes=sync",
+            "--strict_determinism is a sync|allreduce-mode option: use it with --modes=sync,allreduce",
         ),
         "study: unknown mode": (study_command("--modes=sync,fast"), "--modes: fast: choose from sync, async"),
         "study: seeds and repeats": (

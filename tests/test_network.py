@@ -65,6 +65,24 @@ def test_backup_workers_let_the_launcher_lose_only_spare_non_chief_workers():
     assert not Cluster(tasks=[], cuda_devices={})._can_lose("worker:1")
 
 
+class _Exited:
+    def __init__(self, code):
+        self.code = code
+
+    def poll(self):
+        return self.code
+
+
+def test_of_tasks_failed_together_the_launcher_names_the_one_killed_by_a_signal():
+    """A killed all-reduce worker's peer exits 1 within milliseconds, often in the same poll: the kill is
+    the cause, whatever order the tasks were started in."""
+    cluster = Cluster(tasks=[], cuda_devices={})
+    cluster.procs = {"worker:0": _Exited(1), "worker:1": _Exited(-9), "worker:2": _Exited(None)}
+    assert cluster._wait() == ("worker:1", -9)
+    cluster.procs = {"worker:0": _Exited(1), "worker:1": _Exited(None)}
+    assert cluster._wait() == ("worker:0", 1)
+
+
 def test_the_launcher_stays_single_threaded_so_it_can_enter_a_private_network():
     """unshare(CLONE_NEWUSER) refuses a multi-threaded process (EINVAL), and numpy's BLAS starts a thread
     when it is imported: the launcher, and every module it imports, must not import numpy or TensorFlow."""

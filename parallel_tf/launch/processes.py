@@ -75,12 +75,14 @@ class Cluster:
                 print(f"[{name}] {line}", flush=True)
 
     def _wait(self):
-        """Returns (name, exit code) of the first task to fail, or None when all exit 0 (or were spare)."""
+        """Returns (name, exit code) of the first task to fail, or None when all exit 0 (or were spare).
+
+        Of tasks found failed in the same poll, one killed by a signal is named first: its peers exit 1
+        within milliseconds of losing it (an all-reduce's ring breaks at once), and it is the cause."""
         while True:
             codes = {name: proc.poll() for name, proc in self.procs.items() if name not in self.lost}
-            for name, code in codes.items():
-                if code in (None, 0):
-                    continue
+            failed = [(name, code) for name, code in codes.items() if code not in (None, 0)]
+            for name, code in sorted(failed, key=lambda failure: failure[1] > 0):  # killed by a signal: < 0
                 if not self._can_lose(name):
                     return name, code
                 self.lost.append(name)
