@@ -38,9 +38,20 @@ def _shared_queue(name, device, dtypes, shapes):
 
 def _constant(value, device):
     """A constant made where the queue op that takes it runs, and before any control dependency: made
-    inside one, on the worker, it would cost a round trip (server to worker and back) in each step."""
+    inside one, on the worker, it would cost a round trip (server to worker and back) in each step.
+    (Made outside any loop, too: the queue ops that take it are made on `device`, so that in a loop
+    of steps, graph/loops.py, the op that enters it into the loop is there as well.)"""
     with tf.control_dependencies(None), tf.device(device):
         return tf.constant(value, tf.int32)
+
+
+def _taken(queue, count, number):
+    """`number` items taken from `queue` (`count`, the same as a tensor made where the queue is), their
+    shapes known: a count that enters a loop (graph/loops.py) is no constant to infer them from."""
+    items = queue.dequeue_many(count)
+    for item in items:
+        item.set_shape([number])
+    return items
 
 
 def _done_queue(job, task):
@@ -54,10 +65,10 @@ def step_barrier(members, worker_index, loss, after, device):
         for member in members
     }
     index, count = _constant(worker_index, device), _constant(len(members), device)
-    with tf.control_dependencies(after):
+    with tf.device(device), tf.control_dependencies(after):
         arrivals = [queue.enqueue((index, loss)) for queue in queues.values()]
-    with tf.control_dependencies(arrivals):
-        return queues[worker_index].dequeue_many(count)
+    with tf.device(device), tf.control_dependencies(arrivals):
+        return _taken(queues[worker_index], count, len(members))
 
 
 def gather_at_chief(num_workers, worker_index, value, after, name):
@@ -70,11 +81,12 @@ def gather_at_chief(num_workers, worker_index, value, after, name):
     device = server_cpu("ps", 0)
     queue = _shared_queue(f"parallel_tf_{name}", device, [tf.int32, tf.float32], [[], []])
     index, count = _constant(worker_index, device), _constant(num_workers, device)
-    with tf.control_dependencies(after):
+    with tf.device(device), tf.control_dependencies(after):
         sent = queue.enqueue((index, value))
     with tf.control_dependencies([sent]):
         if worker_index == 0:
-            return queue.dequeue_many(count)
+            with tf.device(device):
+                return _taken(queue, count, num_workers)
         return tf.constant([worker_index]), tf.reshape(tf.identity(value), [1])
 
 
@@ -86,7 +98,7 @@ def release_workers(num_workers, worker_index, after):
     device = server_cpu("ps", 0)
     queues = [_shared_queue(f"parallel_tf_release_{w}", device, [tf.int32], [[]]) for w in range(num_workers)]
     token = _constant(0, device)
-    with tf.control_dependencies(after):
+    with tf.device(device), tf.control_dependencies(after):
         if worker_index == 0:
             return tf.group(*[queue.enqueue(token) for queue in queues[1:]])
         return queues[worker_index].dequeue()

@@ -31,6 +31,7 @@ class ModelGraph:
     loss: tf.Tensor  # mean cross-entropy over the fed examples
     accuracy: tf.Tensor  # fraction of the fed examples classified correctly
     num_classes: int
+    reads: object = None  # the custom getter through which the forward pass read its variables, if any
 
 
 def seed_everything(seed):
@@ -55,23 +56,29 @@ def build_model(recipe, dataset, custom_getter=None):
     """
     features = tf.placeholder(tf.float32, (None,) + dataset.feature_shape, name="features")
     labels = tf.placeholder(tf.int64, (None,), name="labels")
-    with tf.variable_scope("model", custom_getter=custom_getter):
-        logits = recipe.model_fn(features, dataset.num_classes)
+    return model_on(recipe, features, labels, dataset.num_classes, custom_getter)
+
+
+def model_on(recipe, features, labels, num_classes, custom_getter=None, reuse=None):
+    """The recipe's model, loss and accuracy on given `features` and `labels` tensors."""
+    with tf.variable_scope("model", custom_getter=custom_getter, reuse=reuse):
+        logits = recipe.model_fn(features, num_classes)
     loss = recipe.loss_fn(labels, logits)
     correct = tf.equal(tf.argmax(logits, axis=1), labels)
     accuracy = tf.reduce_mean(tf.cast(correct, tf.float32))
-    return ModelGraph(features, labels, loss, accuracy, dataset.num_classes)
+    return ModelGraph(features, labels, loss, accuracy, num_classes, custom_getter)
 
 
 def microbatch_gradients(recipe, model, count, variables):
     """Gradients of each of `count` equal slices of the fed batch, one list per slice.
 
-    Each slice gets a forward and backward pass of its own (the model's variables, reused), so a
-    slice's arithmetic has the same shapes however many slices a worker is fed together.
+    Each slice gets a forward and backward pass of its own (the model's variables, reused and read as
+    the model reads them), so a slice's arithmetic has the same shapes however many slices a worker is
+    fed together.
     """
     gradients = []
     for features, labels in zip(tf.split(model.features, count), tf.split(model.labels, count), strict=True):
-        with tf.variable_scope("model", reuse=True):
+        with tf.variable_scope("model", reuse=True, custom_getter=model.reads):
             logits = recipe.model_fn(features, model.num_classes)
         gradients.append(tf.gradients(recipe.loss_fn(labels, logits), variables))
     return gradients

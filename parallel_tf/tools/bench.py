@@ -51,6 +51,7 @@ class System:
     flags: tuple = ()
     strategy: str = None  # a peer's tf_strategies --strategy
     min_workers: int = 1
+    steps_per_run: int = 1  # ours: --steps_per_run; the logging interval is rounded up to a multiple of it
 
 
 MODELS = {
@@ -68,6 +69,7 @@ SYSTEMS = {
     "sync": System("sync, ordered", "sync", mode="sync"),
     "strict": System("sync, strict", "sync", mode="sync", flags=("--strict_determinism",)),
     "accumulator": System("sync, accumulator", "sync", mode="sync", flags=("--aggregation=accumulator",)),
+    "sync_loop": System("sync, ordered, 10 steps a run", "sync", mode="sync", steps_per_run=10),
     "allreduce": System("all-reduce", "sync", mode="allreduce"),
     "allreduce_strict": System("all-reduce, strict", "sync", mode="allreduce", flags=("--strict_determinism",)),
     "async": System("async", "async", mode="async"),
@@ -214,7 +216,9 @@ def command_for(model_name, system_name, workers):
     given = [
         flag for flag in task_flags.given_task_flags(task_flags.NO_CLUSTER) if not flag.startswith("--train_steps=")
     ]
-    run_flags = [f"--train_steps={steps}", f"--log_every={max(1, steps // 10)}", *model.flags, *given]
+    per_run = system.steps_per_run
+    log_every = -(-max(1, steps // 10) // per_run) * per_run  # a tenth of the run, in whole runs of steps
+    run_flags = [f"--train_steps={steps}", f"--log_every={log_every}", *model.flags, *given]
     if system.strategy:  # the peers trace nothing and save nothing
         command = [sys.executable, "-m", "parallel_tf.tools.tf_strategies", f"--strategy={system.strategy}"]
         run_flags = [flag for flag in run_flags if not flag.startswith("--trace_steps")]
@@ -223,7 +227,8 @@ def command_for(model_name, system_name, workers):
     run_flags = ["--checkpoint_every=0", *run_flags]
     if system.kind == "limit":
         return runs.single_process_command(recipe), run_flags
-    return runs.cluster_command(recipe, system.mode, workers), [*run_flags, *system.flags]
+    loop = [f"--steps_per_run={per_run}"] if per_run > 1 else []
+    return runs.cluster_command(recipe, system.mode, workers), [*run_flags, *system.flags, *loop]
 
 
 def steady_ms_per_step(logdir):

@@ -46,6 +46,7 @@ MODE_OPTION_SCOPES = {
     "prefetch": ("async",),
     "central_every": ("hierarchical",),
     "aggregation": ("sync",),
+    "steps_per_run": ("sync",),
     "strict_determinism": cluster_lib.LOCKSTEP_MODES,
     "microbatches": cluster_lib.LOCKSTEP_MODES,
     **techniques.flag_scopes(),
@@ -223,6 +224,15 @@ def define_mode_option_flags(flag_values=FLAGS):
         "central_every",
         1,
         "hierarchical: a group sends its update to the central ps every k steps.",
+        lower_bound=1,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "steps_per_run",
+        1,
+        "sync, ordered: train this many steps in one session run (a tf.while_loop), paying a run's RPC rounds "
+        "once for all of them; the same parameters, bit for bit. Logs, checkpoints and evaluations come "
+        "between runs, so their intervals must be multiples of it.",
         lower_bound=1,
         flag_values=flag_values,
     )
@@ -467,6 +477,7 @@ class Settings:
     fetch_every: int = 1
     prefetch: bool = True
     central_every: int = 1
+    steps_per_run: int = 1
     options: dict = dataclasses.field(default_factory=techniques.default_options)  # techniques' flags, by name
     techniques: tuple = ()  # the techniques on, as `compose` decided (names, in wrapping order)
     num_gpus: int = 0
@@ -623,11 +634,13 @@ def check_run(mode, cluster, values, given):
     options = {name: values[name] for name, scope in MODE_OPTION_SCOPES.items() if mode in scope}
     run = {name: values[name] for name in COMPOSED_RUN_FLAGS}
     composition = compose(mode, cluster, {**options, **run}, given)
+    aggregation = composition.settled.get("aggregation", values["aggregation"])
     if values["strict_determinism"]:
-        aggregation = composition.settled.get("aggregation", values["aggregation"])
         check_strict(aggregation, values["microbatches"], batch, cluster)
     elif "microbatches" in given:
         raise ConfigError("--microbatches applies only with --strict_determinism")
+    if values.get("steps_per_run", 1) > 1:
+        check_steps_per_run(values, aggregation, composition.names)
     return composition
 
 
@@ -683,6 +696,31 @@ def _check_groups(cluster, global_batch_size):
             raise ConfigError(
                 f"groups[{g}] has {len(group)} workers, which does not divide --global_batch_size={global_batch_size}"
             )
+
+
+def check_steps_per_run(values, aggregation, technique_names):
+    """k steps in one run (graph/loops.py): built for ordered aggregation alone, and the trainer logs,
+    checkpoints, evaluates and traces only between runs."""
+    steps = values["steps_per_run"]
+    if aggregation != "ordered":
+        raise ConfigError(
+            f"--steps_per_run={steps} needs --aggregation=ordered: SyncReplicasOptimizer's chief applies updates "
+            "in a run of its own, which a loop of steps cannot hold"
+        )
+    if technique_names:
+        techniques_on = ", ".join(technique_names)
+        raise ConfigError(
+            f"--steps_per_run={steps} does not go with {techniques_on}: a loop of steps is built for the plain "
+            "ordered step only, and each technique changes it between steps"
+        )
+    for name in ("log_every", "checkpoint_every", "eval_every", "snapshot_every"):
+        if values.get(name, 0) % steps:
+            raise ConfigError(
+                f"--{name}={values[name]} is not a multiple of --steps_per_run={steps}: the trainer can only log, "
+                "checkpoint and evaluate between runs"
+            )
+    if values.get("trace_steps"):
+        raise ConfigError(f"--trace_steps traces session runs, and with --steps_per_run={steps} a run is {steps} steps")
 
 
 def check_strict(aggregation, microbatches, global_batch_size, cluster):

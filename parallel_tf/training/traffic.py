@@ -90,15 +90,17 @@ class Meter:
         self._by_fetches = {}
         self._mark = (0, 0)
 
-    def count(self, fetches):
+    def count(self, fetches, steps=1):
+        """Counts a run of `fetches` that trained `steps` steps in a loop (--steps_per_run): its walk
+        finds each crossing of the loop's body once, and it crosses once a step."""
         if not self.here:  # one process: nothing crosses, and no step should pay for finding that out
             return
         key = tuple(f.name for f in tf.nest.flatten(fetches))
         if key not in self._by_fetches:
             self._by_fetches[key] = step_bytes(fetches, self.here)
         sent, received = self._by_fetches[key]
-        self.sent += sent
-        self.received += received
+        self.sent += sent * steps
+        self.received += received * steps
 
     def per_step(self, steps):
         """{bytes_sent_per_step, bytes_received_per_step}: the means over the `steps` since the last call."""

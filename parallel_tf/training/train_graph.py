@@ -38,14 +38,16 @@ class TrainGraph:
     background: object = None  # (sess) -> None: run in a thread from the first step; awaited after the last
     pause_before_step: float = 0.0  # seconds this worker sleeps before each step (a straggler, for studies)
     after_last_step: object = None  # (sess, {name: value} of its parameters) -> None: every worker, when done
+    steps_per_run: int = 1  # a run of the plan trains this many steps (the last run of a training, maybe fewer)
+    inputs_by_step: tuple = None  # with steps_per_run > 1: (features, labels) placeholders, the batches stacked
 
     def feed(self, step):
         """Tensors to feed at `step` besides the batch (e.g. the step itself)."""
         return {}
 
     def next_step(self, step, result):
-        """The step this worker runs after `step`, from the last run's result."""
-        return step + 1
+        """The step this worker runs after `step`, from the last run's result (the trainer stops at the end)."""
+        return step + self.steps_per_run
 
     def before_evaluation(self, sess):
         """Run by the chief before it evaluates, so the model reads the final parameters."""

@@ -11,6 +11,7 @@ import os
 import threading
 import time
 
+import numpy as np
 from absl import logging
 
 from parallel_tf.compat import tf
@@ -146,13 +147,24 @@ class Trainer:
         return outputs.RunWriter(settings.logdir, self.graph, first_step)
 
     def _batch(self, step, positions):
-        """The feed of this worker's slice of global batch `step`."""
-        model, settings = self.train_graph.model, self.settings
+        """(images, labels) of this worker's slice of global batch `step`."""
+        settings = self.settings
         rows = self.sharder.shard(step, settings.task_index)
         images = self.dataset.train_x[rows]
         if self.recipe.augment:
             images = self.recipe.augment(images, step, positions, settings)
-        return {model.features: images, model.labels: self.dataset.train_y[rows]}
+        return images, self.dataset.train_y[rows]
+
+    def _feed(self, steps, positions):
+        """What a run of `steps` (a range) is fed: its batch, or with --steps_per_run the batches of its
+        steps, stacked, and what the graph asks for besides."""
+        train_graph = self.train_graph
+        if train_graph.inputs_by_step is None:
+            inputs, batches = (train_graph.model.features, train_graph.model.labels), self._batch(steps[0], positions)
+        else:
+            inputs = train_graph.inputs_by_step
+            batches = [np.stack(arrays) for arrays in zip(*(self._batch(s, positions) for s in steps), strict=True)]
+        return {**dict(zip(inputs, batches, strict=True)), **train_graph.feed(steps[0])}
 
     def _train(self, sess, first_step, writer):
         """Runs steps first_step..train_steps-1; the chief logs and checkpoints; returns the seconds spent.
@@ -169,15 +181,16 @@ class Trainer:
         while step < settings.train_steps:
             if train_graph.pause_before_step:
                 time.sleep(train_graph.pause_before_step)
-            feed = {**self._batch(step, positions), **train_graph.feed(step)}
+            steps = range(step, min(step + train_graph.steps_per_run, settings.train_steps))
+            feed = self._feed(steps, positions)
             for part, fetches in enumerate(train_graph.plan(step)):
                 if self.tracer.wants(step):
                     result, spent = self.tracer.run(sess, step, fetches, feed, part)
                     logging.info("%s", spent)
                 else:
                     result = sess.run(fetches, feed)
-                self.traffic.count(fetches)
-            done = train_graph.next_step(step, result)
+                self.traffic.count(fetches, len(steps))
+            done = min(train_graph.next_step(step, result), settings.train_steps)
             interval_steps += done - step
             last = done == settings.train_steps
             evaluating = self.held_out is not None and (_reached(step, done, settings.eval_every) or last)

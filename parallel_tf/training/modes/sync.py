@@ -11,6 +11,7 @@ from parallel_tf.compat import tf
 from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
 from parallel_tf.graph.barrier import gather_at_chief, release_workers, step_barrier
 from parallel_tf.graph.devices import device_setter, server_cpu, worker_device
+from parallel_tf.graph.loops import steps_in_one_run
 from parallel_tf.graph.model import build_model
 from parallel_tf.graph.sync_replicas import sync_replicas
 from parallel_tf.training import techniques
@@ -30,20 +31,33 @@ def _in_fixed_order(recipe, model, global_step, optimizer, settings, cluster, ta
     num_workers = cluster.num_workers
     per_worker = settings.microbatches // num_workers if settings.strict_determinism else 1
     aggregator = SlotAggregator(tf.trainable_variables(), per_worker * num_workers)
-    gradients = worker_gradients(recipe, model, per_worker, aggregator.variables)
     on_worker = worker_device(task_index, settings.num_gpus)
-    gradients = [techniques.transmit(settings, g, aggregator.variables, on_worker, task_index) for g in gradients]
-    write = aggregator.write(task_index * per_worker, gradients)
-    workers, losses = gather_at_chief(num_workers, task_index, model.loss, after=[write], name="written")
-    is_chief = task_index == 0  # once every gradient is written, the chief applies the update
-    done = aggregator.apply(optimizer, global_step, after=[workers]) if is_chief else workers
-    released = release_workers(num_workers, task_index, after=[done])
-    with tf.control_dependencies([released]):
-        report = {"workers": tf.identity(workers), "losses": tf.identity(losses)}
+    is_chief = task_index == 0
+
+    def step(model):
+        """One step on `model`'s batch: (every worker's index and loss: the chief's report), once applied."""
+        gradients = worker_gradients(recipe, model, per_worker, aggregator.variables)
+        gradients = [techniques.transmit(settings, g, aggregator.variables, on_worker, task_index) for g in gradients]
+        write = aggregator.write(task_index * per_worker, gradients)
+        workers, losses = gather_at_chief(num_workers, task_index, model.loss, after=[write], name="written")
+        # once every gradient is written, the chief applies the update
+        done = aggregator.apply(optimizer, global_step, after=[workers]) if is_chief else workers
+        released = release_workers(num_workers, task_index, after=[done])
+        with tf.control_dependencies([released]):
+            return tf.identity(workers), tf.identity(losses)
+
+    inputs_by_step = None
+    if settings.steps_per_run == 1:
+        workers, losses = step(model)
+        report = {"workers": workers, "losses": losses}
+    else:
+        inputs_by_step, report = steps_in_one_run(recipe, model, step)
     return TrainGraph(
         model=model,
         position=global_step,  # the data position is a function of the global step
         plan=fixed_plan(report),
+        steps_per_run=settings.steps_per_run,
+        inputs_by_step=inputs_by_step,
     )
 
 

@@ -1,0 +1,70 @@
+"""--steps_per_run=k: k ordered sync steps in one session run (graph/loops.py) train the parameters
+that k runs of one step train, bit for bit, and log, checkpoint and count bytes as those do; what a
+loop cannot hold is refused with one line."""
+
+import pytest
+from inprocess import half_mean_square, scalar_dataset, scalar_recipe, train
+from models import DIGITS, FLAGS, MLP, sha
+
+from parallel_tf.cluster import config as cluster_lib
+from parallel_tf.errors import ConfigError
+from parallel_tf.training import task_flags
+
+pytestmark = pytest.mark.inprocess
+
+
+def test_three_steps_in_one_run_take_the_worked_out_steps(tmp_path):
+    """Sync's worked example (test_arithmetic), its 3 steps in one run: w 0 → 1 → 1.5 → 1.75; the run's
+    report is its last step's, the loss of w = 1.5: ½ ((1 - 1.5)² + (3 - 1.5)²) / 2 = 0.625."""
+    recipe, data = scalar_recipe(half_mean_square, w0=0.0), scalar_dataset(1, 3)
+    run = train(recipe, data, tmp_path, "sync", steps_per_run=3, log_every=3, checkpoint_every=0)
+    assert float(run["params"]["model/w:0"][0]) == 1.75
+    assert [(m["step"], m["loss"]) for m in run["metrics"]] == [(3, 0.625)]
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        {"num_workers": 1},
+        {"num_workers": 2, "optimizer": "adam"},
+        {"num_workers": 2, "strict_determinism": True, "microbatches": 8},
+    ],
+    ids=["1 worker", "2 workers, adam", "2 workers, strict"],
+)
+def test_five_steps_a_run_train_what_one_step_a_run_trains(tmp_path, flags):
+    looped = train(MLP, DIGITS, tmp_path / "looped", "sync", steps_per_run=5, **{**FLAGS, **flags})
+    stepped = train(MLP, DIGITS, tmp_path / "stepped", "sync", **{**FLAGS, **flags})
+    assert looped["summary"]["params_sha256"] == stepped["summary"]["params_sha256"]
+    assert [(m["step"], m["loss"]) for m in looped["metrics"]] == [(m["step"], m["loss"]) for m in stepped["metrics"]]
+    per_step = ("bytes_sent_per_step", "bytes_received_per_step")  # the loop's crossings, counted once a step
+    assert [looped["summary"][key] for key in per_step] == [stepped["summary"][key] for key in per_step]
+
+
+def test_a_shorter_last_run_and_a_resume_end_on_the_uninterrupted_run(tmp_path):
+    """30 steps at 7 a run (the last run trains 2), and 14 steps resumed to 30 at 7 a run."""
+    loop = {**FLAGS, "steps_per_run": 7, "log_every": 7, "checkpoint_every": 0}
+    assert sha(tmp_path / "sevens", "sync", **loop) == sha(tmp_path / "ones", "sync")
+    train(MLP, DIGITS, tmp_path / "resumed", "sync", **{**loop, "train_steps": 14})
+    assert sha(tmp_path / "resumed", "sync", **loop) == sha(tmp_path / "ones", "sync")
+
+
+TWO_WORKERS = cluster_lib.parse({"cluster": {"ps": ["a:1"], "worker": ["a:2", "a:3"]}}, "test")
+DEFAULTS = task_flags.parse_run_args([])
+
+
+@pytest.mark.parametrize(
+    "given, line",
+    [
+        ({"aggregation": "accumulator"}, "--steps_per_run=5 needs --aggregation=ordered"),
+        ({"clip_norm": 1.0}, "--steps_per_run=5 does not go with clipping: a loop of steps is built for the plain"),
+        ({"log_every": 12}, "--log_every=12 is not a multiple of --steps_per_run=5: the trainer can only log"),
+        ({"trace_steps": "10:12"}, "--trace_steps traces session runs, and with --steps_per_run=5 a run is 5 steps"),
+    ],
+    ids=["accumulator", "a technique", "log interval", "traced steps"],
+)
+def test_what_a_loop_of_steps_cannot_hold_is_refused_with_one_line(given, line):
+    values = {name: DEFAULTS[name].value for name in DEFAULTS}
+    values.update({"steps_per_run": 5, "log_every": 50, "checkpoint_every": 100, **given})
+    with pytest.raises(ConfigError) as refused:
+        task_flags.check_run("sync", TWO_WORKERS, values, {"steps_per_run", *given})
+    assert str(refused.value).startswith(line)
