@@ -243,7 +243,9 @@ def test_a_killed_allreduce_worker_is_named_and_the_restart_ends_on_the_uninterr
     broadcasts, and the run ends on the uninterrupted run's parameters (which are ordered sync's with two
     workers, trained in-process)."""
     logdir = tmp_path / "allreduce"
-    flags = [*STEPS, "--mode=allreduce", "--checkpoint_every=20", "--max_restarts=1"]
+    # worker:1 pauses 20 ms a step (a straggler: the same parameters), so the pair is still short of the
+    # next checkpoint when the test freezes it; at its 4 ms a step it could pass it, or finish.
+    flags = [*STEPS, "--mode=allreduce", "--checkpoint_every=20", "--max_restarts=1", "--worker_delay_ms=1:20"]
     run = procs.start(launcher_command(f"--logdir={logdir}", *flags))
     kill_worker_after_checkpoint(run, logdir, 40)
     killed_at = time.time()
