@@ -39,8 +39,8 @@ def _shared_queue(name, device, dtypes, shapes):
 def _constant(value, device):
     """A constant made where the queue op that takes it runs, and before any control dependency: made
     inside one, on the worker, it would cost a round trip (server to worker and back) in each step.
-    (Made outside any loop, too: the queue ops that take it are made on `device`, so that in a loop
-    of steps, graph/loops.py, the op that enters it into the loop is there as well.)"""
+    In a loop of steps (graph/loops.py) it is made outside the loop as well, and entered into it by an
+    op made where the queue ops that take it are made: on `device` too."""
     with tf.control_dependencies(None), tf.device(device):
         return tf.constant(value, tf.int32)
 
