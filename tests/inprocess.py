@@ -59,7 +59,7 @@ def _start_servers(num_ps, num_workers, groups):
     if groups:
         spec["groups"] = groups
     config = cluster_lib.parse(spec, "test cluster")
-    server_config = devices.server_config("allreduce" if not num_ps else "sync")
+    server_config = devices.server_config(config)
     # Every server of the cluster shares this process: the default pools (one thread per core) can be
     # taken up by one task's blocking ops (a queue's dequeue) while another's would release them.
     server_config.inter_op_parallelism_threads = 64

@@ -55,8 +55,10 @@ class Collectives:
 
     def broadcast(self, variables):
         """The op that gives every worker the chief's values of `variables` (the chief sends, the others assign)."""
+        if self.num_workers == 1:
+            return tf.no_op()
         ops = []
-        for variable in variables if self.num_workers > 1 else ():
+        for variable in variables:
             shape, dtype = variable.shape.as_list(), variable.dtype.base_dtype
             if self.task_index == 0:
                 ops.append(

@@ -78,11 +78,11 @@ def worker_device_filters(cluster, task_index):
     return [*servers, f"/job:worker/task:{task_index}"]
 
 
-def server_config(mode):
-    """A task's server options: session_config's, and in all-reduce mode the worker that resolves who
-    takes part in each collective (TensorFlow's group leader), the chief."""
+def server_config(cluster):
+    """A task's server options: session_config's, and in a cluster of workers only (all-reduce) the worker
+    that resolves who takes part in each collective (TensorFlow's group leader), the chief."""
     config = session_config()
-    if mode == "allreduce":
+    if not cluster.num_ps:
         config.experimental.collective_group_leader = "/job:worker/replica:0/task:0"
     return config
 

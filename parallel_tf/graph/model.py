@@ -78,9 +78,8 @@ def microbatch_gradients(recipe, model, count, variables):
     """
     gradients = []
     for features, labels in zip(tf.split(model.features, count), tf.split(model.labels, count), strict=True):
-        with tf.variable_scope("model", reuse=True, custom_getter=model.reads):
-            logits = recipe.model_fn(features, model.num_classes)
-        gradients.append(tf.gradients(recipe.loss_fn(labels, logits), variables))
+        on_slice = model_on(recipe, features, labels, model.num_classes, model.reads, reuse=True)
+        gradients.append(tf.gradients(on_slice.loss, variables))
     return gradients
 
 

@@ -27,7 +27,7 @@ def start_server(settings):
         tf.train.ClusterSpec(cluster.as_dict()),
         job_name=settings.job_name,
         task_index=settings.task_index,
-        config=devices.server_config(settings.mode),
+        config=devices.server_config(cluster),
     )
 
 
