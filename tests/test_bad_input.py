@@ -425,6 +425,26 @@ def cases(tmp):
             "already holds a run; choose another",
         ),
         "launcher: zero workers": (launcher_command("--num_workers=0"), "--num_workers=0: 0 is not a positive integer"),
+        "launcher: zero steps a run": (
+            launcher_command("--steps_per_run=0"),
+            "flag --steps_per_run=0: 0 is not a positive integer",
+        ),
+        "launcher: parameter servers for all-reduce": (
+            launcher_command("--mode=allreduce", "--num_ps=2"),
+            "--num_ps does not apply to --mode=allreduce: its workers all-reduce their gradients among themselves",
+        ),
+        "k steps a run with the accumulator": (
+            recipe_command(good, *CLUSTER, "--steps_per_run=10", "--aggregation=accumulator"),
+            "--steps_per_run=10 needs --aggregation=ordered",
+        ),
+        "k steps a run, logged inside them": (
+            recipe_command(good, *CLUSTER, "--steps_per_run=10", "--log_every=15"),
+            "--log_every=15 is not a multiple of --steps_per_run=10: the trainer can only log",
+        ),
+        "all-reduce on a cluster with a ps": (
+            recipe_command(good, *CLUSTER, "--mode=allreduce"),
+            "--mode=allreduce runs workers only, which all-reduce their gradients among themselves",
+        ),
         "launcher: bad spec": (
             launcher_command(spec(tmp, "launch_bad", {"ps": ["x"], "worker": ["127.0.0.1:2"]})),
             "cluster.ps[0]: 'x' is not host:port",
@@ -437,6 +457,9 @@ def cases(tmp):
 # (absl's parser, our check) shows the process's exit code and single line.
 FLAGS_ONLY = {
     "a straggler's delay that is not a number",
+    "k steps a run with the accumulator",
+    "k steps a run, logged inside them",
+    "all-reduce on a cluster with a ps",
     "a task's --num_ps without a resolver",
     "aggregation in async mode",
     "async flag in sync mode",
