@@ -68,27 +68,90 @@ def test_qsgd_rounds_each_level_up_with_the_probability_of_its_fraction():
     assert low.tolist() == [2.5, -2.5, 0.0] and high.tolist() == [5.0, -5.0, 0.0]
 
 
-def test_qsgd_is_unbiased_and_its_draws_follow_the_seed():
+@pytest.mark.parametrize("name, scale", [("qsgd:2", 5.0 / 2), ("terngrad", 4.0)])
+def test_random_codecs_are_unbiased_and_their_draws_follow_the_seed(name, scale):
     """E[decoded] = v: over 4000 seeds, the mean of each element is within 4 standard errors of v, the
-    variance of one element being (‖v‖/S)² p(1 - p), p the fraction it rounds up with. One seed always
-    draws the same, and the seeds draw every rounding there is."""
-    codec, v = codecs.parse("qsgd:2"), np.array([3.0, -4.0, 0.5, 0.0], np.float32)
+    variance of one element being (its level's step)² p(1 - p), p the fraction it rounds up with: QSGD's step
+    is ‖v‖/S = 5/2, TernGrad's max|v| = 4. One seed always draws the same, and the seeds draw every rounding
+    there is."""
+    codec, v = codecs.parse(name), np.array([3.0, -4.0, 0.5, 0.0], np.float32)
     with tf.Graph().as_default():
         seed = tf.placeholder(tf.int64, [2])
         decoded = codec.decode(codec.encode(tf.constant(v), seed), 4)
         with tf.Session() as sess:
             draws = np.array([sess.run(decoded, {seed: [step, 7]}) for step in range(4000)])
             again = sess.run(decoded, {seed: [0, 7]})
-    fraction = np.abs(v) * 2 / np.linalg.norm(v) % 1
-    standard_error = np.linalg.norm(v) / 2 * np.sqrt(fraction * (1 - fraction) / len(draws))
+    fraction = np.abs(v) / scale % 1
+    standard_error = scale * np.sqrt(fraction * (1 - fraction) / len(draws))
     assert np.all(np.abs(draws.mean(0) - v) <= 4 * standard_error + 1e-6)
     np.testing.assert_array_equal(again, draws[0])
-    assert len({tuple(d) for d in draws}) == 8  # 2 roundings of each of the 3 nonzero elements
+    rounded = np.count_nonzero(fraction)  # elements between two levels, each drawn up or down
+    assert len({tuple(d) for d in draws}) == 2**rounded
+
+
+def test_qsgd_takes_a_norm_per_bucket():
+    """qsgd:2:3 on [3, −4, 0 | 0.6, −0.8]: buckets of 3, norms 5 and 1, so |v|·S/‖bucket‖ = [1.2, 1.6, 0 | 1.2,
+    1.6]; draws u = [0.7, 0.3, 0.99, 0.8, 0.4] give floor(1.9) = 1, 1, 0 | floor(2.0) = 2, 2: levels [1, −1, 0,
+    2, −2], decoded ‖bucket‖/S · level = [2.5, −2.5, 0, 1, −1]. One norm for all five (‖v‖ = √26) would send
+    the last two as 0."""
+    codec = codecs.parse("qsgd:2:3")
+    with tf.Graph().as_default():
+        v, uniform = tf.constant([3.0, -4.0, 0.0, 0.6, -0.8]), tf.constant([0.7, 0.3, 0.99, 0.8, 0.4])
+        payload = codec.encode_with(v, uniform)
+        (levels, norms), decoded = run([payload, codec.decode(payload, 5)])
+    assert levels.tolist() == [1, -1, 0, 2, -2]
+    np.testing.assert_allclose(norms, [5.0, 1.0], rtol=1e-6)
+    np.testing.assert_allclose(decoded, [2.5, -2.5, 0.0, 1.0, -1.0], rtol=1e-6)
+
+
+def test_terngrad_sends_signs_with_the_probability_of_their_share_of_the_largest():
+    """v = [0.5, −1, 0.25, 0, 2], s = max|v| = 2, |v|/s = [0.25, 0.5, 0.125, 0, 1]; draws u = [0.8, 0.6, 0.9,
+    0.5, 0] give floor(|v|/s + u) = [1, 1, 1, 0, 1]: ternary [1, −1, 1, 0, 1], codes (+1) [2, 0, 2, 1, 2] packed
+    four to a byte (64, 16, 4, 1): 2·64 + 0 + 2·4 + 1 = 137, then 2·64 = 128; decoded s · ternary."""
+    with tf.Graph().as_default():
+        v, uniform = tf.constant([0.5, -1.0, 0.25, 0.0, 2.0]), tf.constant([0.8, 0.6, 0.9, 0.5, 0.0])
+        payload = codecs.TernGrad().encode_with(v, uniform)
+        (packed, scale), decoded = run([payload, codecs.TernGrad().decode(payload, 5)])
+    assert packed.dtype == np.uint8 and packed.tolist() == [137, 128] and scale == 2.0
+    assert decoded.tolist() == [2.0, -2.0, 2.0, 0.0, 2.0]
+
+
+@pytest.mark.parametrize(
+    "name, feedback, algorithm",
+    [
+        ("8bit", None, ("8-bit", True)),
+        ("8bit", False, ("8-bit", False)),
+        ("qsgd:4", None, ("QSGD", False, {"bucket": 128})),
+        ("qsgd:4:512", True, ("EF-QSGD", True, {"bucket": 512})),
+        ("terngrad", None, ("TernGrad", False)),
+    ],
+)
+def test_error_feedback_is_the_codec_papers_unless_given_and_the_record_names_what_ran(name, feedback, algorithm):
+    options = {"gradient_compression": name, "error_feedback": feedback}
+    assert compression.error_feedback(options) == algorithm[1]
+
+    class Settings:  # what record reads of a run's settings
+        pass
+
+    Settings.options = options
+    assert compression.record(Settings) == {
+        "gradient_compression": name,
+        "error_feedback": algorithm[1],
+        "algorithm": algorithm[0],
+        **(algorithm[2] if len(algorithm) > 2 else {}),
+    }
 
 
 @pytest.mark.parametrize(
     "name, expected",
-    [("8bit", 1000 + 4), ("1bit", 125 + 4), ("topk:10", 80), ("qsgd:127", 1000 + 4)],
+    [
+        ("8bit", 1000 + 4),
+        ("1bit", 125 + 4),
+        ("topk:10", 80),
+        ("qsgd:127", 1000 + 4 * 8),
+        ("qsgd:127:1000", 1000 + 4),
+        ("terngrad", 250 + 4),
+    ],
 )
 def test_payload_bytes_measured_are_the_analytic_size(name, expected):
     """The bytes of the tensors a worker sends for 1000 float32 (4000 bytes), measured on their values."""
@@ -134,7 +197,7 @@ def test_only_the_payload_is_on_the_worker_and_the_decoding_is_on_the_parameter_
         assert decoded.op.colocation_groups() == destination.op.colocation_groups()
 
 
-@pytest.mark.parametrize("name", ["16bit", "topk:0", "topk:x", "qsgd:0", "qsgd:128"])
+@pytest.mark.parametrize("name", ["16bit", "topk:0", "topk:x", "qsgd:0", "qsgd:128", "qsgd:4:0", "qsgd:4:x"])
 def test_unknown_codecs_are_refused(name):
     with pytest.raises(ConfigError, match=f"--gradient_compression={name}: expected none, 8bit, 1bit, topk:K, qsgd:S"):
         codecs.parse(name)

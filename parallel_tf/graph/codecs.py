@@ -1,14 +1,19 @@
 """Gradient codecs: what a worker sends in place of a float32 gradient, and how it is read back.
 
-    8bit   q = round(127 v / max|v|) as int8, and max|v|        n + 4 bytes    linear 8-bit quantisation
-    1bit   the signs of v, 8 to a byte, and mean|v|             ceil(n/8) + 4  scaled sign
-    topk:K the K largest |v| as float32 and their int32 indices 8K bytes       top-k sparsification
-    qsgd:S ‖v‖₂, and each |v_i| as one of S+1 levels 0, ‖v‖/S, n + 4 bytes    unbiased stochastic
-           .., ‖v‖ rounded up or down at random, with its sign,                 quantisation
-           as int8 (S ≤ 127)
+    8bit       q = round(127 v / max|v|) as int8, and max|v|     n + 4 bytes        linear 8-bit quantisation
+    1bit       the signs of v, 8 to a byte, and mean|v|          ceil(n/8) + 4      scaled sign
+    topk:K     the K largest |v| as float32 and their int32      8K bytes           top-k sparsification
+               indices
+    qsgd:S[:B] per bucket of B elements (default 128), its ‖·‖₂,  n + 4·ceil(n/B)    unbiased stochastic
+               and each |v_i| as one of S+1 levels 0, ‖·‖/S,                        quantisation
+               .., ‖·‖ rounded up or down at random, with its
+               sign, as int8 (S ≤ 127)
+    terngrad   max|v|, and each v_i as sign(v_i) with              ceil(n/4) + 4      stochastic ternary
+               probability |v_i|/max|v|, else 0: {−1, 0, 1},
+               2 bits each, 4 to a byte
 
 Each variable is encoded on its own: top-k takes K of each (all of one with K or fewer). With the
-error feedback of techniques/compression.py, these are the methods of:
+error feedback of techniques/compression.py (on by default for these), they are the methods of:
     8bit   the linear 8-bit approximation that Dettmers, "8-Bit Approximations for Parallelism in Deep
            Learning", ICLR 2016, compares his dynamic data type against (not that data type);
     1bit   EF-SignSGD: Karimireddy, Rebjock, Stich, Jaggi, "Error Feedback Fixes SignSGD and other
@@ -18,18 +23,22 @@ error feedback of techniques/compression.py, these are the methods of:
     topk:K Aji, Heafield, "Sparse Communication for Distributed Gradient Descent", EMNLP 2017 (the
            largest K by magnitude, the rest kept in the residual). Not Strom (Interspeech 2015), who
            sends every entry above a fixed threshold τ.
-and, meant without error feedback (--noerror_feedback), since it is unbiased on its own:
-    qsgd:S QSGD: Alistarh, Grubic, Li, Tomioka, Vojnovic, "QSGD: Communication-Efficient SGD via
-           Gradient Quantization and Encoding", NeurIPS 2017, its quantiser Q_s: |v_i|·S/‖v‖ lies
-           between levels l and l+1 and is sent as l+1 with probability |v_i|·S/‖v‖ − l, so the
-           decoded gradient's expectation is v. One norm per variable (the paper's buckets are one
-           per tensor here), sent as int8 levels, not the paper's Elias code. S = 1 is TernGrad's
-           ternary {−1, 0, 1} (Wen et al., NeurIPS 2017) with the l2 norm in place of its max|v|.
+and, unbiased on their own, without error feedback unless it is asked for (then EF-QSGD, EF-TernGrad):
+    qsgd:S:B  QSGD: Alistarh, Grubic, Li, Tomioka, Vojnovic, "QSGD: Communication-Efficient SGD via
+           Gradient Quantization and Encoding", NeurIPS 2017, its quantiser Q_s on buckets of B elements
+           (its experiments use buckets of 128 to 8192; 128 is GRACE's QSGD default): |v_i|·S/‖bucket‖
+           lies between levels l and l+1 and is sent as l+1 with probability |v_i|·S/‖bucket‖ − l, so the
+           decoded gradient's expectation is v. Levels are sent as int8, not the paper's Elias code.
+           qsgd:1 is QSGD's ternary case, scaled by the l2 norm: not TernGrad, which scales by max|v|;
+    terngrad  TernGrad: Wen, Xu, Yan, Wu, Wang, Chen, Li, "TernGrad: Ternary Gradients to Reduce
+           Communication in Distributed Deep Learning", NeurIPS 2017: s = max|v| per layer, each element
+           s·sign(v_i)·b_i with b_i ~ Bernoulli(|v_i|/s), 2 bits an element (its layer-wise gradient
+           clipping is not applied; --clip_norm clips the global norm instead).
 
 `encode(v, seed)` runs on the worker and gives the payload, the only tensors that cross to the
 parameter server; `decode` runs there. 8bit, 1bit and topk are deterministic and ignore the seed;
-qsgd draws its random roundings from it (an int64 pair, a function of the run's seed, the worker,
-the variable and the global step), so a repeat, and a resumed run, draws the same ones.
+qsgd and terngrad draw their random roundings from it (an int64 pair, a function of the run's seed,
+the worker, the variable and the global step), so a repeat, and a resumed run, draws the same ones.
 """
 
 import dataclasses
@@ -37,12 +46,16 @@ import dataclasses
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 
-NAMES = ("8bit", "1bit", "topk:K", "qsgd:S")
+NAMES = ("8bit", "1bit", "topk:K", "qsgd:S[:B]", "terngrad")
 MAX_LEVELS = 127  # a signed level fits in an int8
+QSGD_BUCKET = 128  # elements that share one norm, by default
 
 
 @dataclasses.dataclass(frozen=True)
 class EightBit:
+    name = "8-bit"
+    error_feedback_by_default = True
+
     def encode(self, v, seed):
         scale = tf.reduce_max(tf.abs(v))
         safe = tf.where(scale > 0, scale, tf.ones_like(scale))
@@ -58,6 +71,9 @@ class EightBit:
 
 @dataclasses.dataclass(frozen=True)
 class OneBit:
+    name = "SignSGD"
+    error_feedback_by_default = True
+
     def encode(self, v, seed):
         size = v.shape.num_elements()
         bits = tf.cast(v >= 0, tf.uint8)
@@ -80,6 +96,8 @@ class OneBit:
 @dataclasses.dataclass(frozen=True)
 class TopK:
     k: int
+    name = "top-k"
+    error_feedback_by_default = True
 
     def encode(self, v, seed):
         k = min(self.k, v.shape.num_elements())
@@ -94,27 +112,70 @@ class TopK:
         return 8 * min(self.k, size)
 
 
-@dataclasses.dataclass(frozen=True)
-class QSGD:
-    levels: int
+def stochastic_levels(magnitudes, scale, levels, uniform):
+    """Each |v|·S/scale rounded down or up at random to a whole level (up with probability its fraction), by
+    `uniform` (a draw from [0, 1) per element): floor(x + u) is l+1 exactly when u ≥ 1 − (x − l)."""
+    safe = tf.where(scale > 0, scale, tf.ones_like(scale))
+    return tf.minimum(tf.floor(magnitudes * (levels / safe) + uniform), levels)
+
+
+class _Stochastic:
+    """A codec whose roundings are drawn: from `seed`, one uniform draw per element."""
+
+    error_feedback_by_default = False  # unbiased: its paper uses none
 
     def encode(self, v, seed):
         return self.encode_with(v, tf.random.stateless_uniform(tf.shape(v), seed))
 
+
+@dataclasses.dataclass(frozen=True)
+class QSGD(_Stochastic):
+    levels: int
+    bucket: int = QSGD_BUCKET
+    name = "QSGD"
+
     def encode_with(self, v, uniform):
-        """The payload with `uniform` (a draw from [0, 1) per element) deciding each rounding: the level
-        floor(|v|·S/‖v‖ + u) is l+1 exactly when u ≥ 1 − (|v|·S/‖v‖ − l)."""
-        norm = tf.norm(v)
-        safe = tf.where(norm > 0, norm, tf.ones_like(norm))
-        level = tf.minimum(tf.floor(tf.abs(v) * (self.levels / safe) + uniform), self.levels)
-        return [tf.cast(tf.sign(v) * level, tf.int8), norm]
+        """The payload with `uniform` deciding each rounding: the levels, and each bucket's l2 norm."""
+        size = v.shape.num_elements()
+        buckets, draws = (self._buckets(t, size) for t in (v, uniform))  # [⌈n/B⌉, B], zero-padded
+        norms = tf.norm(buckets, axis=1)
+        level = stochastic_levels(tf.abs(buckets), tf.expand_dims(norms, 1), self.levels, draws)
+        return [tf.cast(tf.reshape(tf.sign(buckets) * level, [-1])[:size], tf.int8), norms]
 
     def decode(self, payload, size):
-        levels, norm = payload
-        return tf.cast(levels, tf.float32) * (norm / self.levels)
+        levels, norms = payload
+        return tf.cast(levels, tf.float32) * tf.gather(norms / self.levels, tf.range(size) // self.bucket)
 
     def payload_bytes(self, size):
-        return size + 4
+        return size + 4 * -(-size // self.bucket)
+
+    def _buckets(self, t, size):
+        return tf.reshape(tf.pad(t, [[0, -size % self.bucket]]), [-1, self.bucket])
+
+
+TERNARY_WEIGHTS = (64, 16, 4, 1)  # four 2-bit codes (level + 1: 0, 1, 2) to a byte
+
+
+@dataclasses.dataclass(frozen=True)
+class TernGrad(_Stochastic):
+    name = "TernGrad"
+
+    def encode_with(self, v, uniform):
+        """The payload with `uniform` deciding each element: max|v|, and the ternary levels packed."""
+        size = v.shape.num_elements()
+        scale = tf.reduce_max(tf.abs(v))
+        codes = tf.cast(tf.sign(v) * stochastic_levels(tf.abs(v), scale, 1, uniform) + 1, tf.uint8)
+        padded = tf.reshape(tf.pad(codes, [[0, -size % 4]]), [-1, 4])
+        return [tf.reduce_sum(padded * tf.constant(TERNARY_WEIGHTS, tf.uint8), axis=1), scale]  # ≤ 170: no overflow
+
+    def decode(self, payload, size):
+        packed, scale = payload
+        shifts = tf.constant([6, 4, 2, 0], tf.uint8)
+        codes = tf.bitwise.bitwise_and(tf.bitwise.right_shift(tf.expand_dims(packed, 1), shifts), 3)
+        return (tf.cast(tf.reshape(codes, [-1])[:size], tf.float32) - 1.0) * scale
+
+    def payload_bytes(self, size):
+        return -(-size // 4) + 4
 
 
 def parse(name):
@@ -127,9 +188,15 @@ def parse(name):
         return OneBit()
     if name.startswith("topk:") and name[5:].isdigit() and int(name[5:]) > 0:
         return TopK(int(name[5:]))
-    if name.startswith("qsgd:") and name[5:].isdigit() and 0 < int(name[5:]) <= MAX_LEVELS:
-        return QSGD(int(name[5:]))
+    if name == "terngrad":
+        return TernGrad()
+    levels, _, bucket = name.removeprefix("qsgd:").partition(":")
+    if name.startswith("qsgd:") and levels.isdigit() and 0 < int(levels) <= MAX_LEVELS:
+        if not bucket:
+            return QSGD(int(levels))
+        if bucket.isdigit() and int(bucket) > 0:
+            return QSGD(int(levels), int(bucket))
     raise ConfigError(
-        f"--gradient_compression={name}: expected none, {', '.join(NAMES)} (K a positive integer, "
+        f"--gradient_compression={name}: expected none, {', '.join(NAMES)} (K and B positive integers, "
         f"1 <= S <= {MAX_LEVELS})"
     )

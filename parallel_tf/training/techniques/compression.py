@@ -1,13 +1,15 @@
-"""Gradient compression with error feedback, sync (ordered) and async modes:
---gradient_compression=8bit|1bit|topk:K|qsgd:S (codecs.py says which paper each codec is).
+"""Gradient compression, with error feedback where its paper has it, sync (ordered) and async modes:
+--gradient_compression=8bit|1bit|topk:K|qsgd:S[:B]|terngrad (codecs.py says which paper each codec is).
 
 What a worker sends to the parameter servers (its gradient in sync mode, its summed gradients at an
 async push) is encoded on the worker, whatever else the run does to it afterwards (delay
 compensation works on the decoded gradient, on the parameter server), and decoded on the parameter
-server that holds the variable, so only the payload crosses. With --error_feedback (on), what the
-encoding lost is kept in a residual on the worker (each worker its own) and added to the next
-gradient: v = g + r; q = C(v); r <- v - D(q); send q. Nothing is lost, only delayed: the updates
-applied plus the residual sum to the gradients.
+server that holds the variable, so only the payload crosses. With error feedback, what the encoding
+lost is kept in a residual on the worker (each worker its own) and added to the next gradient:
+v = g + r; q = C(v); r <- v - D(q); send q. Nothing is lost, only delayed: the updates applied plus
+the residual sum to the gradients. It is on by default for the biased codecs (8bit, 1bit, topk), whose
+papers use it, and off for the unbiased ones (qsgd, terngrad), whose papers do not: --error_feedback
+or --noerror_feedback says otherwise, and summary.json names what ran (QSGD, or EF-QSGD).
 Encoding and decoding are deterministic (QSGD's draws are a function of the run's seed, the worker,
 the variable and the step), so ordered sync still repeats bitwise; strict
 determinism across worker counts does not hold (each worker's residual depends on its shard).
@@ -21,17 +23,41 @@ from parallel_tf.cli import validate_by_parsing
 from parallel_tf.compat import tf
 from parallel_tf.graph import codecs
 from parallel_tf.graph.model import LOCAL
-from parallel_tf.training.techniques.rules import Technique
+from parallel_tf.training.rules import Technique
+
+
+def error_feedback(options):
+    """Whether the run keeps a residual: as given, or as the codec's paper does."""
+    given = options["error_feedback"]
+    return codecs.parse(options["gradient_compression"]).error_feedback_by_default if given is None else given
+
+
+def record(settings):
+    """What summary.json says ran: the codec, whether error feedback was on, the algorithm's name, and its
+    buckets where it has them (QSGD)."""
+    codec, feedback = codecs.parse(settings.options["gradient_compression"]), error_feedback(settings.options)
+    return {
+        "gradient_compression": settings.options["gradient_compression"],
+        "error_feedback": feedback,
+        "algorithm": f"EF-{codec.name}" if feedback and not codec.error_feedback_by_default else codec.name,
+        **({"bucket": codec.bucket} if hasattr(codec, "bucket") else {}),
+    }
+
 
 TECHNIQUE = Technique(
     name="compression",
     flags=("gradient_compression", "error_feedback"),
     modes=("sync", "async"),
+    enabled=lambda values, cluster: values["gradient_compression"] != "none",
     hooks=("transmit", "wrap"),
     requires={
         "aggregation": ("ordered", "SyncReplicasOptimizer's accumulators take float gradients"),
-        "strict_determinism": (False, "each worker's residual depends on its shard, so worker counts differ"),
+        "strict_determinism": (
+            False,
+            "each worker's residual and draws depend on its shard and index, so worker counts differ",
+        ),
     },
+    record=record,
 )
 PAYLOADS = "gradient_payloads"  # graph collection: the tensors that cross to the parameter servers
 
@@ -41,51 +67,41 @@ def define_flags(flag_values=flags.FLAGS):
         "gradient_compression",
         "none",
         "sync (ordered) and async: send gradients as 8bit (int8 and a scale), 1bit (signs and a scale), "
-        "topk:K (the K largest, with indices) or qsgd:S (QSGD's unbiased random rounding to S levels; use "
-        "with --noerror_feedback for QSGD itself), decoded on the parameter server.",
+        "topk:K (the K largest, with indices), qsgd:S[:B] (QSGD's unbiased random rounding to S levels, a norm "
+        "per bucket of B, default 128) or terngrad (TernGrad's ternary levels), decoded on the parameter server.",
         flag_values=flag_values,
     )
     validate_by_parsing("gradient_compression", codecs.parse, flag_values)
     flags.DEFINE_bool(
         "error_feedback",
-        True,
+        None,
         "With --gradient_compression: keep what the encoding lost on the worker and add it to the next "
-        "gradient (--noerror_feedback: drop it).",
+        "gradient (--noerror_feedback: drop it). Default: as the codec's paper does: on for 8bit, 1bit and "
+        "topk, off for qsgd and terngrad.",
         flag_values=flag_values,
     )
-
-
-def enabled(values, cluster):
-    return values["gradient_compression"] != "none"
-
-
-def check(values, cluster):
-    """Any encoding with any cluster (its flag's validator checks the format)."""
 
 
 def transmit(options, tensors, destinations, device, stream):
     """`tensors` as the parameter servers decode them, each next to its variable in `destinations`,
     encoded on `device` (this worker's), where each keeps its residual; the payloads are added to the
     PAYLOADS collection. A random codec draws for tensor i at global step t from seed (t, stream·2¹⁶ + i)."""
-    codec = codecs.parse(options["gradient_compression"])
-    error_feedback = options["error_feedback"]
+    codec, feedback = codecs.parse(options["gradient_compression"]), error_feedback(options)
     with tf.device(device):
         step = tf.train.get_or_create_global_step().read_value()
     seeds = [tf.stack([step, tf.constant(stream * (1 << 16) + i, tf.int64)]) for i in range(len(tensors))]
-    return [
-        _transmit_one(codec, error_feedback, *sent, device) for sent in zip(tensors, destinations, seeds, strict=True)
-    ]
+    return [_transmit_one(codec, feedback, *sent, device) for sent in zip(tensors, destinations, seeds, strict=True)]
 
 
-def _transmit_one(codec, error_feedback, tensor, destination, seed, device):
+def _transmit_one(codec, feedback, tensor, destination, seed, device):
     size = tensor.shape.num_elements()
     with tf.device(device):
         v = tf.reshape(tensor, [-1])
-        if error_feedback:
+        if feedback:
             residual = tf.Variable(tf.zeros([size]), trainable=False, collections=LOCAL, name="residual")
             v = v + residual
         payload = codec.encode(v, seed)
-        kept = [residual.assign(v - codec.decode(payload, size))] if error_feedback else []
+        kept = [residual.assign(v - codec.decode(payload, size))] if feedback else []
     for part in payload:
         tf.add_to_collection(PAYLOADS, part)
     with tf.colocate_with(destination), tf.control_dependencies(kept):  # on its parameter server
