@@ -35,11 +35,8 @@ FIELDS = dict(  # Settings fields of every build; a test's own are the flags it 
     dataset="tiny",
     startup_timeout=60,
     num_gpus=2,
-    microbatches=6,
-    push_every=2,
-    fetch_every=3,
-    central_every=2,
 )
+MODE_OPTIONS = dict(microbatches=6, push_every=2, fetch_every=3, central_every=2)  # each where its mode takes it
 DATA = Dataset(np.zeros((4, 6), np.float32), np.zeros(4, np.int64), None, None, num_classes=3, name="tiny")
 
 
@@ -60,13 +57,17 @@ def build(mode, task_index, options=None, **fields):
         mode=mode,
         task_index=task_index,
         cluster=config,
-        **{**FIELDS, **fields, "options": {**techniques.default_options(), **(options or {})}},
+        **{**FIELDS, **_of_mode(mode), **fields, "options": {**techniques.default_options(), **(options or {})}},
     )
     with graph.as_default():
         built = builder(mode)(TWO_LAYERS, DATA, settings, config, task_index)
     for value in vars(built).values():  # never run here: TF would warn they went unused
         getattr(value, "mark_used", lambda: None)()
     return graph, built
+
+
+def _of_mode(mode):
+    return {name: value for name, value in MODE_OPTIONS.items() if mode in task_flags.DECLARED_SCOPES[name]}
 
 
 @pytest.mark.parametrize(
@@ -154,15 +155,16 @@ def test_ordered_sync_keeps_each_gradient_slot_and_its_sum_next_to_its_variable(
     assert len([op for op in graph.get_operations() if op.type == "MatMul" and "gradients" not in op.name]) == 2 * 3
 
 
-def test_backup_workers_have_no_barrier_and_count_what_the_accumulators_drop():
+def test_backup_workers_have_no_barrier_and_count_what_the_chief_drops():
     """R of N (2 of 3): no step barrier, which would wait for a dead worker; the step each gradient is
-    for is fed; the chief runs the sync op in the background; the dropped count is a counter."""
+    for is fed; the chief chooses and applies in the background; what it applied, by worker, and what it
+    dropped are counters."""
     for task_index in (0, 1):
-        graph, built = build("sync", task_index, {"replicas_to_aggregate": 2}, aggregation="accumulator")
+        graph, built = build("sync", task_index, {"replicas_to_aggregate": 2})
         names = {op.name for op in graph.get_operations()}
         assert not [name for name in names if "parallel_tf_barrier" in name]
         assert built.feed(7) == {built.step_input: 7}
-        assert set(built.counters) == {"gradients_applied", "stale_gradients_dropped"}
+        assert set(built.counters) == {"gradients_applied", "gradients_applied_by_worker", "stale_gradients_dropped"}
         assert "next_step" in built.plan(0)[0] and built.next_step(0, {"next_step": 5}) == 5
         assert not built.chief_waits_for_all
         assert (built.background is not None) == (task_index == 0)

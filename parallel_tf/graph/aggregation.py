@@ -59,13 +59,15 @@ class SlotAggregator:
                 writes.append(tf.scatter_update(slot, indices, stacked))
         return tf.group(*writes)
 
-    def apply(self, optimizer, global_step, after):
-        """Once `after` (ops) has run: every variable's slots summed by `tree_sum` on its ps, divided by M,
-        and applied with `optimizer`."""
+    def apply(self, optimizer, global_step, after, rows=None):
+        """Once `after` (ops) has run: every variable's slots (or only `rows`, an int32 vector of known length,
+        in its order) summed by `tree_sum` on its ps, divided by their count, and applied with `optimizer`."""
+        count = self.num_microbatches if rows is None else rows.shape.as_list()[0]
         means = []
         for slot in self.slots:
             with tf.colocate_with(slot), tf.control_dependencies(after):
-                means.append(tree_sum(tf.unstack(slot.read_value())) / float(self.num_microbatches))
+                summed = slot.read_value() if rows is None else tf.gather(slot.read_value(), rows)
+                means.append(tree_sum(tf.unstack(summed, count)) / float(count))
         return optimizer.apply_gradients(zip(means, self.variables, strict=True), global_step=global_step)
 
 

@@ -1,18 +1,27 @@
 """Backup workers (Chen, Pan, Monga, Bengio, Jozefowicz, "Revisiting Distributed Synchronous SGD",
-2016), sync mode, --replicas_to_aggregate=R < N, with SyncReplicasOptimizer's own semantics: each
-step waits for R gradients and applies the average of every gradient for that step in when the
-chief takes them (at least R, at most N: TF's accumulators take all they hold, not exactly the
-first R as the paper does); later ones are dropped as stale, and training goes on if up to N - R
-workers other than the chief die. `gradients_applied` counts what the steps took.
+2016), sync mode, --replicas_to_aggregate=R < N: each step applies the mean of the first R gradients
+computed for it by R distinct workers; the other workers' gradients for that step are dropped and
+counted, and training goes on if up to N − R workers other than the chief die.
 
-No barrier (it would wait for all N): each worker runs at its own pace, its data position is the
-token it was handed (the step it works on, fed back as `step`), and a gradient computed for a step
-already applied is dropped by the accumulators. So that can be counted (TF issue #11660), each
-gradient also sends a 1 into a summing accumulator with the same staleness rule, just before the
-real ones; the chief adds what it takes from it to `gradients_applied`. The chief runs the sync op
-in a thread, as TF's chief queue runner does: a chief handed a stale token must be able to compute
-again while the sync op waits for R fresh gradients. Once the last step is applied it hands every
-worker a last token: a worker that took a stale token takes another, so the N per step may not last.
+The protocol, on the parameter server of the global step:
+- A worker works on the step its token names (at first, where the run starts): it computes its shard's
+  gradient at the parameters as they are, writes it into its own row of each variable's gradient slots
+  (next to the variable, as ordered aggregation does), sends (its index, the step) to the arrivals
+  queue, and waits on a release queue of its own for the next token. Holding several tokens (it was
+  slow), it takes them all and works on the latest, skipping the steps applied without it.
+- The chief's background thread takes arrivals one at a time: the first R from distinct workers for
+  the step it is on are chosen, an arrival for an earlier step is stale. In one run it then applies
+  the mean of the chosen rows, summed in worker order by the fixed tree (graph/aggregation.py), bumps
+  the global step, and hands every worker the next step's token.
+So a worker pushes at most once a step, and a step never waits for more than R. TensorFlow's
+SyncReplicasOptimizer, which this replaced, did neither: its accumulators take every gradient in when
+the chief takes them (R or more), and its one shared token queue let a fast worker take a dead or
+slow worker's token and push the same shard's gradient at the same parameters again, so a step could
+apply one worker's gradient twice (R = 2 of 3, one dead: ½(x − w)² trained elsewhere).
+
+It calls the mode's hooks (compression's `transmit` encodes what a worker writes; clipping's
+`optimizer` clips the chosen mean). Counters: `gradients_applied_by_worker` (at most one a step
+each), `gradients_applied` (R a step) and `stale_gradients_dropped` (sent but not applied).
 """
 
 import dataclasses
@@ -21,19 +30,31 @@ from absl import flags
 
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
-from parallel_tf.graph.devices import device_setter
-from parallel_tf.graph.model import build_model, make_optimizer
-from parallel_tf.graph.sync_replicas import sync_replicas
-from parallel_tf.training.techniques.rules import Technique
+from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
+from parallel_tf.graph.devices import device_setter, worker_device
+from parallel_tf.graph.model import build_model
+from parallel_tf.training import techniques
+from parallel_tf.training.rules import Technique
 from parallel_tf.training.train_graph import TrainGraph, fixed_plan, own_report
+
+
+def check(values, cluster):
+    """R = N (or 0) is plain sync; more than N cannot be waited for."""
+    replicas, num_workers = values["replicas_to_aggregate"], cluster.num_workers
+    if replicas > num_workers:
+        raise ConfigError(f"--replicas_to_aggregate={replicas} is more than the {num_workers} workers")
+
 
 TECHNIQUE = Technique(
     name="backup_workers",
     flags=("replicas_to_aggregate",),
     modes=("sync",),
+    enabled=lambda values, cluster: 0 < values["replicas_to_aggregate"] < cluster.num_workers,
+    check=check,
     hooks=("build", "spare_workers"),  # R of N is a protocol of its own, not a change to lockstep
+    calls=("transmit", "optimizer"),
     requires={
-        "aggregation": ("accumulator", "the gradients in by each step are averaged in arrival order"),
+        "aggregation": ("ordered", "each step sums its first R gradients in worker order, by the fixed tree"),
         "strict_determinism": (False, "which gradients arrive first depends on timing"),
     },
 )
@@ -43,23 +64,12 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_integer(
         "replicas_to_aggregate",
         0,
-        "sync: apply each step once this many workers' gradients are in (backup workers: training goes on "
-        "if the others die; late gradients are dropped and counted). 0: all workers. Implies "
-        "--aggregation=accumulator and gives up bitwise repeats.",
+        "sync: backup workers (Chen et al. 2016): apply each step once this many workers' gradients for it are "
+        "in, the first from distinct workers; later ones are dropped and counted, and training goes on if the "
+        "others die. 0: all workers. Gives up bitwise repeats.",
         lower_bound=0,
         flag_values=flag_values,
     )
-
-
-def enabled(values, cluster):
-    return 0 < values["replicas_to_aggregate"] < cluster.num_workers
-
-
-def check(values, cluster):
-    """R = N (or 0) is plain sync; more than N cannot be waited for."""
-    replicas, num_workers = values["replicas_to_aggregate"], cluster.num_workers
-    if replicas > num_workers:
-        raise ConfigError(f"--replicas_to_aggregate={replicas} is more than the {num_workers} workers")
 
 
 def spare_workers(options, cluster):
@@ -75,66 +85,89 @@ class BackupWorkersGraph(TrainGraph):
         return {self.step_input: step}
 
     def next_step(self, step, result):
-        return int(result["next_step"])  # the token handed out: steps applied without this worker are skipped
+        return int(result["next_step"])  # the latest token handed out: steps applied without this worker are skipped
 
 
 @dataclasses.dataclass(frozen=True)
-class _ChiefSync:
-    """The chief's background work: apply steps until the last, then hand every worker a last token."""
+class _ChiefAggregator:
+    """The chief's background work: for each step, the first R arrivals of distinct workers for it, applied."""
 
-    sync_op: object
-    finished: object
-    release_all: object
+    next_arrival: object  # (worker, step) of the next gradient written
+    apply_and_release: object  # applies the rows of `chosen`, then hands out the next step's token
+    chosen: object  # int32[R] placeholder: the chosen workers, in worker order
+    global_step: object
+    replicas: int
+    train_steps: int
 
     def __call__(self, sess):
-        while not sess.run(self.finished):
-            sess.run(self.sync_op)
-        sess.run(self.release_all)
+        step = int(sess.run(self.global_step))
+        while step < self.train_steps:
+            chosen = set()
+            while len(chosen) < self.replicas:
+                worker, at = sess.run(self.next_arrival)
+                if at == step:  # else stale: computed for a step already applied
+                    chosen.add(int(worker))
+            sess.run(self.apply_and_release, {self.chosen: sorted(chosen)})
+            step += 1
 
 
 def build(recipe, dataset, settings, cluster, task_index):
-    """Sync training where each step applies the gradients of at least R of N workers."""
+    """Sync training where each step applies the gradients of the first R of N workers to deliver one."""
     num_workers, replicas = cluster.num_workers, settings.options["replicas_to_aggregate"]
-    is_chief = task_index == 0
+    on_worker = worker_device(task_index, settings.num_gpus)
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
         model = build_model(recipe, dataset)
         global_step = tf.train.get_or_create_global_step()
         step = tf.placeholder(tf.int64, [], name="step")
+        slots = SlotAggregator(tf.trainable_variables(), num_workers)  # one row per worker
+        (gradients,) = worker_gradients(recipe, model, 1, slots.variables)
+        write = slots.write(
+            task_index, [techniques.transmit(settings, gradients, slots.variables, on_worker, task_index)]
+        )
         with tf.device(global_step.device):
-            counted = tf.ConditionalAccumulator(
-                tf.float32, shape=[], shared_name="parallel_tf_gradients_counted", reduction_type="SUM"
-            )
+            arrivals = tf.FIFOQueue(-1, [tf.int32, tf.int64], [[], []], shared_name="parallel_tf_backup_arrivals")
+            releases = [
+                tf.FIFOQueue(-1, [tf.int64], [[]], shared_name=f"parallel_tf_backup_release_{w}")
+                for w in range(num_workers)
+            ]
             sent = tf.get_variable("gradients_sent", [], tf.int64, tf.zeros_initializer(), trainable=False)
-            applied = tf.get_variable("gradients_applied", [], tf.int64, tf.zeros_initializer(), trainable=False)
-
-        def count_first(grads_and_vars):
-            with tf.control_dependencies([g for g, _ in grads_and_vars]):
-                count = tf.group(counted.apply_grad(1.0, local_step=step), sent.assign_add(1))
-            (first_gradient, first_variable), *others = grads_and_vars
-            with tf.control_dependencies([count]):
-                return [(tf.identity(first_gradient), first_variable), *others]
-
-        optimizer = make_optimizer(settings.optimizer, settings.schedule.at(global_step))
-        synced = sync_replicas(optimizer, model.loss, global_step, replicas, num_workers, is_chief, None, count_first)
-        # Taken in the same run as the gradients, in no order, as TF takes its per-variable accumulators.
-        sync_and_count = tf.group(synced.sync_op, applied.assign_add(tf.cast(counted.take_grad(replicas), tf.int64)))
-        with tf.control_dependencies([synced.train_op]):
-            report = {**own_report(task_index, model.loss), "next_step": tf.identity(synced.train_op)}
-    local_init = tf.group(synced.local_init_op, counted.set_global_step(global_step)) if is_chief else None
-    finished = global_step >= settings.train_steps
+            applied = tf.get_variable(
+                "gradients_applied_by_worker", [num_workers], tf.int64, tf.zeros_initializer(), trainable=False
+            )
+            with tf.control_dependencies([write]):
+                arrived = tf.group(arrivals.enqueue((task_index, step)), sent.assign_add(1))
+            mine = releases[task_index]
+            with tf.control_dependencies([arrived]):
+                first = mine.dequeue()
+            with tf.control_dependencies([first]):  # tokens waiting besides: this worker fell behind
+                later = mine.dequeue_many(mine.size())
+            next_step = tf.reduce_max(tf.concat([[first], later], axis=0))
+            next_arrival = arrivals.dequeue()
+            chosen = tf.placeholder(tf.int32, [replicas], name="chosen_workers")
+        update = slots.apply(
+            techniques.optimizer_for(settings, settings.schedule.at(global_step)), global_step, [], chosen
+        )
+        with tf.colocate_with(global_step), tf.control_dependencies([update]):
+            counted = tf.scatter_add(applied, chosen, tf.ones([replicas], tf.int64))
+            token = global_step.read_value()
+            apply_and_release = tf.group(counted, *[release.enqueue(token) for release in releases])
+        report = {**own_report(task_index, model.loss), "next_step": next_step}
+    aggregator = None
+    if task_index == 0:
+        aggregator = _ChiefAggregator(
+            next_arrival, apply_and_release, chosen, global_step, replicas, settings.train_steps
+        )
+    applied_in_all = tf.reduce_sum(applied)
     return BackupWorkersGraph(
         model=model,
         position=global_step,
         plan=fixed_plan(report),
-        local_init_op=local_init or synced.local_init_op,
-        ready_for_local_init_op=synced.ready_for_local_init_op,
         counters={
-            "gradients_applied": applied,  # R a step
-            "stale_gradients_dropped": sent - applied - tf.cast(counted.num_accumulated(), tf.int64),
+            "gradients_applied": applied_in_all,  # R a step
+            "gradients_applied_by_worker": applied,  # at most one a step each
+            "stale_gradients_dropped": sent - applied_in_all,
         },
         chief_waits_for_all=False,  # some workers may be dead
-        background=_ChiefSync(sync_and_count, finished, synced.optimizer.get_init_tokens_op(num_workers))
-        if is_chief
-        else None,
+        background=aggregator,
         step_input=step,
     )
