@@ -5,13 +5,13 @@ import math
 import re
 
 import pytest
-from inprocess import half_mean_square, scalar_dataset, scalar_recipe, train
+from inprocess import half_mean_square, joined_workers, linear, scalar_dataset, scalar_recipe, train
 
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.learning_rates import Schedule
-from parallel_tf.training import logdir, task_flags
+from parallel_tf.training import logdir, task_flags, techniques
 
 pytestmark = pytest.mark.inprocess
 
@@ -29,17 +29,61 @@ def test_warm_up_rises_linearly_to_the_rate():
     assert rates(Schedule(0.5, warmup_steps=4)) == [0.125, 0.25, 0.375, 0.5, 0.5, 0.5]
 
 
-def test_step_decay_multiplies_by_the_rate_every_d_steps_after_warm_up():
+def test_step_decay_multiplies_by_the_rate_every_d_steps_counted_from_the_first():
     assert rates(Schedule(0.5, "step", decay_steps=2, decay_rate=0.5)) == [0.5, 0.5, 0.25, 0.25, 0.125, 0.125]
-    # warm-up over 2 steps (0.25, 0.5), then the decay counts from step 2: 0.5, 0.5, 0.25, 0.25
+    # warm-up over 2 steps (factors ½, 1) times the decay counted from step 0 (1, 1, ½, ½, ¼, ¼), as Goyal et
+    # al.'s drops at epochs 30, 60, 80 count from epoch 0 while their warm-up takes epochs 0-4
     assert rates(Schedule(0.5, "step", warmup_steps=2, decay_steps=2, decay_rate=0.5)) == [
         0.25,
         0.5,
-        0.5,
-        0.5,
         0.25,
         0.25,
+        0.125,
+        0.125,
     ]
+
+
+def test_step_decay_at_milestones():
+    """Times ½ from step 2 and again from step 5: 0.5, 0.5, 0.25, 0.25, 0.25, 0.125."""
+    assert rates(Schedule(0.5, "step", decay_rate=0.5, milestones=(2, 5))) == [0.5, 0.5, 0.25, 0.25, 0.25, 0.125]
+
+
+def test_linear_scaling_warms_up_from_the_unscaled_rate_as_goyal_et_al():
+    """η = 0.1, k = 128/4 = 32, W = 4: η + (kη − η)·s/W = 0.1, 0.875, 1.65, 2.425, then kη = 3.2 (the paper's
+    gradual warm-up; from 0 it would be 0.8, 1.6, 2.4, 3.2)."""
+    fields = dict(SINGLE, global_batch_size=128, linear_scaling_batch=4, warmup_steps=4)
+    schedule = task_flags.run_settings(**fields).schedule
+    assert (schedule.base, schedule.warmup_from) == (pytest.approx(3.2), 0.1)
+    assert rates(schedule) == pytest.approx([0.1, 0.875, 1.65, 2.425, 3.2, 3.2], abs=1e-6)
+
+
+def test_an_async_schedule_counts_pushes_and_cosine_lasts_the_run_s_pushes():
+    """Async's global step counts the updates applied: N·⌈T/n_push⌉ pushes (2 workers, 3 steps: 6), or
+    with n-softsync one update per ⌊N/n⌋ pushes (1-softsync: 3). Cosine's default length is that, less
+    warm-up, not the worker's steps (which would leave the last half of the pushes at rate 0)."""
+    spec = {"cluster": {"ps": ["a:1"], "worker": ["a:3", "a:4"]}}
+    fields = dict(SINGLE, mode="async", cluster=cluster_lib.parse(spec, "test"), train_steps=3, lr_schedule="cosine")
+    assert task_flags.run_settings(**fields).schedule.decay_steps == 6
+    assert task_flags.run_settings(**fields, warmup_steps=2).schedule.decay_steps == 4
+    softsync = dict(fields, options={**techniques.default_options(), "softsync": 1})
+    assert task_flags.run_settings(**softsync).schedule.decay_steps == 3
+    assert task_flags.run_settings(**dict(fields, mode="sync")).schedule.decay_steps == 3
+
+
+def test_async_pushes_are_applied_at_the_rate_of_the_push_count(tmp_path):
+    """Two workers, gradient −2 whatever w (linear loss, x = 2 everywhere), α = ½, cosine over the run's 6
+    pushes, applied one after another: the rates are ½·½(1 + cos(πs/6)) for s = 0..5, whose cosines sum to 1,
+    so w = 1 + 2·½·½·(6 + 1) = 4.5. (Counted in worker steps, the last 3 pushes would be at rate 0.)"""
+    workers = joined_workers(
+        scalar_recipe(linear, w0=1.0), scalar_dataset(2, 2), tmp_path, "async", train_steps=3, lr_schedule="cosine"
+    )
+    for step in range(3):
+        for worker, session in workers:  # one push at a time
+            model = worker.train_graph.model
+            for fetches in worker.train_graph.plan(step):
+                session.run(fetches, {model.features: [[2.0]], model.labels: [2]})
+    (chief, session), _ = workers
+    assert float(session.run(chief.graph.get_tensor_by_name("model/w:0"))[0]) == pytest.approx(4.5, abs=1e-6)
 
 
 def test_cosine_decay_falls_to_zero_over_d_steps_and_stays_there():
@@ -68,6 +112,8 @@ def test_every_mode_applies_the_rate_of_the_step_an_update_is_applied_at(tmp_pat
 
 QUADRATIC = scalar_recipe(half_mean_square, w0=0.0)
 ONE_AND_THREE = scalar_dataset(1, 3)
+SINGLE = dict(mode="single", job_name="worker", task_index=0, cluster=None, global_batch_size=120, train_steps=100)
+SINGLE.update(learning_rate=0.1, optimizer="sgd", seed=0, logdir=None, dataset="digits")
 
 
 @pytest.mark.parametrize(
@@ -81,18 +127,26 @@ ONE_AND_THREE = scalar_dataset(1, 3)
         (
             "async",
             {"fetch_every": 3, "warmup_steps": 10},
-            "--local_updates needs --warmup_steps=0, not --warmup_steps=10",
+            "--fetch_every=3 with --local_updates needs --warmup_steps=0, not --warmup_steps=10",
+        ),
+        (
+            "async",
+            {"linear_scaling_batch": 60},
+            "--linear_scaling_batch does not apply to --mode=async; it is for --mode=sync|allreduce: the rule scales "
+            "the rate with the batch an update averages",
         ),
         (
             "hierarchical",
-            {"lr_schedule": "step"},
-            "--lr_schedule and --warmup_steps are not for --mode=hierarchical yet",
+            {"lr_schedule": "step", "lr_decay_steps": 2},
+            "--lr_schedule does not apply to --mode=hierarchical; it is for --mode=sync|async|allreduce: hierarchical "
+            "groups and the central ps count their steps apart",
         ),
     ],
 )
 def test_a_schedule_is_refused_where_no_one_step_defines_the_rate(mode, given, refusal):
     """Local SGD's and EASGD's copies, Downpour's local updates and hierarchical groups step at
-    --learning_rate by their own counts: a schedule there would not be the schedule asked for."""
+    --learning_rate by their own counts: a schedule there would not be the schedule asked for. And the
+    linear scaling rule's batch is an update's, the global batch only in lockstep."""
     with pytest.raises(ConfigError, match=re.escape(refusal)):
         compose(mode, given)
 
@@ -114,8 +168,7 @@ def test_run_json_records_a_schedule_so_a_resume_must_keep_it_and_older_runs_sti
     """The schedule is part of what a resume must match (logdir.run_identity), recorded only when one is
     used: a run without one has the identity it always had. Cosine's D defaults to the steps after
     warm-up, so a resume that trains longer would change it, and is refused."""
-    fields = dict(mode="single", job_name="worker", task_index=0, cluster=None, global_batch_size=120)
-    fields.update(train_steps=100, learning_rate=0.1, optimizer="sgd", seed=0, logdir=None, dataset="digits")
+    fields = SINGLE
     plain = logdir.run_identity("mnist", task_flags.run_settings(**fields))
     assert "learning_rate_schedule" not in plain
     cosine = logdir.run_identity("mnist", task_flags.run_settings(**fields, lr_schedule="cosine", warmup_steps=10))
@@ -125,6 +178,8 @@ def test_run_json_records_a_schedule_so_a_resume_must_keep_it_and_older_runs_sti
         "warmup_steps": 10,
         "decay_steps": 90,
         "decay_rate": 0.1,
+        "milestones": (),
+        "warmup_from": None,
     }
     longer = dict(fields, train_steps=200)
     assert (

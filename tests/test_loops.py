@@ -22,14 +22,28 @@ def test_three_steps_in_one_run_take_the_worked_out_steps(tmp_path):
     assert [(m["step"], m["loss"]) for m in run["metrics"]] == [(3, 0.625)]
 
 
+def test_each_step_of_a_loop_takes_the_rate_of_its_own_update(tmp_path):
+    """The worked example with --warmup_steps=3 (rates ½·⅓, ½·⅔, ½): w ← w − rate (w − 2): 0 → ⅓ → 8/9 → 13/9,
+    in one run of 3 steps as in 3 runs of one (with the rate read once a run, all three would take ⅙: 91/108)."""
+    recipe, data = scalar_recipe(half_mean_square, w0=0.0), scalar_dataset(1, 3)
+    warm = {"warmup_steps": 3, "checkpoint_every": 0}
+    looped = train(recipe, data, tmp_path / "looped", "sync", steps_per_run=3, log_every=3, **warm)
+    stepped = train(recipe, data, tmp_path / "stepped", "sync", **warm)
+    assert float(looped["params"]["model/w:0"][0]) == pytest.approx(13 / 9, abs=1e-6)
+    assert looped["summary"]["params_sha256"] == stepped["summary"]["params_sha256"]
+    assert (looped["summary"]["session_runs"], stepped["summary"]["session_runs"]) == (1, 3)
+
+
 @pytest.mark.parametrize(
     "flags",
     [
         {"num_workers": 1},
         {"num_workers": 2, "optimizer": "adam"},
         {"num_workers": 2, "strict_determinism": True, "microbatches": 8},
+        {"num_workers": 2, "lr_schedule": "cosine", "warmup_steps": 10},
+        {"num_workers": 2, "lr_schedule": "step", "lr_decay_milestones": (7, 12), "linear_scaling_batch": 60},
     ],
-    ids=["1 worker", "2 workers, adam", "2 workers, strict"],
+    ids=["1 worker", "2 workers, adam", "2 workers, strict", "cosine after warm-up", "step at milestones, scaled"],
 )
 def test_five_steps_a_run_train_what_one_step_a_run_trains(tmp_path, flags):
     looped = train(MLP, DIGITS, tmp_path / "looped", "sync", steps_per_run=5, **{**FLAGS, **flags})
@@ -56,7 +70,7 @@ DEFAULTS = task_flags.parse_run_args([])
     "given, line",
     [
         ({"aggregation": "accumulator"}, "--steps_per_run=5 needs --aggregation=ordered"),
-        ({"clip_norm": 1.0}, "--steps_per_run=5 does not go with clipping: a loop of steps is built for the plain"),
+        ({"clip_norm": 1.0}, "--steps_per_run=5 does not go with --clip_norm=1.0: a loop of steps is built for the"),
         ({"log_every": 12}, "--log_every=12 is not a multiple of --steps_per_run=5: the trainer can only log"),
         ({"trace_steps": "10:12"}, "--trace_steps traces session runs, and with --steps_per_run=5 a run is 5 steps"),
     ],

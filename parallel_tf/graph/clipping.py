@@ -7,6 +7,7 @@ cross between tasks, and each g_i is scaled where it is.
 """
 
 from parallel_tf.compat import tf
+from parallel_tf.graph.optimizers import DelegatingOptimizer
 
 
 def clip_by_global_norm(gradients, threshold, on_norm=None):
@@ -26,34 +27,17 @@ def clip_by_global_norm(gradients, threshold, on_norm=None):
     return clipped
 
 
-class ClippedOptimizer:
-    """`optimizer`, applying every update's gradients clipped to a global norm of at most `threshold`;
-    all else it delegates, so its slots, names and checkpoints are `optimizer`'s. What SyncReplicasOptimizer
-    and the ordered aggregation hand it is the chief's aggregated gradient, so that is what is clipped.
-    (Not a tf.train.Optimizer subclass: that would import TensorFlow with this module, and the launcher,
-    which reads the techniques' declarations, must stay single-threaded.)"""
+class ClippedOptimizer(DelegatingOptimizer):
+    """`optimizer`, applying every update's gradients clipped to a global norm of at most `threshold`. What
+    SyncReplicasOptimizer and the ordered aggregation hand it is the chief's aggregated gradient, so that is
+    what is clipped."""
 
     def __init__(self, optimizer, threshold, on_norm=None):
-        self._optimizer = optimizer
+        super().__init__(optimizer)
         self._threshold = threshold
         self._on_norm = on_norm  # with each update's global norm: an op, e.g. a counter's increment
-
-    def compute_gradients(self, *args, **kwargs):
-        return self._optimizer.compute_gradients(*args, **kwargs)
 
     def apply_gradients(self, grads_and_vars, global_step=None, name=None):
         gradients, variables = zip(*grads_and_vars, strict=True)
         clipped = clip_by_global_norm(list(gradients), self._threshold, self._on_norm)
-        return self._optimizer.apply_gradients(zip(clipped, variables, strict=True), global_step, name)
-
-    def get_name(self):
-        return self._optimizer.get_name()
-
-    def get_slot(self, *args, **kwargs):
-        return self._optimizer.get_slot(*args, **kwargs)
-
-    def get_slot_names(self, *args, **kwargs):
-        return self._optimizer.get_slot_names(*args, **kwargs)
-
-    def variables(self):
-        return self._optimizer.variables()
+        return super().apply_gradients(zip(clipped, variables, strict=True), global_step, name)

@@ -1,52 +1,66 @@
-"""The learning rate as a function of the global step: warm-up, then constant, step or cosine decay
-(Goyal et al., "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour", 2017; Loshchilov and
-Hutter, "SGDR", ICLR 2017), and the linear scaling rule. Every mode that uses it reads the step an
-update is applied at (sync: the global batch; async: the pushes applied so far), so a run resumed
-from a checkpoint continues the same schedule.
+"""The learning rate as a function of the update it is applied at: warm-up, then constant, step or cosine
+decay (Goyal et al., "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour", 2017; Loshchilov and
+Hutter, "SGDR", ICLR 2017), and the linear scaling rule. Every mode that uses it reads the clock an
+update is applied at (sync and all-reduce: the global step; async: the updates applied so far), so a
+run resumed from a checkpoint continues the same schedule.
 """
 
 import dataclasses
 import math
 
 from parallel_tf.compat import tf
-from parallel_tf.errors import ConfigError
 
 SCHEDULES = ("constant", "step", "cosine")
-STEP_WITHOUT_INTERVAL = "--lr_schedule=step decays every --lr_decay_steps steps: give it"
 
 
 @dataclasses.dataclass(frozen=True)
 class Schedule:
-    base: float  # --learning_rate, times global batch / --linear_scaling_batch when that is set
+    base: float  # the rate after warm-up: --learning_rate, times k = batch / --linear_scaling_batch when set
     kind: str = "constant"
-    warmup_steps: int = 0  # the rate rises linearly to `base` over steps 0..W-1: base (s + 1) / W
-    decay_steps: int = 0  # step: every D steps after warm-up; cosine: over D steps after warm-up
-    decay_rate: float = 0.1  # step: the factor each D steps
+    warmup_steps: int = 0  # W: the rate rises over updates 0..W-1 (see warmup_from)
+    decay_steps: int = 0  # step: every D updates, counted from update 0; cosine: over D updates after warm-up
+    decay_rate: float = 0.1  # step: the factor at each decay
+    milestones: tuple = ()  # step, instead of D: the updates from which one more factor applies
+    # Goyal et al.'s gradual warm-up, with linear scaling: from this unscaled rate η to `base` = kη, η + (kη − η)·s/W.
+    # None: from 0, base·(s + 1)/W.
+    warmup_from: float | None = None
 
     def __post_init__(self):
-        if self.kind == "step" and self.decay_steps < 1:
-            raise ConfigError(STEP_WITHOUT_INTERVAL)
+        assert self.kind in SCHEDULES, self.kind
+        assert self.kind != "step" or bool(self.decay_steps) != bool(self.milestones), "step: D or milestones"
 
     @property
     def is_constant(self):
         return self.kind == "constant" and not self.warmup_steps
 
     def at(self, step):
-        """The rate at `step` (an integer tensor), computed next to it: a plain float when it is constant, so
-        a run without a schedule builds the graph it always did."""
+        """The rate at `step` (an integer tensor, or the variable holding it), computed next to it: a plain float
+        when it is constant, so a run without a schedule builds the graph it always did. A variable is read
+        with read_value(), where the rate is made: its ordinary read is a snapshot made once, outside any loop
+        of steps (graph/loops.py), which would give every step of a loop the rate of the run's first."""
         if self.is_constant:
             return self.base
         with tf.colocate_with(step):  # where the step lives and updates are applied: no step crosses to compute it
+            if isinstance(step, tf.Variable):
+                step = step.read_value()
             return self._scheduled(step)
 
     def _scheduled(self, step):
         s = tf.cast(step, tf.float32)
-        after = tf.maximum(s - self.warmup_steps, 0.0)
         rate = tf.constant(self.base, tf.float32)
-        if self.warmup_steps:
+        if self.warmup_steps and self.warmup_from is None:
             rate *= tf.minimum(1.0, (s + 1.0) / self.warmup_steps)
+        elif self.warmup_steps:
+            rate = self.warmup_from + (self.base - self.warmup_from) * tf.minimum(1.0, s / self.warmup_steps)
         if self.kind == "step":
-            rate *= tf.pow(self.decay_rate, tf.floor(after / self.decay_steps))
+            rate *= tf.pow(self.decay_rate, self._decays(s))
         elif self.kind == "cosine":
+            after = tf.maximum(s - self.warmup_steps, 0.0)
             rate *= 0.5 * (1.0 + tf.cos(math.pi * tf.minimum(after, float(self.decay_steps)) / self.decay_steps))
         return rate
+
+    def _decays(self, s):
+        """How many decays update `s` has passed, counted from update 0."""
+        if self.milestones:
+            return tf.add_n([tf.cast(s >= milestone, tf.float32) for milestone in self.milestones])
+        return tf.floor(s / self.decay_steps)

@@ -85,6 +85,13 @@ def own_report(task_index, loss):
     return {"workers": tf.constant([task_index]), "losses": tf.reshape(loss, [1])}
 
 
+def microbatch_passes(settings, per_worker):
+    """Strict determinism's counter: the forward and backward passes each worker makes a step, as built."""
+    if not settings.strict_determinism:
+        return {}
+    return {"microbatch_passes": tf.constant(per_worker, tf.int64)}
+
+
 def fixed_plan(fetches):
     """The plan of a mode that runs the same fetches every step."""
     return lambda step: [fetches]

@@ -21,6 +21,7 @@ from parallel_tf.errors import chief_did_not_initialise
 from parallel_tf.graph.barrier import step_barrier
 from parallel_tf.graph.devices import device_setter, server_cpu
 from parallel_tf.graph.model import build_model_on_copies, make_optimizer, refresh_copies
+from parallel_tf.graph.optimizers import DelegatingOptimizer
 from parallel_tf.graph.pushes import GradientSum, push_counter
 from parallel_tf.graph.schedules import sends_after
 from parallel_tf.graph.sync_replicas import sync_replicas
@@ -30,22 +31,19 @@ GLOBAL = ["variables"]  # tf.GraphKeys.GLOBAL_VARIABLES, without importing Tenso
 POLL_SECS = 0.1  # a group chief asking whether worker 0 has initialised the central parameters
 
 
-class _SummingOptimizer:
+class _SummingOptimizer(DelegatingOptimizer):
     """Applies gradients with `optimizer` and also adds them into `sums` ({variable: sum variable}).
 
     Handed to SyncReplicasOptimizer, it sees the group's averaged gradients as they are applied.
     """
 
     def __init__(self, optimizer, sums):
-        self._optimizer = optimizer
+        super().__init__(optimizer)
         self._sums = sums
-
-    def compute_gradients(self, *args, **kwargs):
-        return self._optimizer.compute_gradients(*args, **kwargs)
 
     def apply_gradients(self, grads_and_vars, global_step=None, name=None):
         grads_and_vars = list(grads_and_vars)
-        applied = self._optimizer.apply_gradients(grads_and_vars, global_step, name)
+        applied = super().apply_gradients(grads_and_vars, global_step, name)
         return tf.group(applied, *[self._sums[v].assign_add(g) for g, v in grads_and_vars])
 
 
@@ -82,7 +80,7 @@ def build(recipe, dataset, settings, cluster, task_index):
             sent_steps = tf.minimum(exchanges[group] * settings.central_every, settings.train_steps)
             group_step = tf.Variable(sent_steps, dtype=tf.int64, trainable=False, name="group_step")
             group_sum = GradientSum(copies, GLOBAL, "group_gradient_sum")
-        optimizer = make_optimizer(settings.optimizer, settings.learning_rate)
+        optimizer = make_optimizer(settings.optimizer, settings.base_learning_rate)
         summing = _SummingOptimizer(optimizer, dict(zip(copies, group_sum.variables, strict=True)))
         replicas = sync_replicas(
             summing, model.loss, group_step, len(members), len(members), is_group_chief, var_list=list(copies)
@@ -90,7 +88,7 @@ def build(recipe, dataset, settings, cluster, task_index):
         step_ops = [replicas.train_op, replicas.sync_op] if is_group_chief else [replicas.train_op]
         with tf.control_dependencies(step_ops):  # read_value, not the variable: it must read after the step
             group_update = [s.read_value() for s in group_sum.variables]
-        central_optimizer = make_optimizer(settings.optimizer, settings.learning_rate)
+        central_optimizer = make_optimizer(settings.optimizer, settings.base_learning_rate)
         applied = central_optimizer.apply_gradients(zip(group_update, parameters, strict=True), central_step)
         sent = group_sum.push(applied, exchanges, group)
         with tf.control_dependencies([sent]):

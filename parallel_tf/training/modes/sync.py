@@ -13,21 +13,27 @@ from parallel_tf.graph.barrier import gather_at_chief, release_workers, step_bar
 from parallel_tf.graph.devices import device_setter, server_cpu, worker_device
 from parallel_tf.graph.loops import steps_in_one_run
 from parallel_tf.graph.model import build_model
+from parallel_tf.graph.optimizers import CountingOptimizer
 from parallel_tf.graph.sync_replicas import sync_replicas
 from parallel_tf.training import techniques
-from parallel_tf.training.train_graph import TrainGraph, fixed_plan
+from parallel_tf.training.train_graph import TrainGraph, fixed_plan, microbatch_passes
 
 
 def build(recipe, dataset, settings, cluster, task_index):
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
         model = build_model(recipe, dataset)
         global_step = tf.train.get_or_create_global_step()
-        optimizer = techniques.optimizer_for(settings, settings.schedule.at(global_step))
         aggregate = _in_fixed_order if settings.aggregation == "ordered" else _in_arrival_order
-        return aggregate(recipe, model, global_step, optimizer, settings, cluster, task_index)
+        return aggregate(recipe, model, global_step, settings, cluster, task_index)
 
 
-def _in_fixed_order(recipe, model, global_step, optimizer, settings, cluster, task_index):
+def _optimizer(settings, global_step):
+    """The run's optimizer, at the rate of the update it applies: made in the step, so that a loop of steps
+    reads the global step in each of its iterations."""
+    return techniques.optimizer_for(settings, settings.schedule.at(global_step))
+
+
+def _in_fixed_order(recipe, model, global_step, settings, cluster, task_index):
     num_workers = cluster.num_workers
     per_worker = settings.microbatches // num_workers if settings.strict_determinism else 1
     aggregator = SlotAggregator(tf.trainable_variables(), per_worker * num_workers)
@@ -41,7 +47,9 @@ def _in_fixed_order(recipe, model, global_step, optimizer, settings, cluster, ta
         write = aggregator.write(task_index * per_worker, gradients)
         workers, losses = gather_at_chief(num_workers, task_index, model.loss, after=[write], name="written")
         # once every gradient is written, the chief applies the update
-        done = aggregator.apply(optimizer, global_step, after=[workers]) if is_chief else workers
+        done = (
+            aggregator.apply(_optimizer(settings, global_step), global_step, after=[workers]) if is_chief else workers
+        )
         released = release_workers(num_workers, task_index, after=[done])
         with tf.control_dependencies([released]):
             return tf.identity(workers), tf.identity(losses)
@@ -58,12 +66,14 @@ def _in_fixed_order(recipe, model, global_step, optimizer, settings, cluster, ta
         plan=fixed_plan(report),
         steps_per_run=settings.steps_per_run,
         inputs_by_step=inputs_by_step,
+        counters=microbatch_passes(settings, per_worker),
     )
 
 
-def _in_arrival_order(recipe, model, global_step, optimizer, settings, cluster, task_index):
+def _in_arrival_order(recipe, model, global_step, settings, cluster, task_index):
     num_workers = cluster.num_workers
     is_chief = task_index == 0
+    optimizer = CountingOptimizer(_optimizer(settings, global_step), "accumulator_updates", global_step)
     replicas = sync_replicas(optimizer, model.loss, global_step, num_workers, num_workers, is_chief)
     step_ops = [replicas.train_op, replicas.sync_op] if is_chief else [replicas.train_op]
     workers, losses = step_barrier(range(num_workers), task_index, model.loss, step_ops, server_cpu("ps", 0))
@@ -73,4 +83,5 @@ def _in_arrival_order(recipe, model, global_step, optimizer, settings, cluster, 
         plan=fixed_plan({"workers": workers, "losses": losses}),
         local_init_op=replicas.local_init_op,
         ready_for_local_init_op=replicas.ready_for_local_init_op,
+        counters={"accumulator_updates": optimizer.counter},
     )
