@@ -4,6 +4,7 @@ absl's own parser exits 1 with a usage dump; these replace it. Free of TensorFlo
 launcher can use them without paying for a TF import.
 """
 
+import math
 import sys
 
 from absl import flags
@@ -58,6 +59,17 @@ def validate_by_parsing(name, parse, flag_values=flags.FLAGS):
         return True
 
     flags.register_validator(name, parses, flag_values=flag_values)
+
+
+def define_float(name, default, help, lower_bound=None, upper_bound=None, flag_values=flags.FLAGS):
+    """absl's DEFINE_float that also refuses nan and inf at parse: a bound does not (nan compares false with
+    everything), and either would train to NaN, or turn a check off, and exit 0."""
+    flags.DEFINE_float(name, default, help, lower_bound, upper_bound, flag_values=flag_values)
+    flags.register_validator(name, _finite, "must be a finite number", flag_values=flag_values)
+
+
+def _finite(value):
+    return value is None or math.isfinite(value)
 
 
 def positive_ints(flag, values):

@@ -157,7 +157,15 @@ def cases(tmp):
         "zero steps": (recipe_command("--train_steps=0"), "--train_steps=0: 0 is not a positive integer"),
         "step decay without its interval": (
             recipe_command("--lr_schedule=step"),
-            "--lr_schedule=step decays every --lr_decay_steps steps: give it",
+            "--lr_schedule=step decays every --lr_decay_steps or at --lr_decay_milestones: give one",
+        ),
+        "an infinite learning rate": (
+            recipe_command("--learning_rate=inf"),
+            "flag --learning_rate=inf: must be a finite number",
+        ),
+        "decay milestones out of order": (
+            recipe_command("--lr_schedule=step", "--lr_decay_milestones=30,20"),
+            "flag --lr_decay_milestones=['30', '20']: must be positive whole numbers in increasing order",
         ),
         "an unknown schedule": (
             recipe_command("--lr_schedule=linear"),
@@ -186,9 +194,9 @@ def cases(tmp):
         "zero batch": (recipe_command("--global_batch_size=0"), "--global_batch_size=0: 0 is not a positive integer"),
         "negative steps": (recipe_command("--train_steps=-5"), "--train_steps=-5: -5 is not a positive integer"),
         "negative checkpoint interval": (recipe_command("--checkpoint_every=-1"), "-1 is not a non-negative integer"),
-        "backup workers with ordered aggregation": (
-            recipe_command(good, *CLUSTER, "--replicas_to_aggregate=1", "--aggregation=ordered"),
-            "--replicas_to_aggregate=1 needs --aggregation=accumulator, not --aggregation=ordered",
+        "backup workers with the accumulator": (
+            recipe_command(good, *CLUSTER, "--replicas_to_aggregate=1", "--aggregation=accumulator"),
+            "--replicas_to_aggregate=1 needs --aggregation=ordered, not --aggregation=accumulator",
         ),
         "more replicas than workers": (
             recipe_command(good, *CLUSTER, "--replicas_to_aggregate=3"),
@@ -223,13 +231,13 @@ def cases(tmp):
         ),
         "QSGD with more levels than an int8 holds": (
             recipe_command(good, *CLUSTER, "--gradient_compression=qsgd:128"),
-            "--gradient_compression=qsgd:128: expected none, 8bit, 1bit, topk:K, qsgd:S (K a positive integer, "
-            "1 <= S <= 127)",
+            "--gradient_compression=qsgd:128: expected none, 8bit, 1bit, topk:K, qsgd:S[:B], terngrad (K and B "
+            "positive integers, 1 <= S <= 127)",
         ),
         "both delay compensations": (
             recipe_command(good, *CLUSTER, "--mode=async", "--delay_compensation=1", "--adaptive_delay_compensation=1"),
-            "--delay_compensation=1.0 does not go with --adaptive_delay_compensation=1.0: both compensate a push for "
-            "its delay, one with λ fixed, the other with λ adapted; choose one",
+            "--adaptive_delay_compensation=1.0 does not go with --delay_compensation=1.0: both compensate a push "
+            "for its delay, one with λ fixed, the other with λ adapted; choose one",
         ),
         "async flag in sync mode": (
             recipe_command(good, *CLUSTER, "--fetch_every=2"),
@@ -253,7 +261,7 @@ def cases(tmp):
         ),
         "strict determinism with the accumulator": (
             recipe_command(good, *CLUSTER, "--strict_determinism", "--aggregation=accumulator"),
-            "--strict_determinism sums in a fixed order: it needs --aggregation=ordered",
+            "--strict_determinism needs --aggregation=ordered, not --aggregation=accumulator: it sums in a fixed order",
         ),
         "local updates in sync mode": (
             recipe_command(good, *CLUSTER, "--nolocal_updates"),
@@ -371,10 +379,13 @@ def cases(tmp):
             launcher_command("--gradient_compression=4bit"),
             "--gradient_compression=4bit: expected none, 8bit, 1bit, topk:K",
         ),
-        "launcher: backup workers with compression": (
-            launcher_command("--num_workers=2", "--replicas_to_aggregate=1", "--gradient_compression=8bit"),
-            "--replicas_to_aggregate=1 needs --aggregation=accumulator and --gradient_compression=8bit needs "
-            "--aggregation=ordered",
+        "launcher: an infinite clipping norm": (
+            launcher_command("--num_workers=2", "--clip_norm=inf"),
+            "flag --clip_norm=inf: must be a finite number",
+        ),
+        "launcher: a schedule for hierarchical groups": (
+            launcher_command("--mode=hierarchical", "--warmup_steps=10"),
+            "--warmup_steps does not apply to --mode=hierarchical",
         ),
         "study: a variant whose techniques do not go together, before any run": (
             study_command("--workers=2", "--variants=async;async --max_staleness=0 --push_every=2"),
@@ -456,6 +467,8 @@ def cases(tmp):
 # "unknown flag" and "batch not divisible by workers" stay real processes: one of each kind of refusal
 # (absl's parser, our check) shows the process's exit code and single line.
 FLAGS_ONLY = {
+    "an infinite learning rate",
+    "decay milestones out of order",
     "a straggler's delay that is not a number",
     "k steps a run with the accumulator",
     "k steps a run, logged inside them",
@@ -463,7 +476,7 @@ FLAGS_ONLY = {
     "a task's --num_ps without a resolver",
     "aggregation in async mode",
     "async flag in sync mode",
-    "backup workers with ordered aggregation",
+    "backup workers with the accumulator",
     "both delay compensations",
     "clipping with local SGD",
     "QSGD with more levels than an int8 holds",

@@ -48,7 +48,8 @@ def functions_by_test_module():
 def defined_flags():
     """Every absl flag the package and the recipes define (a boolean also as --noNAME)."""
     sources = [*(REPO / "parallel_tf").rglob("*.py"), *(REPO / "recipes").glob("*.py")]
-    names = {name for path in sources for name in re.findall(r'DEFINE_\w+\(\s*"(\w+)"', path.read_text())}
+    definer = r'(?:DEFINE_\w+|define_float)\(\s*"(\w+)"'  # define_float: absl's float, finite (cli.py)
+    names = {name for path in sources for name in re.findall(definer, path.read_text())}
     return names | {f"no{name}" for name in names}
 
 
@@ -94,7 +95,8 @@ def test_the_docs_quote_the_traffic_test_s_bytes():
 
 def test_the_docs_quote_the_composition_test_s_counts():
     runs, refused, by_rules = test_composition.RUN, test_composition.REFUSED, len(test_composition.REFUSED_BY_RULES)
-    quoted = f"every mode × pair of techniques ({runs + refused}): {refused - by_rules} are refused because a"
+    pairs = runs + refused
+    quoted = f"every mode × pair of techniques and options ({pairs}): {refused - by_rules} are refused because a"
     quoted_too = f"{by_rules} by the rules (the test pins which), and {runs} train"
     text = docs_text()
     assert quoted in text and quoted_too in text, "the docs' counts differ from tests/test_composition.py"

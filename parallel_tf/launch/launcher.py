@@ -1,6 +1,6 @@
 """Runs a whole cluster on this machine, one process per task, and watches over it.
 
-    python -m parallel_tf.launch [--recipe=mnist] [--mode=sync|async|hierarchical] [--num_workers=2]
+    python -m parallel_tf.launch [--recipe=mnist] [--mode=sync|async|hierarchical|allreduce] [--num_workers=2]
                                  [--num_ps=1] [--num_groups=2] [--logdir=DIR] [--cluster_spec=FILE]
                                  [--max_restarts=K [--min_workers=K]] [--simulate_hosts=H [--groups=by_host]]
                                  [run and mode flags, e.g. --train_steps=100] [the recipe's own flags]
@@ -91,7 +91,7 @@ def main(argv):
     try:
         recipe_path = resolve_recipe(FLAGS.recipe)
         task_flags.check_shape_flags(FLAGS.mode)
-        task_flags.check_flag_scopes(FLAGS.mode, task_flags.MODE_OPTION_SCOPES)
+        task_flags.check_flag_scopes(FLAGS.mode, task_flags.DECLARED_SCOPES)
         spec = cluster_lib.from_spec_file(FLAGS.cluster_spec) if FLAGS.cluster_spec else None
         num_groups = groups_count()
         fetch_before_fencing(recipe_flags)

@@ -117,7 +117,7 @@ def main(argv):
     recipe_flags = [arg for arg in argv[1:] if arg != "--"]
     try:
         recipe = recipe_name(resolve_recipe(FLAGS.recipe))
-        task_flags.check_flag_scopes(FLAGS.mode, task_flags.MODE_OPTION_SCOPES)
+        task_flags.check_flag_scopes(FLAGS.mode, task_flags.DECLARED_SCOPES)
         task_flags.check_shape_flags(FLAGS.mode)
         task_flags.check_groups_by_host(False, "a TFJob")
         if not FLAGS.image:

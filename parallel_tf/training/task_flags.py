@@ -21,57 +21,48 @@ and exit 2 (see cli.py).
 """
 
 import dataclasses
+import functools
+import math
 import os
 
 from absl import flags
 
-from parallel_tf.cli import validate_by_parsing
+from parallel_tf.cli import define_float, validate_by_parsing
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.cluster import slurm
 from parallel_tf.errors import ConfigError
-from parallel_tf.graph.learning_rates import SCHEDULES, STEP_WITHOUT_INTERVAL, Schedule
+from parallel_tf.graph.learning_rates import Schedule
 from parallel_tf.graph.model import OPTIMIZERS
-from parallel_tf.training import profiling, techniques
+from parallel_tf.training import options, profiling, rules, techniques
 from parallel_tf.training.train_graph import MODES
 
 FLAGS = flags.FLAGS
-NO_CLUSTER = "single"
+NO_CLUSTER = options.NO_CLUSTER
 RESOLVERS = ("slurm", "tfjob")
 
-# The options of each mode: a flag set where it does not apply is an error, because a flag
-# silently ignored is a wrong experiment the user believes they ran.
-MODE_OPTION_SCOPES = {
-    "push_every": ("async",),
-    "fetch_every": ("async",),
-    "prefetch": ("async",),
-    "central_every": ("hierarchical",),
-    "aggregation": ("sync",),
-    "steps_per_run": ("sync",),
-    "strict_determinism": cluster_lib.LOCKSTEP_MODES,
-    "microbatches": cluster_lib.LOCKSTEP_MODES,
-    **techniques.flag_scopes(),
-}
-FLAG_SCOPES = {"job_name": MODES, "task_index": MODES, "mode": MODES, **MODE_OPTION_SCOPES}
-# The run flags, besides its mode's options, whose values a technique may require (rules.Technique.requires).
-COMPOSED_RUN_FLAGS = ("optimizer", "lr_schedule", "warmup_steps")
-RUN_FLAGS = (
+# Every flag that changes what a run computes belongs to a declaration (a technique or an option), which says
+# the modes it applies to: a flag set where it does not apply is an error, because a flag silently ignored is
+# a wrong experiment the user believes they ran. Mode options apply to cluster modes; run options to the one
+# plain process too.
+MODE_OPTION_SCOPES = {**options.flag_scopes(run_options=False), **techniques.flag_scopes()}
+RUN_OPTION_SCOPES = options.flag_scopes(run_options=True)
+DECLARED_SCOPES = {**MODE_OPTION_SCOPES, **RUN_OPTION_SCOPES}
+FLAG_SCOPES = {"job_name": MODES, "task_index": MODES, "mode": MODES, **DECLARED_SCOPES}
+DECLARATIONS = (*(t.TECHNIQUE for t in techniques.TECHNIQUES), *(o.OPTION for o in options.OPTIONS))
+# The run flags of every mode, besides the run options.
+CORE_RUN_FLAGS = (
     "global_batch_size",
     "train_steps",
     "learning_rate",
     "optimizer",
     "seed",
     "log_every",
-    "eval_every",
     "snapshot_every",
-    "lr_schedule",
-    "warmup_steps",
-    "lr_decay_steps",
-    "lr_decay_rate",
-    "linear_scaling_batch",
     "checkpoint_every",
     "startup_timeout",
     "operation_timeout",
     "trace_steps",
+    "nan_guard",
 )
 
 
@@ -199,64 +190,8 @@ def define_recipe_flag(flag_values=FLAGS):
 
 
 def define_mode_option_flags(flag_values=FLAGS):
-    flags.DEFINE_integer(
-        "push_every",
-        1,
-        "async: send a worker's summed gradients every n steps (Downpour n_push).",
-        lower_bound=1,
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "fetch_every",
-        1,
-        "async: refresh a worker's copy of the parameters every n steps (n_fetch).",
-        lower_bound=1,
-        flag_values=flag_values,
-    )
-    flags.DEFINE_bool(
-        "prefetch",
-        True,
-        "async: refresh a worker's copy for its next step at the end of this step's run, once its push is "
-        "applied, so a step is one session run, not two; --noprefetch: at the start of the next step.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "central_every",
-        1,
-        "hierarchical: a group sends its update to the central ps every k steps.",
-        lower_bound=1,
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "steps_per_run",
-        1,
-        "sync, ordered: train this many steps in one session run (a tf.while_loop), paying a run's RPC rounds "
-        "once for all of them; the same parameters, bit for bit. Logs, checkpoints and evaluations come "
-        "between runs, so their intervals must be multiples of it.",
-        lower_bound=1,
-        flag_values=flag_values,
-    )
-    flags.DEFINE_enum(
-        "aggregation",
-        "ordered",
-        ["ordered", "accumulator"],
-        "sync: sum gradients in a fixed order (bitwise repeats at any worker count), or in arrival order "
-        "with SyncReplicasOptimizer.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_bool(
-        "strict_determinism",
-        False,
-        "sync: the same parameters, bitwise, for every worker count that divides --microbatches.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "microbatches",
-        8,
-        "With --strict_determinism: the global batch is always cut into this many.",
-        lower_bound=1,
-        flag_values=flag_values,
-    )
+    """The options of the modes (options/) and every technique's flags (techniques/)."""
+    options.define_flags(run_options=False, flag_values=flag_values)
     techniques.define_flags(flag_values)
 
 
@@ -269,7 +204,7 @@ def define_run_flags(flag_values=FLAGS):
         flag_values=flag_values,
     )
     flags.DEFINE_integer("train_steps", 1000, "Global steps to train.", lower_bound=1, flag_values=flag_values)
-    flags.DEFINE_float("learning_rate", 0.1, "Learning rate of the optimizer.", flag_values=flag_values)
+    define_float("learning_rate", 0.1, "Learning rate of the optimizer.", flag_values=flag_values)
     flags.register_validator(  # at parse: the launcher refuses it before any task starts
         "learning_rate", lambda rate: rate > 0, "must be greater than 0", flag_values=flag_values
     )
@@ -281,58 +216,6 @@ def define_run_flags(flag_values=FLAGS):
     )
     flags.DEFINE_integer(
         "log_every", 50, "Log loss and throughput every this many steps.", lower_bound=1, flag_values=flag_values
-    )
-    flags.DEFINE_integer(
-        "eval_every",
-        0,
-        "The chief evaluates the parameters on the held-out split every this many steps (and after the last), "
-        "logging eval_loss and eval_accuracy with that step's metrics. 0: only at the end.",
-        lower_bound=0,
-        flag_values=flag_values,
-    )
-    flags.DEFINE_enum(
-        "lr_schedule",
-        "constant",
-        list(SCHEDULES),
-        "The learning rate over the steps after warm-up: constant, step (times --lr_decay_rate every "
-        "--lr_decay_steps) or cosine (to 0 over --lr_decay_steps, default the rest of --train_steps).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "warmup_steps",
-        0,
-        "The rate rises linearly to --learning_rate over this many steps.",
-        lower_bound=0,
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "lr_decay_steps",
-        0,
-        "step: the interval of each decay; cosine: its length (0: to the last step).",
-        lower_bound=0,
-        flag_values=flag_values,
-    )
-    flags.DEFINE_float(
-        "lr_decay_rate",
-        0.1,
-        "step: the factor of each decay.",
-        lower_bound=0.0,
-        upper_bound=1.0,
-        flag_values=flag_values,
-    )
-    flags.register_multi_flags_validator(
-        ["lr_schedule", "lr_decay_steps"],
-        lambda values: values["lr_schedule"] != "step" or values["lr_decay_steps"] > 0,
-        STEP_WITHOUT_INTERVAL,
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "linear_scaling_batch",
-        0,
-        "The linear scaling rule (Goyal et al. 2017): the rate is --learning_rate times --global_batch_size "
-        "over this batch size. 0: off.",
-        lower_bound=0,
-        flag_values=flag_values,
     )
     flags.DEFINE_integer(
         "snapshot_every",
@@ -350,7 +233,7 @@ def define_run_flags(flag_values=FLAGS):
         lower_bound=0,
         flag_values=flag_values,
     )
-    flags.DEFINE_float(
+    define_float(
         "startup_timeout",
         60.0,
         "Seconds a worker waits for the parameter servers to come up and for the chief to initialise the "
@@ -366,13 +249,21 @@ def define_run_flags(flag_values=FLAGS):
         flag_values=flag_values,
     )
     validate_by_parsing("trace_steps", profiling.parse_steps, flag_values)
-    flags.DEFINE_float(
+    define_float(
         "operation_timeout",
         300.0,
         "Seconds a worker's step may wait for its peers (a barrier, a parameter server) before it fails; 0: forever.",
         lower_bound=0.0,
         flag_values=flag_values,
     )
+    flags.DEFINE_bool(
+        "nan_guard",
+        True,
+        "Stop the run (exit 1, naming the step) once a loss is NaN or infinite, keeping the last checkpoint "
+        "whose parameters are finite; --nonan_guard trains on and logs it.",
+        flag_values=flag_values,
+    )
+    options.define_flags(run_options=True, flag_values=flag_values)
 
 
 def define_data_flags(dataset_names, flag_values=FLAGS):
@@ -401,7 +292,32 @@ def check_flag_scopes(mode, names=tuple(FLAG_SCOPES), flag_values=FLAGS):
                     f"--{name} applies only to cluster tasks, and no cluster was given "
                     "(--cluster_spec, --ps_hosts/--worker_hosts or TF_CONFIG)"
                 )
-            raise not_for_mode(f"--{name}", mode, scope)
+            raise not_for_mode(name, mode, scope)
+
+
+def check_values_in_scope(mode, values, given):
+    """Raises ConfigError for a declared flag given, or whose value is not its default, in a run of `mode` it
+    does not apply to: Settings made without parsing (the tests, the bench's peers) cannot slip one past the
+    scopes."""
+    for name, scope in DECLARED_SCOPES.items():
+        if mode in scope or name not in values:
+            continue
+        if name in given or _comparable(values[name]) != _defaults()[name]:
+            raise not_for_mode(name, mode, scope)
+
+
+def _comparable(value):
+    """A list flag's value (a list of strings) as Settings holds it: a tuple of ints."""
+    return tuple(int(item) for item in value) if isinstance(value, (list, tuple)) else value
+
+
+@functools.cache
+def _defaults():
+    """{name: default} of every run and mode-option flag."""
+    scratch = flags.FlagValues()
+    define_mode_option_flags(scratch)
+    define_run_flags(scratch)
+    return {name: _comparable(scratch[name].default) for name in scratch}
 
 
 def check_shape_flags(mode, flag_values=FLAGS):
@@ -429,14 +345,21 @@ def check_groups_by_host(hosts_known, source, flag_values=FLAGS):
         raise ConfigError("--groups=by_host makes one group per host; it does not take --num_groups")
 
 
-def not_for_mode(flag, mode, scope):
-    return ConfigError(f"{flag} does not apply to --mode={mode}; it is for --mode={'|'.join(scope)}")
+def not_for_mode(name, mode, scope):
+    """The refusal of flag `name` in a run of `mode`, with the reason its declaration gives, if any."""
+    declared = DECLARED_BY.get(name)
+    why = f": {declared.why_not_other_modes}" if declared and declared.why_not_other_modes else ""
+    modes = "|".join(m for m in scope if m != NO_CLUSTER)
+    return ConfigError(f"--{name} does not apply to --mode={mode}; it is for --mode={modes}{why}")
+
+
+DECLARED_BY = {name: declaration for declaration in DECLARATIONS for name in declaration.flags}
 
 
 def given_task_flags(mode, flag_values=FLAGS):
     """The run and mode-option flags the user gave, as arguments for a task of `mode` ('single' for the
-    one-process reference), leaving out mode options that do not apply to it."""
-    names = [*RUN_FLAGS, *(name for name, scope in MODE_OPTION_SCOPES.items() if mode in scope)]
+    one-process reference), leaving out the declared flags that do not apply to it."""
+    names = [*CORE_RUN_FLAGS, *(name for name, scope in DECLARED_SCOPES.items() if mode in scope)]
     return [flag_values[name].serialize() for name in names if name in flag_values and flag_values[name].present]
 
 
@@ -465,7 +388,9 @@ class Settings:
     warmup_steps: int = 0
     lr_decay_steps: int = 0
     lr_decay_rate: float = 0.1
+    lr_decay_milestones: tuple = ()  # of ints
     linear_scaling_batch: int = 0
+    nan_guard: bool = True
     startup_timeout: float = 60.0
     checkpoint_every: int = 100
     fresh: bool = False
@@ -479,7 +404,8 @@ class Settings:
     central_every: int = 1
     steps_per_run: int = 1
     options: dict = dataclasses.field(default_factory=techniques.default_options)  # techniques' flags, by name
-    techniques: tuple = ()  # the techniques on, as `compose` decided (names, in wrapping order)
+    techniques: tuple = ()  # the techniques on, as check_run decided (names, in wrapping order)
+    options_on: tuple = ()  # the options on (options/), as check_run decided
     num_gpus: int = 0
     trace_steps: tuple = None  # (first, end) of --trace_steps, or None
     # All-reduce: TensorFlow remembers a collective's keys for the life of a process, so one process
@@ -495,14 +421,39 @@ class Settings:
         return self.cluster.num_workers if self.cluster else 1
 
     @property
+    def base_learning_rate(self):
+        """--learning_rate, times k = --global_batch_size / --linear_scaling_batch under the linear scaling rule:
+        the rate wherever one is used (after warm-up, before decay)."""
+        if not self.linear_scaling_batch:
+            return self.learning_rate
+        return self.learning_rate * self.global_batch_size / self.linear_scaling_batch
+
+    @property
+    def updates_in_run(self):
+        """The updates the whole run applies, in the clock a schedule counts (the global step): one a step in
+        sync, all-reduce and one process; in async one a push, N·⌈T/n_push⌉, or with n-softsync one per
+        ⌊N/n⌋ pushes (its last may take fewer)."""
+        if self.mode != "async":
+            return self.train_steps
+        pushes = self.num_workers * math.ceil(self.train_steps / self.push_every)
+        n = self.options["softsync"]
+        return math.ceil(pushes / (self.num_workers // n)) if n else pushes
+
+    @property
     def schedule(self):
-        """The learning rate as a function of the step an update is applied at (graph/learning_rates.py)."""
-        scale = self.global_batch_size / self.linear_scaling_batch if self.linear_scaling_batch else 1
+        """The learning rate as a function of the update it is applied at (graph/learning_rates.py)."""
         # only cosine's length defaults to the training left: a resume that trains longer then changes it
-        cosine_length = max(self.train_steps - self.warmup_steps, 1) if self.lr_schedule == "cosine" else 0
-        decay_steps = self.lr_decay_steps or cosine_length
+        decay_steps = self.lr_decay_steps
+        if self.lr_schedule == "cosine" and not decay_steps:
+            decay_steps = max(self.updates_in_run - self.warmup_steps, 1)
         return Schedule(
-            self.learning_rate * scale, self.lr_schedule, self.warmup_steps, decay_steps, self.lr_decay_rate
+            self.base_learning_rate,
+            self.lr_schedule,
+            self.warmup_steps,
+            decay_steps,
+            self.lr_decay_rate,
+            self.lr_decay_milestones,
+            warmup_from=self.learning_rate if self.linear_scaling_batch else None,
         )
 
     @property
@@ -510,13 +461,30 @@ class Settings:
         """How many workers may die without stopping training (backup workers), else 0."""
         return techniques.spare_workers(self.techniques, self.options, self.cluster)
 
+    @property
+    def clock(self):
+        """What the global step counts, the clock a schedule runs in."""
+        if self.mode != "async":
+            return "steps"
+        return "softsync updates" if self.options["softsync"] else "pushes"
+
+    def value(self, name):
+        """The run's value of flag `name` (a technique's flags are in `options`)."""
+        return self.options[name] if name in self.options else getattr(self, name)
+
     def mode_options(self):
         """The values of every option of this run's mode: what, besides the common flags, decides its
         arithmetic. Recorded in run.json (a resume must match) and summary.json."""
+        return {name: self.value(name) for name, scope in MODE_OPTION_SCOPES.items() if self.mode in scope}
+
+    def declared(self):
+        """{name: what it did} for every technique and option this run has on (summary.json): its flags'
+        values, unless its declaration says more (the schedule in its clock, compression's algorithm)."""
+        on = (*self.techniques, *self.options_on)
         return {
-            name: self.options[name] if name in self.options else getattr(self, name)
-            for name, scope in MODE_OPTION_SCOPES.items()
-            if self.mode in scope
+            d.name: d.record(self) if d.record else {flag: self.value(flag) for flag in d.flags}
+            for d in DECLARATIONS
+            if d.name in on
         }
 
 
@@ -532,6 +500,7 @@ FIELDS_AS_GIVEN = tuple(
         "cluster",
         "options",
         "techniques",
+        "options_on",
         "num_gpus",
         "trace_steps",
         "collective_group",
@@ -564,7 +533,7 @@ def settings_from_flags(flag_values=FLAGS):
         cluster=cluster,
         options={name: flag_values[name].value for name in techniques.flag_scopes()},
         trace_steps=profiling.parse_steps(flag_values.trace_steps),
-        **{name: flag_values[name].value for name in FIELDS_AS_GIVEN},
+        **{name: _comparable(flag_values[name].value) for name in FIELDS_AS_GIVEN},
     )
 
 
@@ -573,11 +542,16 @@ def run_settings(given=frozenset(), **fields):
     as a whole run (check_run) when there is a cluster, with the techniques its flags switch on and the
     values they settle. `given`: the names of the flags the user set."""
     settings = Settings(**fields)
-    if settings.cluster is None:  # one plain process: no mode options, no techniques (check_flag_scopes)
-        return settings
     values = {**{f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}, **settings.options}
     composition = check_run(settings.mode, settings.cluster, values, given)
-    return dataclasses.replace(settings, techniques=composition.names, **composition.settled)
+    settled_options = {name: value for name, value in composition.settled.items() if name in settings.options}
+    return dataclasses.replace(
+        settings,
+        techniques=composition.names,
+        options_on=composition.options,
+        options={**settings.options, **settled_options},
+        **{name: value for name, value in composition.settled.items() if name not in settled_options},
+    )
 
 
 def _resolve_cluster(flag_values):
@@ -624,24 +598,17 @@ def check_run_fits(cluster, mode, flag_values=FLAGS):
 
 
 def check_run(mode, cluster, values, given):
-    """The one check of a whole cluster run, made alike by every task and every tool that starts one:
-    the global batch shards over the workers and each group, the techniques and mode options compose,
-    and strict determinism's microbatches fit. `values`: {flag name: value} of the run flags and mode
-    options; `given`: the names of those the user set. A Composition, or ConfigError with one line."""
-    batch = values["global_batch_size"]
-    cluster_lib.check_shardable(batch, cluster.num_workers)
-    _check_groups(cluster, batch)
-    options = {name: values[name] for name, scope in MODE_OPTION_SCOPES.items() if mode in scope}
-    run = {name: values[name] for name in COMPOSED_RUN_FLAGS}
-    composition = compose(mode, cluster, {**options, **run}, given)
-    aggregation = composition.settled.get("aggregation", values["aggregation"])
-    if values["strict_determinism"]:
-        check_strict(aggregation, values["microbatches"], batch, cluster)
-    elif "microbatches" in given:
-        raise ConfigError("--microbatches applies only with --strict_determinism")
-    if values.get("steps_per_run", 1) > 1:
-        check_steps_per_run(values, aggregation, composition.names)
-    return composition
+    """The one check of a whole run, made alike by every task and every tool that starts one: the global
+    batch shards over the workers and each group, and the declared techniques and options compose
+    (rules.resolve). `values`: {flag name: value} of the run flags and mode options; `given`: the names of
+    those the user set; `cluster`: None for the one plain process. A Composition, or ConfigError with one
+    line."""
+    check_values_in_scope(mode, values, given)
+    if cluster:
+        cluster_lib.check_shardable(values["global_batch_size"], cluster.num_workers)
+        _check_groups(cluster, values["global_batch_size"])
+    in_scope = {name: value for name, value in values.items() if mode in FLAG_SCOPES.get(name, (mode,))}
+    return rules.resolve(DECLARATIONS, mode, cluster, in_scope, given)
 
 
 def parse_run_args(args):
@@ -668,70 +635,9 @@ def given_flags(flag_values=FLAGS):
     return {name for name in flag_values if flag_values[name].present}
 
 
-def compose(mode, cluster, values, given):
-    """The one decision of what a run's techniques and mode options do together (techniques.resolve, and
-    the modes' own rules), made alike in the launcher, the tools and every task: a Composition, or a
-    ConfigError with one line."""
-    composition = techniques.resolve(mode, cluster, values, given)
-    optimizer = composition.settled.get("optimizer", values["optimizer"])
-    if mode == cluster_lib.GROUPED_MODE and (
-        values.get("lr_schedule", "constant") != "constant" or values.get("warmup_steps")
-    ):
-        raise ConfigError(
-            "--lr_schedule and --warmup_steps are not for --mode=hierarchical yet: its groups and the central ps "
-            "count their steps apart, and a schedule needs the one step an update is applied at"
-        )
-    if mode == cluster_lib.GROUPED_MODE and values["central_every"] > 1 and optimizer != "sgd":
-        raise ConfigError(
-            f"--central_every={values['central_every']} with --optimizer={optimizer}: the central ps would take one "
-            f"{optimizer} step on the group's summed gradients, not the group's {values['central_every']} steps, and "
-            "their state would differ; use --optimizer=sgd (whose steps add up) or --central_every=1"
-        )
-    return composition
-
-
 def _check_groups(cluster, global_batch_size):
     for g, group in enumerate(cluster.groups):
         if global_batch_size % len(group):
             raise ConfigError(
                 f"groups[{g}] has {len(group)} workers, which does not divide --global_batch_size={global_batch_size}"
             )
-
-
-def check_steps_per_run(values, aggregation, technique_names):
-    """k steps in one run (graph/loops.py): built for ordered aggregation alone, and the trainer logs,
-    checkpoints, evaluates and traces only between runs."""
-    steps = values["steps_per_run"]
-    if aggregation != "ordered":
-        raise ConfigError(
-            f"--steps_per_run={steps} needs --aggregation=ordered: SyncReplicasOptimizer's chief applies updates "
-            "in a run of its own, which a loop of steps cannot hold"
-        )
-    if technique_names:
-        techniques_on = ", ".join(technique_names)
-        raise ConfigError(
-            f"--steps_per_run={steps} does not go with {techniques_on}: a loop of steps is built for the plain "
-            "ordered step only, and each technique changes it between steps"
-        )
-    for name in ("log_every", "checkpoint_every", "eval_every", "snapshot_every"):
-        if values.get(name, 0) % steps:
-            raise ConfigError(
-                f"--{name}={values[name]} is not a multiple of --steps_per_run={steps}: the trainer can only log, "
-                "checkpoint and evaluate between runs"
-            )
-    if values.get("trace_steps"):
-        raise ConfigError(f"--trace_steps traces session runs, and with --steps_per_run={steps} a run is {steps} steps")
-
-
-def check_strict(aggregation, microbatches, global_batch_size, cluster):
-    """Strict determinism cuts the global batch into the same microbatches for every worker count."""
-    if aggregation != "ordered":
-        raise ConfigError("--strict_determinism sums in a fixed order: it needs --aggregation=ordered")
-    if global_batch_size % microbatches:
-        raise ConfigError(f"--microbatches={microbatches} does not divide --global_batch_size={global_batch_size}")
-    num_workers = cluster.num_workers  # FLAG_SCOPES has already refused strict without a cluster
-    if microbatches % num_workers:
-        raise ConfigError(
-            f"--microbatches={microbatches} is not divisible by the worker count {num_workers}; "
-            "strict determinism needs whole microbatches per worker"
-        )

@@ -1,13 +1,11 @@
 """Techniques: variants of a mode, each switched on by flags of its own and written as one module.
 
 A technique module has
-    TECHNIQUE                   its declaration (rules.Technique): modes, flags, the flags it requires,
-                                the techniques it cannot run with and why, its hooks, whether it builds
+    TECHNIQUE                   its declaration (training/rules.Technique): modes, flags, when it is on
+                                (`enabled`), the check of its flags' values if they need one, the flags it
+                                requires, what it cannot run with and why, its hooks, whether it builds
                                 the mode's graph. How declarations compose is rules.py's to say.
     define_flags(flag_values=FLAGS)  the absl definitions of TECHNIQUE.flags
-    enabled(values, cluster)    whether a run with these flag values uses it (`values`: every technique
-                                flag, the options of the run's mode, "optimizer" and "mode")
-    check(values, cluster)      raises ConfigError for a bad value of its own flags
 and the hooks it declares, from these:
     build(recipe, dataset, settings, cluster, task_index) -> TrainGraph
                                 builds the mode's graph instead of the mode (rules.py: at most one may)
@@ -49,7 +47,6 @@ from parallel_tf.training.techniques import (
     easgd,
     local_sgd,
     local_updates,
-    rules,
     softsync,
     staleness_aware,
     stragglers,
@@ -91,11 +88,6 @@ def default_options():
 def flag_scopes():
     """{flag name: the modes it applies to} for every technique's flags."""
     return {name: t.TECHNIQUE.modes for t in TECHNIQUES for name in t.TECHNIQUE.flags}
-
-
-def resolve(mode, cluster, values, given):
-    """The techniques a run uses and the flag values they settle (rules.resolve), or ConfigError."""
-    return rules.resolve([t.TECHNIQUE for t in TECHNIQUES], BY_NAME, mode, cluster, values, given)
 
 
 def _providing(settings, hook):

@@ -12,9 +12,10 @@ The requirements and conflicts are DC-ASGD's: the two compensate the same way, s
 
 from absl import flags
 
+from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
+from parallel_tf.training.rules import Technique
 from parallel_tf.training.techniques import delay_compensation
-from parallel_tf.training.techniques.rules import Technique
 
 MEAN_SQUARE_DECAY = 0.95
 EPSILON = 1e-7
@@ -22,6 +23,7 @@ TECHNIQUE = Technique(
     name="adaptive_delay_compensation",
     flags=("adaptive_delay_compensation",),
     modes=("async",),
+    enabled=lambda values, cluster: values["adaptive_delay_compensation"] > 0,
     hooks=("push_gradients",),
     requires=delay_compensation.TECHNIQUE.requires,
     conflicts={
@@ -33,7 +35,7 @@ TECHNIQUE = Technique(
 
 
 def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_float(
+    define_float(
         "adaptive_delay_compensation",
         0.0,
         "async: DC-ASGD-a's λ0 (Zheng et al., ICML 2017): DC-ASGD with λ = λ0/√(a moving average of g·g), "
@@ -43,14 +45,6 @@ def define_flags(flag_values=flags.FLAGS):
     flags.register_validator(
         "adaptive_delay_compensation", lambda scale: scale >= 0, "λ0 must be 0 (off) or more", flag_values=flag_values
     )
-
-
-def enabled(values, cluster):
-    return values["adaptive_delay_compensation"] > 0
-
-
-def check(values, cluster):
-    """Any λ0 >= 0 (its flag's validator) with any cluster."""
 
 
 def push_gradients(options, cluster, task_index, parameters, sums):

@@ -22,13 +22,14 @@ from absl import flags
 
 from parallel_tf.compat import tf
 from parallel_tf.graph.devices import worker_device
-from parallel_tf.training.techniques.rules import Technique
+from parallel_tf.training.rules import Technique
 
 EVERY_STEP = "SSP's clocks count steps, and its read bound holds only if every step's update is pushed and read"
 TECHNIQUE = Technique(
     name="bounded_staleness",
     flags=("max_staleness",),
     modes=("async",),
+    enabled=lambda values, cluster: values["max_staleness"] >= 0,
     hooks=("wrap",),
     requires={
         "push_every": (1, EVERY_STEP),
@@ -52,14 +53,6 @@ def define_flags(flag_values=flags.FLAGS):
         lower_bound=-1,
         flag_values=flag_values,
     )
-
-
-def enabled(values, cluster):
-    return values["max_staleness"] >= 0
-
-
-def check(values, cluster):
-    """Any s >= 0 with any cluster."""
 
 
 def wrap(graph, settings, cluster, task_index):

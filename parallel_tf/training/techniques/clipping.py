@@ -19,19 +19,24 @@ import dataclasses
 
 from absl import flags
 
+from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
 from parallel_tf.graph.clipping import ClippedOptimizer
 from parallel_tf.graph.pushes import add_counter, added_counters
-from parallel_tf.training.techniques.rules import Technique
+from parallel_tf.training.rules import Technique
 
 TECHNIQUE = Technique(
-    name="clipping", flags=("clip_norm",), modes=("sync", "async", "allreduce"), hooks=("optimizer", "wrap")
+    name="clipping",
+    flags=("clip_norm",),
+    modes=("sync", "async", "allreduce"),
+    enabled=lambda values, cluster: values["clip_norm"] > 0,
+    hooks=("optimizer", "wrap"),
 )
 COUNTER = "clipped_updates"
 
 
 def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_float(
+    define_float(
         "clip_norm",
         0.0,
         "sync, async and allreduce: clip each update's gradients to this global norm (Pascanu et al., ICML 2013) "
@@ -39,14 +44,6 @@ def define_flags(flag_values=flags.FLAGS):
         lower_bound=0.0,
         flag_values=flag_values,
     )
-
-
-def enabled(values, cluster):
-    return values["clip_norm"] > 0
-
-
-def check(values, cluster):
-    """Any threshold > 0 (0 is off; its flag's bound refuses less) with any cluster."""
 
 
 def optimizer(options, optimizer):

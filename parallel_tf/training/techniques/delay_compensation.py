@@ -10,15 +10,17 @@ parameter server received. `compensated_pushes` counts the pushes it corrected, 
 
 from absl import flags
 
+from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
 from parallel_tf.graph.pushes import add_counter, push_counter
-from parallel_tf.training.techniques.rules import Technique
+from parallel_tf.training.rules import Technique
 
 ONE_GRADIENT = "the compensation is for one gradient taken at the parameters the worker fetched"
 TECHNIQUE = Technique(
     name="delay_compensation",
     flags=("delay_compensation",),
     modes=("async",),
+    enabled=lambda values, cluster: values["delay_compensation"] > 0,
     hooks=("push_gradients",),
     requires={"push_every": (1, ONE_GRADIENT), "fetch_every": (1, ONE_GRADIENT)},
     conflicts={"softsync": "softsync applies a push later, after other updates, not at the w it was compensated for"},
@@ -27,7 +29,7 @@ COUNTER = "compensated_pushes"
 
 
 def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_float(
+    define_float(
         "delay_compensation",
         0.0,
         "async: DC-ASGD's λ (Zheng et al., ICML 2017): push g + λ·g·g·(w − w at the worker's fetch); 0: off.",
@@ -36,14 +38,6 @@ def define_flags(flag_values=flags.FLAGS):
     flags.register_validator(
         "delay_compensation", lambda scale: scale >= 0, "λ must be 0 (off) or more", flag_values=flag_values
     )
-
-
-def enabled(values, cluster):
-    return values["delay_compensation"] > 0
-
-
-def check(values, cluster):
-    """Any λ >= 0 (its flag's validator) with any cluster."""
 
 
 def push_gradients(options, cluster, task_index, parameters, sums):

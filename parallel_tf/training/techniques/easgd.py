@@ -23,6 +23,7 @@ its own. A resume restarts every copy from the centre.
 
 from absl import flags
 
+from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.aggregation import tree_sum
@@ -30,20 +31,36 @@ from parallel_tf.graph.devices import device_setter, worker_device
 from parallel_tf.graph.model import LOCAL, build_model_on_copies, refresh_copies
 from parallel_tf.graph.pushes import push_counter
 from parallel_tf.graph.schedules import sends_after
+from parallel_tf.training.rules import Technique
 from parallel_tf.training.techniques.local_sgd import OWN_STEPS, build_exchanging, sgd_on_copies
-from parallel_tf.training.techniques.rules import Technique
 from parallel_tf.training.train_graph import CopiesGraph, own_report
 
 NO_GRADIENTS = "EASGD exchanges parameters every --easgd_period steps and pushes no gradients"
+
+
+def check(values, cluster):
+    """Sync only: an α that makes the copies diverge (0 <= α <= 0.5 is its flag's validator's)."""
+    alpha, num_workers = values["easgd_alpha"], cluster.num_workers
+    if values["mode"] == "sync" and alpha >= 2 / (num_workers + 1):
+        raise ConfigError(
+            f"--easgd_alpha={alpha} with {num_workers} sync workers: each exchange scales the copies' distance to "
+            f"the centre by 1 - (N+1)α = {1 - (num_workers + 1) * alpha:g}, which diverges; α must be below "
+            f"2/(N+1) = {2 / (num_workers + 1):.4g}"
+        )
+
+
 TECHNIQUE = Technique(
     name="easgd",
     flags=("easgd_alpha", "easgd_period"),
     modes=("sync", "async"),
+    enabled=lambda values, cluster: values["easgd_alpha"] != 0,
+    check=check,
     hooks=("build",),  # calls none of the mode's hooks: EASGD pushes no gradients
     requires={
         "optimizer": ("sgd", "each copy takes plain SGD steps; an optimizer's slots would be each worker's own"),
         "push_every": (1, NO_GRADIENTS),
         "fetch_every": (1, NO_GRADIENTS),
+        "prefetch": (False, "its workers train their own copies and read the centre only at an exchange"),
         "aggregation": ("ordered", "the centre's update sums the copies in the fixed order"),
         "strict_determinism": (False, "each copy follows its own shard, so worker counts differ"),
         "lr_schedule": ("constant", OWN_STEPS),
@@ -53,7 +70,7 @@ TECHNIQUE = Technique(
 
 
 def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_float(
+    define_float(
         "easgd_alpha",
         0.0,
         "sync and async: elastic averaging (EASGD): each worker trains its own copy and every --easgd_period steps "
@@ -73,21 +90,6 @@ def define_flags(flag_values=flags.FLAGS):
         lower_bound=1,
         flag_values=flag_values,
     )
-
-
-def enabled(values, cluster):
-    return values["easgd_alpha"] != 0
-
-
-def check(values, cluster):
-    """Sync only: an α that makes the copies diverge (0 <= α <= 0.5 is its flag's validator's)."""
-    alpha, num_workers = values["easgd_alpha"], cluster.num_workers
-    if values["mode"] == "sync" and alpha >= 2 / (num_workers + 1):
-        raise ConfigError(
-            f"--easgd_alpha={alpha} with {num_workers} sync workers: each exchange scales the copies' distance to "
-            f"the centre by 1 - (N+1)α = {1 - (num_workers + 1) * alpha:g}, which diverges; α must be below "
-            f"2/(N+1) = {2 / (num_workers + 1):.4g}"
-        )
 
 
 def elastic_exchange(copies, centres, alpha):
@@ -132,7 +134,7 @@ def build(recipe, dataset, settings, cluster, task_index):
         centres, copies = zip(*pairs, strict=True)
         tf.train.get_or_create_global_step()  # the checkpoints' step: the chief's exchanges cover it
         exchanges = push_counter("exchanges_by_worker", cluster.num_workers)
-        local_step = sgd_on_copies(model, copies, settings.learning_rate, on_worker)
+        local_step = sgd_on_copies(model, copies, settings.base_learning_rate, on_worker)
         with tf.control_dependencies([local_step]):
             exchanged = elastic_exchange(copies, centres, settings.options["easgd_alpha"])
         with tf.control_dependencies([exchanged]):

@@ -27,14 +27,18 @@ from parallel_tf.graph.barrier import gather_at_chief, release_workers
 from parallel_tf.graph.devices import device_setter, worker_device
 from parallel_tf.graph.model import LOCAL, build_model_on_copies, refresh_copies
 from parallel_tf.graph.schedules import sends_after
-from parallel_tf.training.techniques.rules import Technique
+from parallel_tf.training.rules import Technique
 from parallel_tf.training.train_graph import CopiesGraph, own_report
 
-OWN_STEPS = "the copies take plain SGD steps at --learning_rate; a schedule is not defined for them yet"
+OWN_STEPS = (
+    "the copies take plain SGD steps at one rate (--learning_rate, linearly scaled); a schedule is not defined "
+    "for them yet"
+)
 TECHNIQUE = Technique(
     name="local_sgd",
     flags=("local_steps",),
     modes=("sync",),
+    enabled=lambda values, cluster: values["local_steps"] > 1,
     hooks=("build",),  # sends parameters every H steps, not gradients: calls none of sync's hooks
     requires={
         "aggregation": ("ordered", "the copies are averaged in the fixed order of ordered aggregation"),
@@ -55,14 +59,6 @@ def define_flags(flag_values=flags.FLAGS):
         lower_bound=1,
         flag_values=flag_values,
     )
-
-
-def enabled(values, cluster):
-    return values["local_steps"] > 1
-
-
-def check(values, cluster):
-    """Any H >= 1 (its flag's bound) with any cluster."""
 
 
 def build(recipe, dataset, settings, cluster, task_index):
@@ -97,7 +93,7 @@ def build_exchanging(recipe, dataset, settings, cluster, task_index, period, rul
         global_step = tf.train.get_or_create_global_step()  # the steps the last exchange covers
         exchanges = tf.get_variable("exchanges", [], tf.int64, tf.zeros_initializer(), trainable=False)
         step = tf.placeholder(tf.int64, [], name="step")
-        local_step = sgd_on_copies(model, copies, settings.learning_rate, on_worker)
+        local_step = sgd_on_copies(model, copies, settings.base_learning_rate, on_worker)
         slots = SlotAggregator(parameters, num_workers)
         with tf.control_dependencies([local_step]):
             write = slots.write(task_index, [[c.read_value() for c in copies]])

@@ -20,12 +20,14 @@ from absl import flags
 from parallel_tf.compat import tf
 from parallel_tf.graph.devices import worker_device
 from parallel_tf.graph.model import LOCAL
-from parallel_tf.training.techniques.rules import Technique
+from parallel_tf.training.rules import Technique
 
 TECHNIQUE = Technique(
     name="local_updates",
     flags=("local_updates",),
     modes=("async",),
+    enabled=lambda values, cluster: values["local_updates"] and values["fetch_every"] > 1,
+    named_by=("fetch_every", "local_updates"),
     hooks=("wrap", "after_push"),
     requires={
         "lr_schedule": ("constant", "a local update steps the copy at --learning_rate; give --nolocal_updates"),
@@ -50,14 +52,6 @@ def define_flags(flag_values=flags.FLAGS):
     )
 
 
-def enabled(values, cluster):
-    return values["local_updates"] and values["fetch_every"] > 1
-
-
-def check(values, cluster):
-    """Any value goes with any cluster."""
-
-
 def after_push(read_step):
     """The push just sent is in this worker's copy already: the copy reflects one more update."""
     return [read_step.assign_add(1)]
@@ -71,7 +65,10 @@ def wrap(graph, settings, cluster, task_index):
         with tf.control_dependencies(graph.gradients):
             local_update = tf.group(
                 applied.assign_add(1),
-                *[c.assign_sub(settings.learning_rate * g) for c, g in zip(graph.copies, graph.gradients, strict=True)],
+                *[
+                    c.assign_sub(settings.base_learning_rate * g)
+                    for c, g in zip(graph.copies, graph.gradients, strict=True)
+                ],
             )
 
     def plan(step):

@@ -10,10 +10,14 @@ from absl import flags
 
 from parallel_tf.compat import tf
 from parallel_tf.graph.pushes import add_counter
-from parallel_tf.training.techniques.rules import Technique
+from parallel_tf.training.rules import Technique
 
 TECHNIQUE = Technique(
-    name="staleness_aware", flags=("staleness_aware",), modes=("async",), hooks=("push_learning_rate",)
+    name="staleness_aware",
+    flags=("staleness_aware",),
+    modes=("async",),
+    enabled=lambda values, cluster: values["staleness_aware"],
+    hooks=("push_learning_rate",),
 )
 
 
@@ -25,14 +29,6 @@ def define_flags(flag_values=flags.FLAGS):
         "since the pushing worker fetched (Zhang et al., IJCAI 2016).",
         flag_values=flag_values,
     )
-
-
-def enabled(values, cluster):
-    return values["staleness_aware"]
-
-
-def check(values, cluster):
-    """Any cluster."""
 
 
 def push_learning_rate(learning_rate, staleness):

@@ -3,6 +3,7 @@ milliseconds before each of its steps, so techniques for slow workers (backup wo
 asynchronous ones) can be compared under a known skew on one machine. Any mode; it changes
 timing only, so sync mode trains the same parameters, just slower. In async mode a worker pauses
 before it reads its copy (--noprefetch), so a straggler computes on parameters as of its step's start.
+A straggler's summary.json counts its pauses (`straggler_pauses`).
 """
 
 import dataclasses
@@ -12,13 +13,21 @@ from absl import flags
 
 from parallel_tf.cli import validate_by_parsing
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.techniques.rules import Technique
+from parallel_tf.training.rules import Technique
 from parallel_tf.training.train_graph import MODES
+
+
+def check(values, cluster):
+    """Every worker named is in the cluster (the format is its flag's validator's)."""
+    delays(values["worker_delay_ms"], cluster.num_workers)
+
 
 TECHNIQUE = Technique(
     name="stragglers",
     flags=("worker_delay_ms",),
     modes=MODES,
+    enabled=lambda values, cluster: bool(values["worker_delay_ms"]),
+    check=check,
     hooks=("wrap",),
     requires={"prefetch": (False, "an async straggler pauses before it reads its copy, as its step begins")},
 )
@@ -48,15 +57,6 @@ def delays(text, num_workers):
             raise ConfigError(f"--worker_delay_ms={text}: worker {worker} is given twice")
         seconds[worker] = int(ms) / 1000
     return seconds
-
-
-def enabled(values, cluster):
-    return bool(values["worker_delay_ms"])
-
-
-def check(values, cluster):
-    """Every worker named is in the cluster (the format is its flag's validator's)."""
-    delays(values["worker_delay_ms"], cluster.num_workers)
 
 
 def wrap(graph, settings, cluster, task_index):

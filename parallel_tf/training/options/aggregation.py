@@ -1,0 +1,27 @@
+"""--aggregation (sync): how a step's gradients are added up. ordered (the default, graph/aggregation.py)
+sums them in a fixed order, so repeats are bitwise at any worker count; accumulator hands them to
+TensorFlow's SyncReplicasOptimizer (Chen et al., "Revisiting Distributed Synchronous SGD", 2016, as
+TensorFlow built it), which adds them in arrival order: kept to compare against. Its chief counts the
+updates it applies (`accumulator_updates`)."""
+
+from absl import flags
+
+from parallel_tf.training.rules import Option
+
+OPTION = Option(
+    name="aggregation",
+    flags=("aggregation",),
+    modes=("sync",),
+    enabled=lambda values, cluster: values["aggregation"] == "accumulator",
+)
+
+
+def define_flags(flag_values=flags.FLAGS):
+    flags.DEFINE_enum(
+        "aggregation",
+        "ordered",
+        ["ordered", "accumulator"],
+        "sync: sum gradients in a fixed order (bitwise repeats at any worker count), or in arrival order "
+        "with SyncReplicasOptimizer.",
+        flag_values=flag_values,
+    )

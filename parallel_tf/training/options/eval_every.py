@@ -1,0 +1,26 @@
+"""--eval_every=n (every mode): the chief evaluates the parameters on the held-out split every n steps
+and after the last, logging eval_loss and eval_accuracy with that step's metrics. It reads the
+parameters, not a worker's copy (async, hierarchical). With --steps_per_run it must fall between runs."""
+
+from absl import flags
+
+from parallel_tf.training.rules import Option
+from parallel_tf.training.train_graph import MODES
+
+OPTION = Option(
+    name="eval_every",
+    flags=("eval_every",),
+    modes=("single", *MODES),
+    enabled=lambda values, cluster: values["eval_every"] > 0,
+)
+
+
+def define_flags(flag_values=flags.FLAGS):
+    flags.DEFINE_integer(
+        "eval_every",
+        0,
+        "The chief evaluates the parameters on the held-out split every this many steps (and after the last), "
+        "logging eval_loss and eval_accuracy with that step's metrics. 0: only at the end.",
+        lower_bound=0,
+        flag_values=flag_values,
+    )

@@ -1,0 +1,24 @@
+"""--fetch_every=n (async): Downpour's n_fetch (Dean et al., "Large Scale Distributed Deep Networks",
+NIPS 2012): a worker refreshes its copy of the parameters every n steps (with Downpour's local
+updates in between, unless --nolocal_updates). The trainer counts its session runs."""
+
+from absl import flags
+
+from parallel_tf.training.rules import Option
+
+OPTION = Option(
+    name="fetch_every",
+    flags=("fetch_every",),
+    modes=("async",),
+    enabled=lambda values, cluster: values["fetch_every"] > 1,
+)
+
+
+def define_flags(flag_values=flags.FLAGS):
+    flags.DEFINE_integer(
+        "fetch_every",
+        1,
+        "async: refresh a worker's copy of the parameters every n steps (n_fetch).",
+        lower_bound=1,
+        flag_values=flag_values,
+    )

@@ -1,0 +1,25 @@
+"""--prefetch (async, on by default): a step's fetch ends the previous step's session run, once its
+push is sent, so a step is one run instead of two (modes/asynchronous.py). The techniques that must
+read as a step begins (SSP's gate, a straggler's pause, a local update) settle --noprefetch. The
+trainer counts its session runs (`session_runs`)."""
+
+from absl import flags
+
+from parallel_tf.training.rules import Option
+
+OPTION = Option(
+    name="prefetch",
+    flags=("prefetch",),
+    modes=("async",),
+    enabled=lambda values, cluster: values["prefetch"],
+)
+
+
+def define_flags(flag_values=flags.FLAGS):
+    flags.DEFINE_bool(
+        "prefetch",
+        True,
+        "async: refresh a worker's copy for its next step at the end of this step's run, once its push is "
+        "sent, so a step is one session run, not two; --noprefetch: at the start of the next step.",
+        flag_values=flag_values,
+    )

@@ -1,0 +1,48 @@
+"""--warmup_steps=W (every mode but hierarchical): the learning rate rises over the first W updates
+(graph/learning_rates.py): from 0 to --learning_rate, base·(s+1)/W at update s; with the linear
+scaling rule, Goyal et al.'s gradual warm-up ("Accurate, Large Minibatch SGD: Training ImageNet in
+1 Hour", 2017) from the unscaled rate η to the scaled kη, η + (k−1)η·s/W. Updates count in the mode's
+clock: global steps, or in async mode the pushes applied. The chief logs the rate (`learning_rate`)."""
+
+import dataclasses
+
+from absl import flags
+
+from parallel_tf.training.rules import Option
+
+SCHEDULED_MODES = ("single", "sync", "async", "allreduce")
+NOT_HIERARCHICAL = (
+    "hierarchical groups and the central ps count their steps apart, and a schedule needs the one step an "
+    "update is applied at"
+)
+
+
+def schedule_record(settings):
+    """What the learning-rate options made (summary.json): the schedule, and how many updates the run applies
+    in the clock it counts."""
+    return {
+        **dataclasses.asdict(settings.schedule),
+        "clock": settings.clock,
+        "updates_in_run": settings.updates_in_run,
+    }
+
+
+OPTION = Option(
+    name="warmup",
+    flags=("warmup_steps",),
+    modes=SCHEDULED_MODES,
+    enabled=lambda values, cluster: values["warmup_steps"] > 0,
+    why_not_other_modes=NOT_HIERARCHICAL,
+    record=schedule_record,
+)
+
+
+def define_flags(flag_values=flags.FLAGS):
+    flags.DEFINE_integer(
+        "warmup_steps",
+        0,
+        "The rate rises linearly over this many updates: from 0 to --learning_rate, or with "
+        "--linear_scaling_batch from --learning_rate to the scaled rate (Goyal et al. 2017). Not hierarchical.",
+        lower_bound=0,
+        flag_values=flag_values,
+    )

@@ -1,0 +1,215 @@
+"""How declarations compose: what each technique (techniques/) and option (options/) says of itself,
+and the one function that decides what a run does.
+
+Every flag that changes what a run computes belongs to a declaration: a technique (a variant of a
+mode: backup workers, softsync, compression, ...) or an option (a setting of the run or its mode:
+a learning-rate schedule, --steps_per_run, --prefetch, strict determinism, ...). A declaration says,
+as data, the modes it applies to, when it is on, what it requires of other flags, what it cannot run
+with and why, and (techniques) the hooks its module defines and whether it builds the mode's graph
+itself. `resolve` reads only declarations, so none names another's flags, and the launcher, the
+tools, the manifest writer and every task decide alike.
+
+The rules, in the order `resolve` applies them:
+1. A flag a declaration that is on requires: a different value the user gave is refused; two
+   declarations requiring different values are refused; otherwise the required value is the run's.
+   A settled value may switch a declaration off (--prefetch, settled to False), so this repeats until
+   nothing changes.
+2. Every declaration of the run's mode refuses bad values of its own flags (its `check`), and a flag
+   of a declaration that is off, other than the one that switches it on, is refused when given: it
+   would do nothing (--microbatches without --strict_determinism).
+3. At most one technique builds the mode's graph (its `build` hook), and it must call the mode hooks
+   (HOOKS_OF_THE_MODE) of every other technique on: its `calls` lists the ones it does.
+4. At most one technique provides each single-owner hook (SINGLE_OWNER_HOOKS).
+5. A pair either of whose declarations names the other in `conflicts` (or EVERY_TECHNIQUE, for a
+   technique) is refused, with its reason.
+
+Wrapping order: the graph is built by the technique that builds it (or the mode), then wrapped by
+every `wrap` hook in the order of TECHNIQUES (techniques/__init__.py), innermost first.
+"""
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Mapping
+from typing import ClassVar
+
+from parallel_tf.errors import ConfigError
+
+# The hooks a mode's builder calls (sync: transmit and optimizer; async: all of them). A technique that builds the
+# graph itself calls only those it lists in `calls`; with any other technique providing one, it is refused.
+HOOKS_OF_THE_MODE = {
+    "transmit": "encode the gradients a worker sends",
+    "optimizer": "change how the optimizer applies an update",
+    "push_learning_rate": "set each push's learning rate",
+    "push_gradients": "change what a push applies",
+    "send_push": "change how a push reaches the parameters",
+    "after_push": "mark a worker's own push as already in its copy",
+}
+SINGLE_OWNER_HOOKS = ("transmit", "send_push")  # what reaches the parameters can be decided only once
+HOOKS = (*HOOKS_OF_THE_MODE, "build", "wrap", "spare_workers")
+EVERY_TECHNIQUE = "every technique"  # a `conflicts` key: refused with any technique on
+
+Values = Mapping[str, object]  # {flag name: value} of a run, with "mode"
+
+
+@dataclasses.dataclass(frozen=True)
+class Declaration:
+    """What a technique or option says of itself; `flags[0]` is the one that switches it on."""
+
+    KIND: ClassVar[str] = "declaration"
+
+    name: str
+    flags: tuple
+    modes: tuple
+    enabled: Callable[[Values, object], bool]  # (values, cluster) -> whether a run with these values uses it
+    check: Callable[[Values, object], None] | None = None  # raises ConfigError for a bad value of its flags
+    requires: dict = dataclasses.field(default_factory=dict)  # {flag: (value, why)}, while it is on
+    conflicts: dict = dataclasses.field(default_factory=dict)  # {declaration name or EVERY_TECHNIQUE: why}
+    switched_on_by: str = ""  # how a refusal names what switches it on; default --flags[0]
+    named_by: tuple = ()  # the flags a refusal names it by, with their values; default flags[0]
+    why_not_other_modes: str = ""  # said when one of its flags is given for a mode outside `modes`
+    record: Callable[[object], dict] | None = None  # (Settings) -> what summary.json says it did; default its flags
+
+    def describe(self, values):
+        """How the user switched it on, as flags: --softsync=2, --staleness_aware, --fetch_every=2 with
+        --local_updates."""
+        return " with ".join(as_flag(flag, values[flag]) for flag in self.named_by or self.flags[:1])
+
+    @property
+    def switch(self):
+        return self.switched_on_by or f"--{self.flags[0]}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Technique(Declaration):
+    """A variant of a mode, written as one module whose functions are its `hooks`."""
+
+    KIND: ClassVar[str] = "technique"
+
+    hooks: tuple = ()  # of HOOKS, each a function of the module with that name; `build` replaces the mode's builder
+    calls: tuple = ()  # with a `build` hook: the HOOKS_OF_THE_MODE its builder calls
+
+    def __post_init__(self):
+        unknown = set(self.hooks) - set(HOOKS)
+        assert not unknown, f"{self.name}: unknown hooks {sorted(unknown)}"
+
+    @property
+    def builds_graph(self):
+        return "build" in self.hooks
+
+
+@dataclasses.dataclass(frozen=True)
+class Option(Declaration):
+    """A setting of the run or of its mode that changes what is computed; the modes and the trainer act on it."""
+
+    KIND: ClassVar[str] = "option"
+
+
+@dataclasses.dataclass(frozen=True)
+class Composition:
+    """What `resolve` decided: the techniques on, by name in wrapping order, the options on, and the flag
+    values the declarations settle."""
+
+    names: tuple
+    options: tuple
+    settled: dict
+
+
+def resolve(declarations, mode, cluster, values, given):
+    """The run's composition, or ConfigError with one line naming what cannot go together.
+
+    `declarations`: every technique (in wrapping order) and option; `values`: every flag of the run,
+    by name; `given`: the names of the flags the user set."""
+    values = {**values, "mode": mode}
+    of_mode = [d for d in declarations if mode in d.modes]
+    on, settled = _settle(of_mode, values, cluster, given)
+    values.update(settled)
+    for declaration in of_mode:
+        if declaration.check:
+            declaration.check(values, cluster)
+        if declaration not in on:
+            _refuse_idle_flags(declaration, given)
+    _check_builder(on, values, mode)
+    _check_single_owners(on, values)
+    for a, b in itertools.combinations(on, 2):
+        for first, second in ((a, b), (b, a)):  # the one that declares the conflict speaks first
+            why = _conflict(first, second)
+            if why:
+                raise ConfigError(f"{first.describe(values)} does not go with {second.describe(values)}: {why}")
+    names = tuple(d.name for d in on if isinstance(d, Technique))
+    return Composition(names, tuple(d.name for d in on if isinstance(d, Option)), settled)
+
+
+def _settle(of_mode, values, cluster, given):
+    """(the declarations on, the values they settle), repeated until a settled value switches none on or off."""
+    settled = {}
+    for _ in range(len(of_mode) + 1):
+        current = {**values, **settled}
+        on = [d for d in of_mode if d.enabled(current, cluster)]
+        now = _settle_requirements(on, current, values, given)
+        if now == settled:
+            return on, settled
+        settled = now
+    raise AssertionError(f"requirements do not settle: {settled}")
+
+
+def _settle_requirements(on, current, values, given):
+    settled, by = {}, {}
+    for declaration in on:
+        for flag, (value, why) in declaration.requires.items():
+            if flag not in values:  # not a flag of this run
+                continue
+            if flag in given and values[flag] != value:
+                raise ConfigError(
+                    f"{declaration.describe(current)} needs {as_flag(flag, value)}, not "
+                    f"{as_flag(flag, values[flag])}: {why}"
+                )
+            if flag in settled and settled[flag] != value:
+                raise ConfigError(
+                    f"{by[flag].describe(current)} needs {as_flag(flag, settled[flag])} and "
+                    f"{declaration.describe(current)} needs {as_flag(flag, value)}: they do not go together"
+                )
+            settled[flag], by[flag] = value, declaration
+    return settled
+
+
+def _refuse_idle_flags(declaration, given):
+    for flag in declaration.flags[1:]:
+        if flag in given:
+            raise ConfigError(f"--{flag} applies only with {declaration.switch}")
+
+
+def _conflict(a, b):
+    return a.conflicts.get(b.name) or (isinstance(b, Technique) and a.conflicts.get(EVERY_TECHNIQUE))
+
+
+def _check_builder(on, values, mode):
+    builders = [t for t in on if isinstance(t, Technique) and t.builds_graph]
+    if len(builders) > 1:
+        a, b = builders[:2]
+        raise ConfigError(
+            f"{a.describe(values)} does not go with {b.describe(values)}: each builds the {mode} graph its own way"
+        )
+    for builder in builders:
+        for other in on:
+            for hook in sorted(set(getattr(other, "hooks", ())) & set(HOOKS_OF_THE_MODE) - set(builder.calls)):
+                raise ConfigError(
+                    f"{builder.describe(values)} does not go with {other.describe(values)}: it builds its own "
+                    f"{mode} graph, which does not {HOOKS_OF_THE_MODE[hook]}"
+                )
+
+
+def _check_single_owners(on, values):
+    for hook in SINGLE_OWNER_HOOKS:
+        owners = [t for t in on if hook in getattr(t, "hooks", ())]
+        if len(owners) > 1:
+            a, b = owners[:2]
+            raise ConfigError(
+                f"{a.describe(values)} does not go with {b.describe(values)}: both {HOOKS_OF_THE_MODE[hook]}"
+            )
+
+
+def as_flag(name, value):
+    """The flag as a user gives it: --name=value, --name, --noname."""
+    if isinstance(value, bool):
+        return f"--{name}" if value else f"--no{name}"
+    return f"--{name}={value}"
