@@ -21,6 +21,7 @@ from parallel_tf.training.techniques import easgd
 
 pytestmark = pytest.mark.inprocess
 
+RUN_SECONDS = 10
 ONE_AND_THREE = scalar_dataset(1, 3)
 TWOS = scalar_dataset(2, 2, 2, 2, 2, 2)
 QUADRATIC = scalar_recipe(half_mean_square, w0=0.0)
@@ -222,6 +223,32 @@ def test_softsync_applies_the_mean_of_every_floor_n_over_N_pushes(tmp_path, n, e
     assert run["summary"]["updates_by_worker"] == [3, 3]
 
 
+def test_a_softsync_push_waits_while_a_whole_update_awaits_the_chief(tmp_path):
+    """2-softsync on 2 workers: c = ⌊2/2⌋ = 1, so the queue holds one push. Worker 1 pushes x = 3 and fills
+    it; worker 0's push waits until the chief has applied that one (linear loss, gradient −x, α = ½:
+    w = 1 + ½·3 = 2.5), then goes in. Unbounded, pushes piled up behind a slow chief, each computed on
+    parameters missing all of them."""
+    (chief, chief_session), (other, other_session) = joined_workers(
+        LINEAR, ONE_AND_THREE, tmp_path, "async", softsync=2
+    )
+
+    def push(worker, session, x):
+        model = worker.train_graph.model
+        for fetches in worker.train_graph.plan(0):
+            session.run(fetches, {model.features: [[x]], model.labels: [int(x)]})
+
+    push(other, other_session, 3.0)
+    pushing = threading.Thread(target=push, args=(chief, chief_session, 1.0))
+    pushing.start()
+    pushing.join(0.5)
+    assert pushing.is_alive()  # waiting for room in the queue
+    apply_next_update = chief.train_graph.background.args[0]  # what the chief's background thread runs
+    chief_session.run(apply_next_update)
+    pushing.join(RUN_SECONDS)
+    assert not pushing.is_alive()
+    assert float(chief_session.run(chief.graph.get_tensor_by_name("model/w:0"))[0]) == 2.5
+
+
 def test_softsync_applies_the_pushes_left_over_at_the_end(tmp_path):
     """Five workers, 2-softsync: c = ⌊5/2⌋ = 2; one step, so 5 pushes of gradient -2 (x = 2 everywhere):
     updates of 2, 2 and the last 1 left over, each adding ½·2: w = 1 + 3 = 4 (plain async: 6; dropping
@@ -280,9 +307,9 @@ def test_hierarchical_groups_each_send_every_update_to_the_central_ps_once(tmp_p
 def test_backup_workers_apply_each_step_once_from_gradients_at_that_step(tmp_path, replicas, num_workers, missing):
     """Every worker sees x = 2, so every gradient computed at w_t is w_t - 2, and so is the mean of any R
     of them: w ← w - ½ (w - 2), 0 → 1 → 1.5 → 1.75 → 1.875 after 4 steps, whichever R arrive first.
-    A step applied twice, or a gradient computed at an older w (stale: the accumulators drop it) that was
-    applied anyway, would move w elsewhere (w_1's gradient applied at step 2 gives 2, not 1.75). A
-    worker that never comes holds nothing up."""
+    A step applied twice, or a gradient computed at an older w (stale) that was applied anyway, would move
+    w elsewhere (w_1's gradient applied at step 2 gives 2, not 1.75). A worker that never comes holds
+    nothing up. Each step applies exactly R gradients, at most one of each worker."""
     run = train(
         QUADRATIC,
         TWOS,
@@ -291,16 +318,32 @@ def test_backup_workers_apply_each_step_once_from_gradients_at_that_step(tmp_pat
         num_workers=num_workers,
         missing=missing,
         replicas_to_aggregate=replicas,
-        aggregation="accumulator",
         train_steps=4,
     )
     assert w(run) == 1.875
-    assert run["summary"]["replicas_to_aggregate"] == replicas
-    applied, dropped = run["summary"]["gradients_applied"], run["summary"]["stale_gradients_dropped"]
-    assert replicas * 4 <= applied
-    # Each push takes a token: N at the start and N more each step, so a live worker may push twice in a
-    # step, taking a dead or slow worker's token, and one of the two is then stale (dead worker: 4 + 3).
-    assert applied + dropped <= num_workers * (4 + 1)
+    summary = run["summary"]
+    assert summary["replicas_to_aggregate"] == replicas
+    assert summary["gradients_applied"] == replicas * 4
+    assert max(summary["gradients_applied_by_worker"]) <= 4
+
+
+def test_backup_workers_take_the_first_r_gradients_of_r_distinct_workers(tmp_path):
+    """Chen et al.'s rule, R = 2 of N = 3, worker 2 never starting; ½ (x − w)², α = ½, w0 = 0, x = 1, 3, 5.
+    Seed 0's epoch orders give workers 0 and 1 the x of (1, 5), (3, 5), (5, 1), (1, 3) in steps 0-3, so
+    each step applies the mean of those two gradients: w = 0 → 1.5 → 2.75 → 2.875 → 2.4375. Applying one
+    worker's gradient twice (a fast worker taking the dead one's turn) would make step 0's x mean 1 or 5."""
+    run = train(
+        QUADRATIC,
+        scalar_dataset(1, 3, 5),
+        tmp_path,
+        "sync",
+        num_workers=3,
+        missing=(2,),
+        replicas_to_aggregate=2,
+        train_steps=4,
+    )
+    assert w(run) == 2.4375
+    assert run["summary"]["gradients_applied_by_worker"] == [4, 4, 0]
 
 
 def test_a_straggler_pauses_before_each_of_its_steps_and_sync_trains_the_same(tmp_path, monkeypatch):
@@ -369,14 +412,44 @@ def test_easgd_workers_step_their_copies_and_pull_the_centre_every_period(tmp_pa
         assert run["summary"]["exchanges_by_worker"] == [2]
 
 
-def test_a_diverging_run_says_so_once_and_finishes(tmp_path, caplog):
+DIVERGING = {"learning_rate": 1e10, "train_steps": 6}
+
+
+def test_a_diverging_run_without_the_guard_says_so_once_and_finishes(tmp_path, caplog):
     """One process, gradient 1 at rate 1e38: w = 0, -1e38, -2e38, ... The loss w - mean(x) over the
     batch {1, 3} sums before it divides: 2w - 4 overflows float32 (max 3.4e38) at w = -2e38, so the
-    loss logged at step 3 is -inf, and the run says so once."""
-    run = train(scalar_recipe(slope, w0=0.0), ONE_AND_THREE, tmp_path, "single", learning_rate=1e38, train_steps=6)
+    loss logged at step 3 is -inf; with --nonan_guard the run says so once and goes on."""
+    run = train(
+        scalar_recipe(slope, w0=0.0),
+        ONE_AND_THREE,
+        tmp_path,
+        "single",
+        learning_rate=1e38,
+        train_steps=6,
+        nan_guard=False,
+    )
     assert [m["loss"] for m in run["metrics"]][2:] == [float("-inf")] * 4
     warnings = [r.getMessage() for r in caplog.records if "training has diverged" in r.getMessage()]
     assert warnings == ["the loss is -inf at step 3: training has diverged (a smaller --learning_rate may help)"]
+
+
+@pytest.mark.parametrize("mode, num_workers", [("single", 1), ("sync", 2)])
+def test_the_nan_guard_stops_at_the_first_infinite_loss_and_keeps_the_last_finite_checkpoint(
+    tmp_path, mode, num_workers
+):
+    """½ (x − w)² at rate 1e10, checkpointing every step: w ← w − 1e10 (w − 2) gives w = 2e10, then
+    2e10 − 1e10 (2e10 − 2) ≈ −2e20, both finite and checkpointed; the loss at step 3 is ½ (2e20)² = 2e40,
+    beyond float32 (3.4e38): inf, on every worker's example. The run stops there, each worker naming the
+    step, before writing anything of it: the latest checkpoint is step 2's."""
+    with pytest.raises(AssertionError) as failed:
+        train(QUADRATIC, ONE_AND_THREE, tmp_path, mode, num_workers=num_workers, checkpoint_every=1, **DIVERGING)
+    stopped = "the loss is inf at step 3: training diverged, so --nan_guard stopped it"
+    assert str(failed.value).count(stopped) == num_workers
+    assert f"{stopped}; the last checkpoint, model.ckpt-2, is kept" in str(failed.value)
+    latest = tf.train.latest_checkpoint(str(tmp_path))
+    assert latest.endswith("model.ckpt-2")
+    assert tf.train.load_variable(latest, "model/w") == pytest.approx([-2e20], rel=1e-6)
+    assert not (tmp_path / "summary.json").exists()
 
 
 def test_held_out_evaluation_reads_the_parameters_not_the_workers_copy(tmp_path):

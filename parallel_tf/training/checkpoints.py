@@ -14,6 +14,7 @@ A resume initialises only the scratch variables and then restores the rest, in t
 import os
 
 from parallel_tf.compat import tf
+from parallel_tf.errors import TaskFailure
 from parallel_tf.graph.model import SCRATCH
 
 KEEP_LATEST = 3
@@ -22,7 +23,7 @@ KEEP_LATEST = 3
 class Checkpoints:
     """Build in the graph (before it is finalised), on the chief only."""
 
-    def __init__(self, logdir, init_variables, every):
+    def __init__(self, logdir, init_variables, every, only_finite=True):
         scratch = {v.name for v in tf.get_collection(SCRATCH)}
         saved = [v for v in init_variables if v.name not in scratch]
         self.every = every
@@ -37,6 +38,9 @@ class Checkpoints:
             self.init_op = tf.variables_initializer([v for v in init_variables if v.name in scratch])
         else:
             self.init_op = tf.variables_initializer(init_variables)
+        # --nan_guard: a checkpoint is written only of finite parameters, so the last one kept is good
+        self._finite = tf.reduce_all([tf.reduce_all(tf.is_finite(v)) for v in tf.trainable_variables()])
+        self._only_finite = only_finite
 
     def restore(self, sess):
         """prepare_session's init_fn: after init_op, loads the latest checkpoint, if there is one."""
@@ -44,4 +48,17 @@ class Checkpoints:
             self._saver.restore(sess, self.latest)
 
     def save(self, sess, done):
-        self._saver.save(sess, self.prefix, global_step=done, write_meta_graph=False)
+        """Saves the variables after step `done`; with `only_finite`, refuses parameters that are NaN or
+        infinite (TaskFailure), keeping the checkpoints before."""
+        if self._only_finite and not sess.run(self._finite):
+            raise TaskFailure(
+                f"the parameters are not finite after step {done}: training diverged, so --nan_guard stopped it "
+                f"and wrote no checkpoint of them; {self.kept()}"
+            )
+        self.latest = self._saver.save(sess, self.prefix, global_step=done, write_meta_graph=False)
+
+    def kept(self):
+        """Where the last good parameters are, for a message."""
+        if not self.latest:
+            return "no checkpoint was written before"
+        return f"the last checkpoint, {os.path.basename(self.latest)}, is kept"
