@@ -20,14 +20,17 @@ def test_a_clear_difference_is_worse_for_a_loss_and_better_for_an_accuracy():
     assert difference([1, 2, 3], [4, 5, 6], lower_is_better=False).verdict == "better"
 
 
-def test_the_repeats_a_difference_needs():
-    """The same spreads: with 2 repeats a side the half-width is t(2 d.f.) · √(2/2) = 4.303 > 3, with 3
-    it is 2.776 · √(2/3) = 2.267 < 3, so 3. A difference of 0.5 needs t(2n-2) · √(2/n) < 0.5:
-    2.0003 · √(2/31) = 0.508, 1.9990 · √(2/32) = 0.4997, so 32, and 3 repeats cannot tell."""
-    assert difference([1, 2, 3], [4, 5, 6]).repeats_needed == 3
+def test_the_repeats_a_difference_needs_at_80_percent_power():
+    """The same spreads (variance 1 a side): n repeats a side find a difference d at 80% power once
+    (t(0.975) + t(0.80)) · √(2/n) ≤ d, t of 2n − 2 d.f. For d = 3: n = 3 gives (2.7764 + 0.9410) · 0.8165
+    = 3.035 > 3, n = 4 gives (2.4469 + 0.9057) · 0.7071 = 2.371, so 4 (the interval alone excludes 0 at 3,
+    which finds it half the time). For d = 0.5: (1.9793 + 0.8445) · √(2/63) = 0.5031, (1.9790 + 0.8445) ·
+    √(2/64) = 0.4991, so 64; and d = 1, one standard deviation, 17 (0.9912; 16 gives 1.0239)."""
+    assert difference([1, 2, 3], [4, 5, 6]).repeats_needed == 4
     small = difference([1, 2, 3], [1.5, 2.5, 3.5])
     assert small.verdict == "no measurable difference" and small.low < 0 < small.high
-    assert small.repeats_needed == 32
+    assert small.repeats_needed == 64
+    assert difference([1, 2, 3], [2, 3, 4]).repeats_needed == 17
 
 
 def test_one_repeat_is_not_measured_and_equal_runs_differ_by_nothing():
@@ -48,11 +51,11 @@ def test_time_to_target_is_the_first_evaluation_that_reached_it():
 def test_repeats_paired_by_seed_leave_out_how_much_the_seeds_differ():
     """Seeds 0-3: baseline {1, 5, 9, 13}, variant {2, 6, 10, 15}. Unpaired, the seeds' own spread (sd
     5.2) hides the difference. Paired, the per-seed differences {1, 1, 1, 2} have mean 1.25 and sd 0.5:
-    1.25 ± t(3 d.f.) · 0.5/√4 = 1.25 ± 3.1824 · 0.25 = [0.454, 2.046], worse; three seeds would do
-    (4.3027 · 0.5/√3 = 1.242 < 1.25), two would not (12.706 · 0.5/√2 = 4.49)."""
+    1.25 ± t(3 d.f.) · 0.5/√4 = 1.25 ± 3.1824 · 0.25 = [0.454, 2.046], worse; at 80% power four seeds
+    are needed ((3.1824 + 0.9785) · 0.5/√4 = 1.040 ≤ 1.25), three are not ((4.3027 + 1.0607) · 0.5/√3 = 1.548)."""
     baseline, variant = [1, 5, 9, 13], [2, 6, 10, 15]
     assert difference(baseline, variant).verdict == "no measurable difference"
     paired = difference(baseline, variant, paired=True)
     half = 3.182446305284263 * 0.25
     assert paired.mean == 1.25 and (paired.low, paired.high) == pytest.approx((1.25 - half, 1.25 + half))
-    assert (paired.verdict, paired.repeats_needed) == ("worse", 3)
+    assert (paired.verdict, paired.repeats_needed) == ("worse", 4)

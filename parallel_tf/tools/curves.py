@@ -20,7 +20,7 @@ def plot(rows, path):
         if row["variant"] != "reference":
             by_bytes.plot(row["megabytes_sent"], losses, **{**style, "color": line.get_color()})
     by_step.set_xlabel("global step")
-    by_time.set_xlabel("seconds since the run's first logged step")
+    by_time.set_xlabel("seconds since training started")
     by_bytes.set_xlabel("MB the chief has sent")
     by_step.set_ylabel("training loss (logged batch)")
     by_step.set_yscale("log")

@@ -33,7 +33,7 @@ import time
 
 from absl import app, flags
 
-from parallel_tf.cli import exit_config_error, parse_flags_or_exit, positive_ints
+from parallel_tf.cli import define_float, exit_config_error, parse_flags_or_exit, positive_ints
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
 from parallel_tf.files import write_atomically
@@ -76,14 +76,14 @@ def define_study_flags():
         'Instead of --modes: variants to compare, separated by ";", each a mode and its own flags, e.g. '
         '"async;async --staleness_aware;async --delay_compensation=0.5". The first is the baseline.',
     )
-    flags.DEFINE_float(
+    define_float(
         "target_accuracy",
         None,
         "Report the seconds each run took to reach this held-out accuracy, and compare them.",
         lower_bound=0.0,
         upper_bound=1.0,
     )
-    flags.DEFINE_float(
+    define_float(
         "target_loss", None, "Report the seconds each run took to get down to this held-out loss.", lower_bound=0.0
     )
 
@@ -214,10 +214,10 @@ def _variants(text):
             raise ConfigError(f"--variants: {item!r} must start with a mode, one of {', '.join(MODES)}")
         if not all(flag.startswith("--") for flag in variant_flags):
             raise ConfigError(f"--variants: {item!r}: after the mode, only --flags")
-        for flag in variant_flags:  # a mode option of another mode: caught before any run
-            scope = _mode_option_scope(flag[2:].split("=")[0])
+        for flag in variant_flags:  # a declared flag of other modes: caught before any run
+            name, scope = _declared_scope(flag[2:].split("=")[0])
             if mode not in scope:
-                raise ConfigError(f"--variants: {item!r}: {task_flags.not_for_mode(flag.split('=')[0], mode, scope)}")
+                raise ConfigError(f"--variants: {item!r}: {task_flags.not_for_mode(name, mode, scope)}")
         variants.append((item, mode, variant_flags))
     if not variants:
         raise ConfigError("--variants: empty")
@@ -225,12 +225,13 @@ def _variants(text):
     return variants
 
 
-def _mode_option_scope(name):
-    """The modes a flag (maybe a boolean's --noNAME) applies to: every mode unless it is a mode option."""
-    scopes = task_flags.MODE_OPTION_SCOPES
+def _declared_scope(name):
+    """(the flag's name, the modes it applies to) for a flag, maybe a boolean's --noNAME: every mode unless
+    a declaration (a technique or an option) says otherwise."""
+    scopes = task_flags.DECLARED_SCOPES
     if name not in scopes and name.startswith("no") and name[2:] in scopes:
         name = name[2:]
-    return scopes.get(name, MODES)
+    return name, scopes.get(name, MODES)
 
 
 def _slug(variant):
@@ -239,15 +240,16 @@ def _slug(variant):
 
 
 def _modes(names):
-    """The --modes to study; a mode option given must apply to every one of them, or some runs would not
+    """The --modes to study; a declared flag given must apply to every one of them, or some runs would not
     be the experiment the user asked for."""
     unknown = [m for m in names if m not in MODES]
     if unknown or not names:
         raise ConfigError(f"--modes: {', '.join(unknown) or 'empty'}: choose from {', '.join(MODES)}")
-    for name, scope in task_flags.MODE_OPTION_SCOPES.items():
+    for name, scope in task_flags.DECLARED_SCOPES.items():
         outside = [mode for mode in names if mode not in scope]
         if FLAGS[name].present and outside:
-            raise ConfigError(f"--{name} is a {'|'.join(scope)}-mode option: use it with --modes={','.join(scope)}")
+            modes = [mode for mode in scope if mode in MODES]
+            raise ConfigError(f"--{name} is a {'|'.join(modes)}-mode option: use it with --modes={','.join(modes)}")
     return names
 
 
@@ -286,10 +288,11 @@ class Study:
             "examples_per_sec": summary["examples_per_sec"],
             "logdir": logdir,
             "losses": [(m["step"], m["loss"]) for m in metrics],
-            "held_out": held_out.evaluations(metrics),
-            "seconds": [m["wall_time"] - metrics[0]["wall_time"] for m in metrics],
+            "held_out": held_out.evaluations(metrics, summary["train_started"]),
+            "seconds": [m["wall_time"] - summary["train_started"] for m in metrics],
             "bytes_sent_per_step": summary.get("bytes_sent_per_step", 0),
             "megabytes_sent": curves.megabytes_sent(metrics),
+            "declared": summary.get("declared", {}),  # every technique and option that took effect, and how
             **_staleness(summary.get("staleness_histogram")),
         }
         if variant == "reference":
@@ -378,8 +381,9 @@ class Study:
         return list(self.references.values())
 
     def _markdown(self, verdicts, comparisons):
+        kind = f"Variants compared with `{self.rows[0]['variant']}`" if comparisons else "Reproducibility study"
         lines = [
-            f"# Reproducibility study: {os.path.basename(self.recipe)}",
+            f"# {kind}: {os.path.basename(self.recipe)}",
             "",
             "| variant | N | repeat | params_sha256 | final loss | eval accuracy "
             "| max \\|Δparam\\| vs reference | examples/sec | KB sent/step | mean staleness | max staleness |",
@@ -396,7 +400,21 @@ class Study:
             )
         lines += held_out.markdown(comparisons, self.target)
         lines += ["", *[f"- {line}" for line in self._lines(verdicts, comparisons)], ""]
+        lines += _what_ran(self.rows)
         return "\n".join(lines)
+
+
+def _what_ran(rows):
+    """What each variant's runs had on, as summary.json's `declared` says (the schedule in its clock, the
+    compression algorithm, ...): a report says exactly what it compared."""
+    seen = {}
+    for row in rows:
+        seen.setdefault((row["variant"], json.dumps(row["declared"], sort_keys=True)), row["declared"])
+    lines = ["## What ran", ""]
+    for (variant, _), declared in seen.items():
+        parts = "; ".join(f"{name} {json.dumps(what, sort_keys=True)}" for name, what in declared.items())
+        lines.append(f"- `{variant}`: {parts or 'no technique or option beyond the mode'}")
+    return [*lines, ""]
 
 
 def _staleness(histogram):
