@@ -5,7 +5,8 @@ k = --global_batch_size / b, wherever a rate is used (the optimizer, a local SGD
 does. The chief logs the rate (`scheduled_rate`). The rule scales the rate with the batch an update
 averages, which is the global batch only where every update is a lockstep step of all the workers: an
 async push applies one worker's B/N examples (summed over --push_every steps), and a hierarchical
-group's step its group's, so k = B/b would scale them N times too far; refused there."""
+group's step its group's, so k = B/b would scale them N times too far; refused there, and with backup
+workers, whose update averages R of the N shards."""
 
 from absl import flags
 
@@ -20,6 +21,10 @@ OPTION = Option(
     enabled=lambda values, cluster: values["linear_scaling_batch"] > 0,
     why_not_other_modes="the rule scales the rate with the batch an update averages, the global batch only in "
     "lockstep; an async push is one worker's, a hierarchical group's step its group's",
+    conflicts={
+        "backup_workers": "an update averages the first R workers' shards, R·B/N examples, not the global batch "
+        "the rule scales by"
+    },
     record=schedule_record,
 )
 
