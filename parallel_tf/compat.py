@@ -7,6 +7,16 @@ which ask for `tensorflow_v2()`. TF's C++ start-up chatter is hidden unless the 
 it, and oneDNN's custom kernels are off by default: their results depend on computation order,
 which reproducibility studies must control (set TF_ENABLE_ONEDNN_OPTS=1 to turn them back on).
 
+The kernel path is pinned too, so a params_sha256 is the same on every x86-64 machine with AVX2:
+TensorFlow's CPU MatMul and convolutions go through Eigen's contraction into oneDNN's sgemm even
+with TF_ENABLE_ONEDNN_OPTS=0, and oneDNN picks AVX2 or AVX-512 code at run time from the CPU, which
+sums in another order. ONEDNN_MAX_CPU_ISA caps that choice at AVX2 (unless the environment sets it):
+the default run ended on 0419aeb1... with the cap and f31fc5f1... without it on an AVX-512 EPYC, at
+no measurable cost (BENCHMARKS.md). The other half is the intra-op thread count, by which Eigen splits
+a contraction's sums: the CNN ended on three hashes at 1, 2 and 4 threads. TensorFlow 2 sizes that pool
+once, from TF_NUM_INTRAOP_THREADS, as it loads (a session's ConfigProto comes too late), so it is fixed
+here, 2 whatever the cores, and --intra_op_threads sets it before the import (pin_intra_op_threads).
+
 The import happens on first use of `tf`, not when a module is loaded: a task refused for a bad
 flag or spec exits in a fraction of a second instead of after TensorFlow's import (3-6 s).
 
@@ -20,13 +30,21 @@ import functools
 import os
 import sys
 
+from parallel_tf.errors import ConfigError
+
 _KERAS_EAGER_LOAD = "keras.src.optimizers"  # what tensorflow/__init__.py imports, in try/except ImportError
+MAX_CPU_ISA = "ONEDNN_MAX_CPU_ISA"
+PINNED_ISA = "AVX2"  # what every x86-64 CPU of the last ten years has, so everyone's kernels are the same
+INTRA_OP_THREADS = "TF_NUM_INTRAOP_THREADS"
+PINNED_THREADS = 2  # --intra_op_threads' default
 
 
 @functools.cache
 def _import_tensorflow():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    os.environ.setdefault(MAX_CPU_ISA, PINNED_ISA)
+    os.environ.setdefault(INTRA_OP_THREADS, str(PINNED_THREADS))
     skip_keras = _KERAS_EAGER_LOAD not in sys.modules
     if skip_keras:
         sys.modules[_KERAS_EAGER_LOAD] = None  # makes that import raise ImportError, which TF passes over
@@ -36,6 +54,23 @@ def _import_tensorflow():
         if skip_keras:
             del sys.modules[_KERAS_EAGER_LOAD]  # a later import of it (tf.keras) works as usual
     return tensorflow
+
+
+def pin_intra_op_threads(count):
+    """Sets the intra-op threads TensorFlow will size its CPU pool with; refused once it has loaded with
+    another count (a process that trains several runs, as the tests do), which would silently not apply."""
+    loaded = _import_tensorflow.cache_info().currsize
+    if loaded and os.environ.get(INTRA_OP_THREADS) != str(count):
+        raise ConfigError(
+            f"--intra_op_threads={count}: TensorFlow loaded in this process with "
+            f"{os.environ.get(INTRA_OP_THREADS)} and sizes its threads once"
+        )
+    os.environ[INTRA_OP_THREADS] = str(count)
+
+
+def intra_op_threads():
+    """The count TensorFlow sizes its CPU pool with in this process (pinned unless the environment set it)."""
+    return int(os.environ.get(INTRA_OP_THREADS, PINNED_THREADS))
 
 
 @functools.cache

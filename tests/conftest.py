@@ -53,6 +53,7 @@ def tensorflow_imported():
 ENVIRONMENT_SET_BY_IMPORTS = {
     "TF_CPP_MIN_LOG_LEVEL",
     "TF_ENABLE_ONEDNN_OPTS",
+    "ONEDNN_MAX_CPU_ISA",
     "KMP_DUPLICATE_LIB_OK",
     "KMP_INIT_AT_FORK",
 }

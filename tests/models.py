@@ -18,7 +18,9 @@ def recipe_module(name, path):
     return module
 
 
-MLP = Recipe(name="mnist", model_fn=recipe_module("mnist", RECIPE).mlp, datasets={})
+MNIST = recipe_module("mnist", RECIPE)
+MLP = Recipe(name="mnist", model_fn=MNIST.mlp, datasets={})
+CNN = Recipe(name="mnist", model_fn=MNIST.cnn, datasets={})
 DEFAULTS = run_settings(
     mode="single",
     job_name="worker",

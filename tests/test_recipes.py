@@ -38,10 +38,12 @@ def test_cifar10_recipe_trains_on_the_archive_with_augmentation(tmp_path):
     write_cifar10(tmp_path, per_batch=24, archive=True)
     logdir = tmp_path / "run"
     summary = train(
-        cifar_command(f"--data_dir={tmp_path}", f"--logdir={logdir}", "--train_steps=40", "--augment"), logdir
+        cifar_command(f"--data_dir={tmp_path}", f"--logdir={logdir}", "--train_steps=80", "--augment"), logdir
     )
     assert (summary["recipe"], summary["dataset"]) == ("cifar10", "cifar10")
-    assert summary["eval_accuracy"] >= 0.6  # 0.75 here (18/24) in 40 augmented steps; chance is 0.1
+    # 0.67 (16/24) in 80 augmented steps, on every x86-64 machine with AVX2 (the pinned kernels: 40 steps
+    # gave 0.29 with them, 0.75 without them here); misread images or labels would be chance, 0.1
+    assert summary["eval_accuracy"] >= 0.6
 
 
 @pytest.mark.parametrize(

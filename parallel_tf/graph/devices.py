@@ -5,7 +5,9 @@ Parameters always live on a ps task's CPU, spread by size (greedy, largest load 
 """
 
 import os
+import platform
 
+from parallel_tf import compat
 from parallel_tf.compat import tf
 
 
@@ -78,6 +80,30 @@ def worker_device_filters(cluster, task_index):
     return [*servers, f"/job:worker/task:{task_index}"]
 
 
+def kernel_path():
+    """What a run's CPU bits depend on, for summary.json: the instruction-set cap oneDNN ran under and the
+    intra-op threads (compat.py pins both), and the machine's CPU with the vector extensions it has."""
+    return {
+        "onednn_max_cpu_isa": os.environ.get(compat.MAX_CPU_ISA, ""),
+        "intra_op_threads": compat.intra_op_threads(),
+        **_cpu(),
+    }
+
+
+def _cpu():
+    """The CPU's model name and which of the extensions that change kernels' bits it has (Linux's cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            fields = {key.strip(): value.strip() for key, value in (line.split(":", 1) for line in f if ":" in line)}
+    except OSError:
+        return {"cpu": platform.processor(), "cpu_extensions": []}
+    flags = set(fields.get("flags", "").split())
+    return {
+        "cpu": fields.get("model name", ""),
+        "cpu_extensions": [x for x in ("avx2", "fma", "avx512f") if x in flags],
+    }
+
+
 def server_config(cluster):
     """A task's server options: session_config's, and in a cluster of workers only (all-reduce) the worker
     that resolves who takes part in each collective (TensorFlow's group leader), the chief."""
@@ -92,11 +118,13 @@ def session_config(device_filters=None, operation_timeout_secs=0):
     taken as needed, so workers sharing a GPU (more workers than GPUs) do not starve each other,
     and a deadline on every blocking op (0: none), so a dead peer is an error, not a hang. Idle
     threads sleep instead of spinning, where TensorFlow has the option (not 1.15): several tasks share
-    a machine's cores, and a spinning thread of one takes them from the others."""
+    a machine's cores, and a spinning thread of one takes them from the others. The intra-op threads
+    are compat.py's pinned count (TensorFlow 1.15 sizes its pool from the first session's options)."""
     config = tf.ConfigProto(
         allow_soft_placement=True,
         device_filters=device_filters or [],
         operation_timeout_in_ms=int(operation_timeout_secs * 1000),
+        intra_op_parallelism_threads=compat.intra_op_threads(),
     )
     config.gpu_options.allow_growth = True
     if "disable_thread_spinning" in config.experimental.DESCRIPTOR.fields_by_name:

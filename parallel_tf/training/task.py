@@ -12,6 +12,7 @@ import time
 
 from absl import app, flags, logging
 
+from parallel_tf import compat
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit
 from parallel_tf.cluster import slurm
 from parallel_tf.cluster.config import SERVER_JOBS
@@ -41,6 +42,7 @@ def main(recipe, argv):
     _configure_logging()
     try:
         settings = settings_from_flags()
+        compat.pin_intra_op_threads(settings.intra_op_threads)  # before anything loads TensorFlow
         if flags.FLAGS.check_flags:  # every flag checked; nothing started, read or written
             datasets.check_loader_flags(recipe.datasets[settings.dataset], settings)
             return

@@ -27,6 +27,7 @@ import os
 
 from absl import flags
 
+from parallel_tf import compat
 from parallel_tf.cli import define_float, validate_by_parsing
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.cluster import slurm
@@ -63,6 +64,7 @@ CORE_RUN_FLAGS = (
     "operation_timeout",
     "trace_steps",
     "nan_guard",
+    "intra_op_threads",
 )
 
 
@@ -263,6 +265,14 @@ def define_run_flags(flag_values=FLAGS):
         "whose parameters are finite; --nonan_guard trains on and logs it.",
         flag_values=flag_values,
     )
+    flags.DEFINE_integer(
+        "intra_op_threads",
+        compat.PINNED_THREADS,
+        "Threads each task's CPU kernels split an op over. Fixed, whatever the machine's cores, because Eigen "
+        "splits a matrix product's sums by it: the same count trains the same bits on every machine.",
+        lower_bound=1,
+        flag_values=flag_values,
+    )
     options.define_flags(run_options=True, flag_values=flag_values)
 
 
@@ -391,6 +401,7 @@ class Settings:
     lr_decay_milestones: tuple = ()  # of ints
     linear_scaling_batch: int = 0
     nan_guard: bool = True
+    intra_op_threads: int = compat.PINNED_THREADS
     startup_timeout: float = 60.0
     checkpoint_every: int = 100
     fresh: bool = False

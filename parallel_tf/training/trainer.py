@@ -14,6 +14,7 @@ import time
 import numpy as np
 from absl import logging
 
+from parallel_tf import compat
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import GlobalBatchSharder
 from parallel_tf.errors import TaskFailure, chief_did_not_initialise
@@ -36,6 +37,7 @@ class Trainer:
     chief's summary (None on other workers)."""
 
     def __init__(self, recipe, dataset, settings, target=""):
+        compat.pin_intra_op_threads(settings.intra_op_threads)  # refused where TensorFlow loaded with another
         self.recipe, self.dataset, self.settings, self.target = recipe, dataset, settings, target
         self._diverged = self._rejoined = False
         self.session_runs = 0  # the training runs this process made: with --steps_per_run, one per k steps
@@ -292,6 +294,7 @@ class Trainer:
             "wall_seconds": wall_seconds,
             "train_started": self.train_started,  # wall time of this process's first step (a study's clock starts here)
             "tf_version": tf.VERSION,
+            "kernels": devices.kernel_path(),  # what the bits depend on besides the flags
             "techniques": list(settings.techniques),  # what ran, as check_run decided
             "declared": settings.declared(),  # every technique and option on, and what it did
             "session_runs": self.session_runs,
