@@ -574,3 +574,10 @@ def task_refusal(args):
     except (flags.Error, ConfigError) as e:
         return str(e)
     return None
+
+
+@pytest.mark.cluster
+def test_a_refused_run_leaves_no_logdir_behind(outcomes, tmp):
+    """Every command above ran in `tmp` and was refused: none left the runs/<recipe>-<mode>-<time> a
+    launch makes for itself (the launcher removes it while empty), nor runs/ itself."""
+    assert outcomes and not (tmp / "runs").exists(), sorted(str(p) for p in (tmp / "runs").rglob("*"))

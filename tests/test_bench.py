@@ -65,6 +65,7 @@ def test_bench_runs_the_peer_on_the_same_model(procs, tmp_path):
     run = procs.start([*command, f"--out={out}", f"--report={report}"])
     assert run.wait(300) == 0, run.output
     assert "[bench] 1/1: mlp, MultiWorkerMirroredStrategy, 1 worker(s)" in run.output
+    assert run.lines[-1] == f"[bench] the runs (summary.json, metrics.jsonl, each run's logs) are in {out}"
     assert any(re.match(r"MultiWorkerMirroredStrategy +1 +[0-9.]+ ", line) for line in run.lines), run.output
     text = report.read_text()
     assert bench.BEGIN in text and "| MultiWorkerMirroredStrategy | 1 |" in text

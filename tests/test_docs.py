@@ -3,12 +3,15 @@ numbers they quote from a test are that test's numbers."""
 
 import ast
 import re
+import signal
 
 import pytest
 import test_bad_input
 import test_composition
 import test_traffic
 from conftest import REPO
+
+from parallel_tf.training.train_graph import MODES
 
 DOCS = [REPO / "README.md", REPO / "BENCHMARKS.md", *sorted((REPO / "docs").rglob("*.md"))]
 # A path the docs name: under a folder of the repository, ending in a file name with an extension
@@ -111,3 +114,26 @@ def test_the_docs_quote_the_bad_input_test_s_case_count():
 def docs_text():
     """Every doc's text, its lines joined by spaces: a quoted phrase may wrap anywhere."""
     return " ".join(" ".join(doc.read_text() for doc in DOCS).split())
+
+
+def test_commands_that_run_the_package_use_the_virtualenv_s_python():
+    """A new user's shell has no absl: every README command that runs a recipe or a module of the package
+    names .venv's Python (the launcher and the tests make it), so it works as written."""
+    commands = re.findall(
+        r"^(?:srun )?(\S*python3?) (?:recipes/|-m parallel_tf)", (REPO / "README.md").read_text(), re.M
+    )
+    assert commands and set(commands) == {".venv/bin/python"}
+
+
+def test_every_exit_code_the_launcher_gives_is_documented():
+    """0, 1, 2, and 128 + SIGINT or SIGTERM from processes.py's handler."""
+    codes = (REPO / "docs" / "failures-and-security.md").read_text().split("## Errors and exit codes")[1]
+    for code in (0, 1, 2, 128 + signal.SIGINT, 128 + signal.SIGTERM):
+        assert f"`{code}`" in codes, code
+
+
+def test_the_index_names_every_mode():
+    row = next(
+        line for line in (REPO / "docs" / "index.md").read_text().splitlines() if "(modes-and-techniques.md)" in line
+    )
+    assert all(mode in row for mode in MODES), row

@@ -62,3 +62,14 @@ def test_cifar10_cnn_with_augmentation_repeats_bitwise_on_a_sync_cluster(tmp_pat
 
 def _augment(images, step, positions, settings):
     return random_crop_and_flip(images, step, positions, settings.global_batch_size, settings.seed)
+
+
+@pytest.mark.parametrize("mode", ["sync", "allreduce"])
+def test_a_finished_run_trained_on_to_more_steps_ends_on_the_straight_run(tmp_path, mode):
+    """20 steps, finished (summary.json written), then the same logdir with --train_steps=30: the run
+    resumes from its last checkpoint and ends on the bits of 30 steps run straight."""
+    flags = {**FLAGS, "train_steps": 20, "log_every": 10}
+    train(MLP, DIGITS, tmp_path / "extended", mode, **flags)
+    extended = train(MLP, DIGITS, tmp_path / "extended", mode, **{**flags, "train_steps": 30})["summary"]
+    assert extended["session_runs"] == 10  # steps 20-29: resumed, not trained again from 0
+    assert extended["params_sha256"] == sha(tmp_path / "straight", mode, log_every=10)

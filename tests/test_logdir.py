@@ -43,3 +43,16 @@ def test_default_logdirs_started_in_the_same_second_differ(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     first, second = default_logdir("mnist", "sync"), default_logdir("mnist", "sync")
     assert first != second and (tmp_path / first).is_dir() and (tmp_path / second).is_dir()
+
+
+def test_a_finished_run_trains_on_when_asked_for_more_steps(tmp_path):
+    """--train_steps may grow: a finished run of 1000 steps trains on to 2000 from its last checkpoint
+    (test_equalities.py: it ends on the straight run); the same or fewer steps are refused, saying so."""
+    (tmp_path / "summary.json").write_text(json.dumps({"train_steps": 1000}))
+    assert prepare_logdir(str(tmp_path), train_steps=2000) is None
+    with pytest.raises(ConfigError) as refused:
+        prepare_logdir(str(tmp_path), train_steps=1000)
+    assert str(refused.value) == (
+        f"--logdir={tmp_path} already holds a finished run (summary.json of 1000 steps); choose another --logdir, "
+        "pass --fresh to move it aside and start over, or a --train_steps above 1000 to train it on"
+    )

@@ -38,7 +38,7 @@ from parallel_tf.errors import ConfigError, TaskFailure
 from parallel_tf.launch import fence, hosts
 from parallel_tf.launch.processes import Cluster, describe_exit, say
 from parallel_tf.training import task_flags
-from parallel_tf.training.logdir import default_logdir, prepare_logdir
+from parallel_tf.training.logdir import default_logdir, prepare_logdir, remove_if_empty
 
 CHECK_TIMEOUT_SECS = 120
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -88,6 +88,7 @@ def define_launcher_flags():
 
 def main(argv):
     recipe_flags = [arg for arg in argv[1:] if arg != "--"]  # the recipe's own (--model, --dataset, ...)
+    run_dir = None
     try:
         recipe_path = resolve_recipe(FLAGS.recipe)
         task_flags.check_shape_flags(FLAGS.mode)
@@ -112,11 +113,13 @@ def main(argv):
             *recipe_flags,
         ]
         check_task_flags(cluster, recipe_path, common)
-        moved_to = prepare_logdir(run_dir, fresh=FLAGS.fresh)
+        moved_to = prepare_logdir(run_dir, fresh=FLAGS.fresh, train_steps=FLAGS.train_steps)
         simulated = hosts.SimulatedHosts(FLAGS.simulate_hosts) if FLAGS.simulate_hosts else None
     except ConfigError as e:
+        remove_if_empty(None if FLAGS["logdir"].present else run_dir)  # default_logdir made it
         exit_config_error(str(e))
     except TaskFailure as e:
+        remove_if_empty(None if FLAGS["logdir"].present else run_dir)
         say(f"error: {e}")
         sys.exit(1)
     say(fenced)

@@ -148,6 +148,7 @@ def main(argv):
     if FLAGS.report:
         write_report(FLAGS.report, report_markdown(tables, results, FLAGS.report))
         print(f"\nwrote {FLAGS.report}")
+    print(f"\n[bench] the runs (summary.json, metrics.jsonl, each run's logs) are in {out}")
 
 
 def repeats():

@@ -26,8 +26,18 @@ def default_logdir(recipe, mode):
             raise ConfigError(f"cannot create {path} for the outputs: {e.strerror}; give --logdir") from None
 
 
-def prepare_logdir(logdir, flag="--logdir", markers=FINISHED_MARKERS, fresh=False):
-    """Creates `logdir`, refusing one that holds a finished run (`markers`) so none is overwritten.
+def remove_if_empty(path):
+    """Removes a default logdir that a refused or failed start made and left empty, with runs/ if that is
+    empty too: a run that never started leaves nothing behind."""
+    if path and os.path.isdir(path) and not os.listdir(path):
+        os.removedirs(path)
+
+
+def prepare_logdir(logdir, flag="--logdir", markers=FINISHED_MARKERS, fresh=False, train_steps=None):
+    """Creates `logdir`, refusing one that holds a finished run (`markers`) so none is overwritten,
+    unless `train_steps` is more than it trained: then the run trains on from its last checkpoint
+    (a resume, checked like any other by check_same_run), as the same command with a larger
+    --train_steps would after an interruption.
 
     With `fresh`, a non-empty `logdir` is first renamed to `<logdir>.old-<time>`; returns that
     path (None if nothing was moved) so the caller can say where the old run went.
@@ -37,11 +47,22 @@ def prepare_logdir(logdir, flag="--logdir", markers=FINISHED_MARKERS, fresh=Fals
         moved_to = next(p for p in _numbered(f"{os.path.normpath(logdir)}.old-{_now()}") if not os.path.exists(p))
         os.rename(logdir, moved_to)
     for marker in markers:
-        if os.path.exists(os.path.join(logdir, marker)):
-            raise ConfigError(
-                f"{flag}={logdir} already holds a finished run ({marker}); choose another {flag}"
-                + (", or pass --fresh to move it aside and start over" if flag == "--logdir" else "")
+        if not os.path.exists(os.path.join(logdir, marker)):
+            continue
+        trained = _steps_trained(logdir) if train_steps else None
+        if trained is not None and train_steps > trained:
+            continue
+        of = f" of {trained} steps" if trained is not None else ""
+        raise ConfigError(
+            f"{flag}={logdir} already holds a finished run ({marker}{of}); choose another {flag}"
+            + (
+                f", pass --fresh to move it aside and start over, or a --train_steps above {trained} to train it on"
+                if trained is not None
+                else ", or pass --fresh to move it aside and start over"
+                if flag == "--logdir"
+                else ""
             )
+        )
     try:
         os.makedirs(logdir, exist_ok=True)
         probe = os.path.join(logdir, ".write_test")
@@ -51,6 +72,15 @@ def prepare_logdir(logdir, flag="--logdir", markers=FINISHED_MARKERS, fresh=Fals
     except OSError as e:
         raise ConfigError(f"{flag}={logdir}: cannot write there: {e.strerror}") from None
     return moved_to
+
+
+def _steps_trained(logdir):
+    """The --train_steps of the finished run in `logdir` (its summary.json), or None."""
+    try:
+        with open(os.path.join(logdir, FINISHED_MARKERS[0]), encoding="utf-8") as f:
+            return int(json.load(f)["train_steps"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def check_same_run(logdir, identity):

@@ -61,9 +61,21 @@ def main(recipe, argv):
 
 
 def train(recipe, settings):
-    """A worker: claims the logdir (chief), waits for its servers, starts its own, loads data, trains."""
+    """A worker: claims the logdir (chief), waits for its servers, starts its own, loads data, trains. A
+    default logdir it made is removed again if the start is refused and it is still empty."""
+    made_logdir = settings.is_chief and not settings.logdir
     if settings.is_chief:  # before loading data, which may mean a download: a bad logdir should fail first
         settings = _claim_logdir(recipe, settings)
+    try:
+        _start_and_train(recipe, settings)
+    except (ConfigError, TaskFailure):
+        if made_logdir:
+            logdir.remove_if_empty(settings.logdir)
+        raise
+
+
+def _start_and_train(recipe, settings):
+    """The rest of a worker's start, once its logdir is claimed: its server and peers, its data, training."""
     target = ""
     if settings.cluster:  # before the data loads: a missing peer is reported within --startup_timeout of the start
         cluster = settings.cluster
@@ -88,7 +100,7 @@ def _narrow_gpus(cuda_visible_devices):
 def _claim_logdir(recipe, settings):
     """The chief's logdir: created, or an interrupted run of this same command in it (to resume)."""
     run_dir = settings.logdir or logdir.default_logdir(recipe.name, settings.mode)
-    moved_to = logdir.prepare_logdir(run_dir, fresh=settings.fresh)
+    moved_to = logdir.prepare_logdir(run_dir, fresh=settings.fresh, train_steps=settings.train_steps)
     if moved_to:
         logging.info("--fresh: moved the old %s aside to %s", run_dir, moved_to)
     logdir.check_same_run(run_dir, logdir.run_identity(recipe.name, settings))
