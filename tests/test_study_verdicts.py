@@ -3,9 +3,11 @@ metrics and parameters written as a run leaves them)."""
 
 import json
 import math
+import sys
 
 import numpy as np
 import pytest
+from conftest import RECIPE
 
 from parallel_tf.tools import study
 
@@ -57,6 +59,7 @@ def fake_run(tmp_path, name, evaluations):
     summary = {"params_sha256": name, "final_loss": loss, "eval_accuracy": accuracy, "examples_per_sec": 1.0}
     summary["train_started"] = 1000.0
     summary["declared"] = {"staleness_aware": {"staleness_aware": True}} if "aware" in name else {}
+    summary["staleness_aware_pushes"] = 3 if "aware" in name else 0
     return str(logdir), summary
 
 
@@ -163,3 +166,34 @@ def test_with_seeds_each_run_is_compared_with_the_reference_of_its_seed(tmp_path
     assert compared["paired_by_seed"] and (loss["mean"], loss["low"], loss["high"]) == (0.375, 0.375, 0.375)
     markdown = (tmp_path / "report.md").read_text()
     assert "| sync | 2 | seed 1 | `sync-s1` |" in markdown and "| reference | 1 | seed 1 | `reference-s1` |" in markdown
+
+
+def test_a_strict_study_s_reference_is_sync_on_one_worker():
+    """The one process sums its batch in one pass, the strict rows in microbatches: a 1-worker strict row
+    differed from it by 1.2e-07. A strict study's reference is a 1-worker sync run (strict, as the study's
+    mode options go to every sync run), which every strict row equals bit for bit."""
+    mode, command = study._reference(RECIPE, strict=True)
+    assert (mode, command[-2:]) == ("sync", ["--mode=sync", "--num_workers=1"])
+    assert study._reference(RECIPE, strict=False) == ("single", [sys.executable, RECIPE])
+
+
+def test_a_comparison_says_when_its_repeats_are_copies_and_when_a_technique_never_acted(tmp_path, no_plots):
+    """sync against sync --clip_norm=1 with --repeats: every repeat of a side is the same bits, and the norm
+    was never reached (clipped_updates 0): '+0 [+0, +0]' would read as a measured non-effect."""
+    report = study.Study(str(tmp_path), "mnist.py")
+    report.add("reference", 1, 1, *fake_run(tmp_path, "reference", [(50, 1, 1.0, 0.9)]))
+    for variant in ("sync", "sync --clip_norm=1"):
+        for repeat in (1, 2):
+            logdir, summary = fake_run(tmp_path, f"{variant[-4:]}{repeat}", [(50, 1, 1.0, 0.9)])
+            summary["params_sha256"] = "the same bits"
+            if "clip" in variant:
+                summary.update(declared={"clipping": {"clip_norm": 1.0}}, clipped_updates=0)
+            report.add(variant, 2, repeat, logdir, summary)
+    (compared,) = report.comparisons()
+    assert compared["cautions"] == [
+        "every repeat of each side is bitwise the same run, so the interval measures no variation: give "
+        "--seeds=0,1,2,3,4 for repeats that differ in data order and initial parameters",
+        "--clip_norm (clipped_updates 0) in every run: it never acted, so the variant trained the baseline",
+    ]
+    assert report.verdict_lines()[-1].endswith("it never acted, so the variant trained the baseline)")
+    assert "- `sync --clip_norm=1` (N=2): every repeat of each side" in (tmp_path / "report.md").read_text()

@@ -47,7 +47,23 @@ def _compared(variant, n, baseline_variant, baseline, runs, target_accuracy, tar
     result["final_eval_loss"] = measure(lambda run: run["held_out"][-1][2])
     if target_accuracy is not None or target_loss is not None:
         result["seconds_to_target"] = measure(lambda run: _seconds(run, target_accuracy, target_loss))
+    result["cautions"] = _cautions(baseline, runs)
     return result
+
+
+def _cautions(baseline, runs):
+    """What makes the interval say less than it seems: repeats that are bitwise copies of each other (sync's
+    are, for one seed), and a technique that never acted in any run of the variant."""
+    cautions = []
+    if all(len(side) > 1 and len({r["params_sha256"] for r in side}) == 1 for side in (baseline, runs)):
+        cautions.append(
+            "every repeat of each side is bitwise the same run, so the interval measures no variation: "
+            "give --seeds=0,1,2,3,4 for repeats that differ in data order and initial parameters"
+        )
+    never = set.intersection(*(set(r.get("idle", ())) for r in runs))
+    if never:
+        cautions.append(f"{', '.join(sorted(never))} in every run: it never acted, so the variant trained the baseline")
+    return cautions
 
 
 def _seconds(row, target_accuracy, target_loss):
@@ -99,7 +115,8 @@ def markdown(results, target):
         if target:
             cells += _cells(result["seconds_to_target"], with_repeats=False)
         lines.append("| " + " | ".join(cells) + " |")
-    return lines
+    notes = [f"- `{r['variant']}` (N={r['workers']}): {c}" for r in results for c in r.get("cautions", ())]
+    return lines + ([""] + notes if notes else [])
 
 
 def _cells(summary, with_repeats):
@@ -131,7 +148,7 @@ def verdict_lines(results, target):
         line += _word(result["final_eval_loss"])
         if target:
             line += f"; seconds to {target}: " + _word(result["seconds_to_target"])
-        lines.append(line)
+        lines.append(line + "".join(f" (note: {caution})" for caution in result.get("cautions", ())))
     return lines
 
 

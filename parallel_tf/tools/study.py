@@ -6,7 +6,8 @@ technique help?
                                 [--target_accuracy=A | --target_loss=L] [--strict_determinism]
                                 [run and mode flags, e.g. --train_steps=200] [the recipe's own flags]
 
-Runs the recipe once in one plain process (the reference; one per seed with --seeds), then a local
+Runs the recipe once in one plain process (the reference; one per seed with --seeds; with
+--strict_determinism sync strict on one worker, which every strict run equals bit for bit), then a local
 cluster for every mode (or variant: a mode and flags of its own), worker count and repeat, one
 after another, each evaluating on held-out data as it trains, and writes to DIR:
 
@@ -126,7 +127,7 @@ def main(argv):
 
 @dataclasses.dataclass(frozen=True)
 class PlannedRun:
-    variant: str  # "reference" for the one-process run
+    variant: str  # "reference" for the run every other is compared with (_reference)
     mode: str
     workers: int
     repeat: int
@@ -155,10 +156,10 @@ def _plan(recipe, variants, worker_counts, seeds):
     def seeded(seed):
         return [] if seed is None else [f"--seed={seed}"]
 
-    single = task_flags.NO_CLUSTER
-    reference_given = [*task_flags.given_task_flags(single), *evaluating]
+    reference_mode, command = _reference(recipe, FLAGS.strict_determinism)
+    reference_given = [*task_flags.given_task_flags(reference_mode), *evaluating]
     plan = [
-        PlannedRun("reference", single, 1, 1, seed, runs.single_process_command(recipe), reference_given + seeded(seed))
+        PlannedRun("reference", reference_mode, 1, 1, seed, command, reference_given + seeded(seed))
         for seed in dict.fromkeys(seeds)
     ]
     for variant, mode, variant_flags in variants:
@@ -170,6 +171,15 @@ def _plan(recipe, variants, worker_counts, seeds):
                 for repeat, seed in enumerate(seeds, 1)
             ]
     return plan
+
+
+def _reference(recipe, strict):
+    """(mode, command) of the reference run: one plain process, or in a --strict_determinism study sync
+    strict on one worker (the study's flags give it strict), which every strict row equals bit for bit
+    (the one process sums its batch in one pass, not in microbatches, and differs from them by rounding)."""
+    if strict:
+        return "sync", runs.cluster_command(recipe, "sync", 1)
+    return task_flags.NO_CLUSTER, runs.single_process_command(recipe)
 
 
 def _seeds():
@@ -293,6 +303,7 @@ class Study:
             "bytes_sent_per_step": summary.get("bytes_sent_per_step", 0),
             "megabytes_sent": curves.megabytes_sent(metrics),
             "declared": summary.get("declared", {}),  # every technique and option that took effect, and how
+            "idle": _idle(summary),
             **_staleness(summary.get("staleness_histogram")),
         }
         if variant == "reference":
@@ -402,6 +413,19 @@ class Study:
         lines += ["", *[f"- {line}" for line in self._lines(verdicts, comparisons)], ""]
         lines += _what_ran(self.rows)
         return "\n".join(lines)
+
+
+def _idle(summary):
+    """The flags of the techniques on in a run that never changed anything (their effect counter is 0)."""
+    return [
+        f"--{d.flags[0]} ({d.effect} 0)"
+        for d in task_flags.DECLARATIONS
+        if d.effect and d.name in summary.get("declared", {}) and not sum(_as_list(summary.get(d.effect, 0)))
+    ]
+
+
+def _as_list(counter):
+    return counter if isinstance(counter, list) else [counter]
 
 
 def _what_ran(rows):

@@ -68,6 +68,9 @@ class Declaration:
     named_by: tuple = ()  # the flags a refusal names it by, with their values; default flags[0]
     why_not_other_modes: str = ""  # said when one of its flags is given for a mode outside `modes`
     record: Callable[[object], dict] | None = None  # (Settings) -> what summary.json says it did; default its flags
+    # The summary.json counter of the times it changed something, where on it may change nothing (clipping
+    # whose norm is never reached): 0 in every run of a study means the variant trained its baseline.
+    effect: str = ""
 
     def describe(self, values):
         """How the user switched it on, as flags: --softsync=2, --staleness_aware, --fetch_every=2 with

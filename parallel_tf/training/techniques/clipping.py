@@ -28,6 +28,7 @@ from parallel_tf.training.rules import Technique
 TECHNIQUE = Technique(
     name="clipping",
     flags=("clip_norm",),
+    effect="clipped_updates",
     modes=("sync", "async", "allreduce"),
     enabled=lambda values, cluster: values["clip_norm"] > 0,
     hooks=("optimizer", "wrap"),

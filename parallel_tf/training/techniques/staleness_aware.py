@@ -15,6 +15,7 @@ from parallel_tf.training.rules import Technique
 TECHNIQUE = Technique(
     name="staleness_aware",
     flags=("staleness_aware",),
+    effect="staleness_aware_pushes",
     modes=("async",),
     enabled=lambda values, cluster: values["staleness_aware"],
     hooks=("push_learning_rate",),
