@@ -11,6 +11,8 @@ from absl import flags
 
 from parallel_tf.errors import ConfigError
 
+CHECKED_DATASET = "dataset="  # what a task's --check_flags prints: the dataset it would read (the launcher asks)
+
 
 def exit_config_error(message):
     print(f"error: {message}", file=sys.stderr)
@@ -19,6 +21,7 @@ def exit_config_error(message):
 
 HELP = {"--help", "-help", "-h", "-?", "--helpshort"}
 RUN_FLAGS_MODULE = "parallel_tf.training.task_flags"
+OPTIONS_PACKAGE, TECHNIQUES_PACKAGE = "parallel_tf.training.options.", "parallel_tf.training.techniques."
 
 
 def parse_flags_or_exit(argv, known_only=False, command="__main__"):
@@ -33,17 +36,34 @@ def parse_flags_or_exit(argv, known_only=False, command="__main__"):
 
 
 def print_help_and_exit(command="__main__"):
-    """--help: the usage of `command` (its module's docstring) and every flag its user can give, its
-    own and the run flags it passes on (parallel_tf/training/task_flags.py), on stdout; exit 0. absl's
-    --help exits 1 and lists only the flags the command's own module defines, leaving the rest to --helpfull."""
-    module = sys.modules[command]
+    """--help: the usage of `command` (its module's docstring) and every flag its user can give, on
+    stdout, exit 0: its own, the run flags it passes on (parallel_tf/training/task_flags.py), then each
+    option's and technique's, under its name and the modes it applies to. absl's --help exits 1 and
+    lists only the flags the command's own module defines, leaving the rest to --helpfull."""
     key = sys.argv[0] if command == "__main__" else command  # how absl names the module that defined a flag
-    for flag in flags.FLAGS.get_flags_for_module(RUN_FLAGS_MODULE):
-        flags.FLAGS.register_key_flag_for_module(key, flag)
-    print((module.__doc__ or "").strip())
-    print(f"\nflags:\n{flags.FLAGS.module_help(key)}")
+    print((sys.modules[command].__doc__ or "").strip())
+    by_module = flags.FLAGS.flags_by_module_dict()
+    print(f"\nflags of this command:{_flags_of(key)}" if key in by_module else "")
+    if RUN_FLAGS_MODULE in by_module:
+        print(f"\nrun flags, passed on to every task:{_flags_of(RUN_FLAGS_MODULE)}")
+    for kind, package in (("options", OPTIONS_PACKAGE), ("techniques", TECHNIQUES_PACKAGE)):
+        declared = [name for name in by_module if name.startswith(package)]
+        if declared:
+            print(f"\n{kind}, each with the modes it applies to (docs/modes-and-techniques.md):")
+        for name in declared:
+            declaration = getattr(sys.modules[name], kind[:-1].upper())  # OPTION or TECHNIQUE
+            modes = "|".join(mode for mode in declaration.modes if mode != "single")
+            print(f"  {declaration.name} ({modes}):{_flags_of(name, indent='  ')}")
+    if "job_name" not in flags.FLAGS:  # a tool that starts a recipe's tasks, not a task itself
+        print("\nA recipe's own flags (--model, --dataset, ...): .venv/bin/python recipes/<recipe>.py --help")
     print("\n--helpfull lists every flag, absl's and TensorFlow's included.")
     sys.exit(0)
+
+
+def _flags_of(module, indent=""):
+    """absl's help for the flags `module` defines, without the line naming the module."""
+    lines = flags.FLAGS.module_help(module).strip("\n").splitlines()[1:]
+    return "".join(f"\n{indent}{line}" for line in lines)
 
 
 def validate_by_parsing(name, parse, flag_values=flags.FLAGS):
@@ -64,7 +84,8 @@ def validate_by_parsing(name, parse, flag_values=flags.FLAGS):
 def define_float(name, default, help, lower_bound=None, upper_bound=None, flag_values=flags.FLAGS):
     """absl's DEFINE_float that also refuses nan and inf at parse: a bound does not (nan compares false with
     everything), and either would train to NaN, or turn a check off, and exit 0."""
-    flags.DEFINE_float(name, default, help, lower_bound, upper_bound, flag_values=flag_values)
+    defined_by = sys._getframe(1).f_globals["__name__"]  # the caller's: --help groups flags by their module
+    flags.DEFINE_float(name, default, help, lower_bound, upper_bound, flag_values=flag_values, module_name=defined_by)
     flags.register_validator(name, _finite, "must be a finite number", flag_values=flag_values)
 
 

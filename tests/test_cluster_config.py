@@ -202,3 +202,6 @@ def test_the_resume_hint_names_a_default_logdir_which_the_same_command_would_not
         "with --logdir=runs/mnist-sync-20261124-020802"
     )
     assert resume_hint("runs/exp1", logdir_given=True).endswith("in runs/exp1, run the same command")
+    assert resume_hint("runs/exp1", logdir_given=True, checkpointed=False) == (
+        "nothing was checkpointed in runs/exp1: run the same command to start again"
+    )

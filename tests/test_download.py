@@ -8,7 +8,8 @@ import threading
 import types
 
 import pytest
-from conftest import REPO, launcher_command, recipe_command
+from cifar_files import write_cifar10
+from conftest import CIFAR_RECIPE, RECIPE, REPO, launcher_command, recipe_command
 from idx_files import write_mnist
 
 from parallel_tf.data import datasets, download
@@ -128,11 +129,28 @@ def test_the_launcher_downloads_before_it_fences_the_cluster(tmp_path, mnist_fil
     monkeypatch.setitem(download.SOURCES, "mnist", ("http://unused.invalid/", md5s))
     data_dir = tmp_path / "data"
     given = ["--dataset=mnist", f"--data_dir={data_dir}", "--download", f"--download_url={server.url}"]
-    launch.fetch_before_fencing(["--model=cnn", *given])  # among the recipe's other flags
+    launch.fetch_before_fencing(["--model=cnn", *given], RECIPE)  # among the recipe's other flags
     assert sorted(p.name for p in data_dir.iterdir()) == sorted(files)
-    launch.fetch_before_fencing(given)  # present with their checksums: nothing fetched again
-    launch.fetch_before_fencing(given[:2])  # no --download: nothing fetched
+    launch.fetch_before_fencing(given, RECIPE)  # present with their checksums: nothing fetched again
+    launch.fetch_before_fencing(given[:2], RECIPE)  # no --download: nothing fetched
     assert sorted(server.requests) == sorted(files)
+
+
+def test_the_launcher_downloads_the_recipe_s_default_dataset_before_it_fences(tmp_path, serve, monkeypatch):
+    """`--recipe=cifar10 --data_dir=... --download` names no --dataset: the recipe's default, CIFAR-10,
+    is what its tasks would read (its --check_flags says so), so the launcher fetches that first; the
+    workers inside the fence used to try, and fail."""
+    write_cifar10(tmp_path, archive=True)
+    archive = (tmp_path / "cifar-10-python.tar.gz").read_bytes()
+    server = serve({"cifar-10-python.tar.gz": archive})
+    monkeypatch.setitem(
+        download.SOURCES,
+        "cifar10",
+        ("http://unused.invalid/", {"cifar-10-python.tar.gz": hashlib.md5(archive).hexdigest()}),
+    )
+    data_dir = tmp_path / "data"
+    launch.fetch_before_fencing([f"--data_dir={data_dir}", "--download", f"--download_url={server.url}"], CIFAR_RECIPE)
+    assert [p.name for p in data_dir.iterdir()] == ["cifar-10-python.tar.gz"]
 
 
 @pytest.mark.cluster

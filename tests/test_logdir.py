@@ -56,3 +56,27 @@ def test_a_finished_run_trains_on_when_asked_for_more_steps(tmp_path):
         f"--logdir={tmp_path} already holds a finished run (summary.json of 1000 steps); choose another --logdir, "
         "pass --fresh to move it aside and start over, or a --train_steps above 1000 to train it on"
     )
+
+
+def test_tensorboard_after_a_resume_shows_each_step_once_and_every_worker_s_counter(tmp_path):
+    """A run logged steps 1-3, was interrupted after its checkpoint at 2, and resumed: step 3 is logged
+    again. TensorBoard, as metrics.jsonl, shows 1, 2 and the resumed 3 (not the lost 3 beside it); a
+    counter by worker shows as one scalar each."""
+    from tensorboard.backend.event_processing import event_accumulator
+
+    from parallel_tf.compat import tf
+    from parallel_tf.training.outputs import RunWriter
+
+    interrupted = RunWriter(str(tmp_path), tf.Graph())
+    for step in (1, 2, 3):
+        interrupted.log_step(step, float(step), 1.0, updates_by_worker=[step, 2 * step])
+    interrupted._events.close()
+    resumed = RunWriter(str(tmp_path), tf.Graph(), first_step=2)
+    resumed.log_step(3, 30.0, 1.0, updates_by_worker=[3, 6])
+    resumed._events.close()
+    board = event_accumulator.EventAccumulator(str(tmp_path))  # what `tensorboard --logdir` reads
+    board.Reload()
+    assert [(e.step, e.value) for e in board.Scalars("loss")] == [(1, 1.0), (2, 2.0), (3, 30.0)]
+    assert [e.value for e in board.Scalars("updates_by_worker/1")] == [2.0, 4.0, 6.0]
+    metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [(m["step"], m["loss"]) for m in metrics] == [(1, 1.0), (2, 2.0), (3, 30.0)]

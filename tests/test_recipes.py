@@ -49,8 +49,12 @@ def test_cifar10_recipe_trains_on_the_archive_with_augmentation(tmp_path):
 @pytest.mark.parametrize(
     "command, flags",
     [
-        (launcher_command, ["--recipe", "--mode", "--num_workers", "--logdir", "--fresh", "--train_steps"]),
-        (study_command, ["--variants", "--workers", "--out", "--train_steps"]),
+        (
+            launcher_command,
+            ["--recipe", "--mode", "--num_workers", "--logdir", "--fresh", "--train_steps", "--learning_rate"]
+            + ["--gradient_compression", "--clip_norm", "--replicas_to_aggregate", "--softsync", "--warmup_steps"],
+        ),
+        (study_command, ["--variants", "--workers", "--out", "--train_steps", "--staleness_aware", "--push_every"]),
         (bench_command, ["--systems", "--quick", "--train_steps"]),
         (k8s_command, ["--image", "--logdir_claim", "--num_workers", "--train_steps"]),
     ],
@@ -59,8 +63,11 @@ def test_cifar10_recipe_trains_on_the_archive_with_augmentation(tmp_path):
 def test_help_exits_0_listing_the_commands_flags_and_the_run_flags_it_passes_on(command, flags):
     done = subprocess.run(command("--help"), capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO)
     assert done.returncode == 0, done.stderr
-    listed = set(re.findall(r"^  --(?:\[no\])?(\w+)", done.stdout, re.MULTILINE))
+    listed = set(re.findall(r"^ +--(?:\[no\])?(\w+)", done.stdout, re.MULTILINE))
     assert {flag.removeprefix("--") for flag in flags} - listed == set()
+    if "--softsync" in flags:  # a technique's flags under its name and the modes it applies to
+        assert "\n  softsync (async):\n    --softsync: " in done.stdout
+        assert "A recipe's own flags (--model, --dataset, ...)" in done.stdout
 
 
 def test_help_lists_the_task_flags_and_the_recipes_own():

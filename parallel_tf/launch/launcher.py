@@ -30,7 +30,7 @@ import sys
 
 from absl import app, flags
 
-from parallel_tf.cli import exit_config_error, parse_flags_or_exit
+from parallel_tf.cli import CHECKED_DATASET, exit_config_error, parse_flags_or_exit
 from parallel_tf.cluster import addresses
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.data import download
@@ -95,7 +95,7 @@ def main(argv):
         task_flags.check_flag_scopes(FLAGS.mode, task_flags.DECLARED_SCOPES)
         spec = cluster_lib.from_spec_file(FLAGS.cluster_spec) if FLAGS.cluster_spec else None
         num_groups = groups_count()
-        fetch_before_fencing(recipe_flags)
+        fetch_before_fencing(recipe_flags, recipe_path)
         isolated, fenced = fence.fence_off(FLAGS.isolate_network, spec)
         check_simulated_hosts(isolated, spec)
         if FLAGS.simulate_hosts:
@@ -135,13 +135,15 @@ def main(argv):
         if simulated:
             simulated.stop()
     if code not in (0, 2):
-        say(resume_hint(run_dir, FLAGS["logdir"].present))
+        say(resume_hint(run_dir, FLAGS["logdir"].present, checkpointed=os.path.exists(f"{run_dir}/checkpoint")))
     sys.exit(code)
 
 
-def resume_hint(run_dir, logdir_given):
+def resume_hint(run_dir, logdir_given, checkpointed=True):
     """How to go on after a failure or Ctrl-C: a default logdir has a new name on every run, so the
-    same command resumes only if it names this one."""
+    same command resumes only if it names this one; without a checkpoint there is nothing to resume."""
+    if not checkpointed:
+        return f"nothing was checkpointed in {run_dir}: run the same command to start again"
     logdir = "" if logdir_given else f" with --logdir={run_dir}"
     return f"to resume from the latest checkpoint in {run_dir}, run the same command{logdir}"
 
@@ -163,11 +165,12 @@ def check_task_flags(cluster, recipe_path, common):
         raise TaskFailure(f"checking the tasks' flags failed (exit {done.returncode}): {done.stderr.strip()}")
 
 
-def fetch_before_fencing(recipe_flags):
+def fetch_before_fencing(recipe_flags, recipe_path):
     """--download, done by the launcher before it enters its private network: inside it the tasks
     reach only each other, so their own downloads could not connect. The tasks then find every file
     with its checksum in --data_dir and fetch nothing. The data flags are the recipe's; a value they
-    would refuse is left for the tasks to report."""
+    would refuse is left for the tasks to report. Without --dataset, the recipe's own default is asked
+    of it (--check_flags says the dataset it would read)."""
     data = flags.FlagValues()
     flags.DEFINE_string("dataset", None, "", flag_values=data)
     flags.DEFINE_string("data_dir", None, "", flag_values=data)
@@ -177,9 +180,21 @@ def fetch_before_fencing(recipe_flags):
         data(["launch", *recipe_flags], known_only=True)
     except flags.Error:
         return
-    if data.download and data.data_dir and data.dataset in download.SOURCES:
-        say(f"downloading {data.dataset} into {data.data_dir} before the cluster starts")
-        download.fetch(data.dataset, data.data_dir, data.download_url)
+    if not (data.download and data.data_dir):
+        return
+    dataset = data.dataset or recipes_dataset(recipe_path, recipe_flags)
+    if dataset in download.SOURCES:
+        say(f"downloading {dataset} into {data.data_dir} before the cluster starts")
+        download.fetch(dataset, data.data_dir, data.download_url)
+
+
+def recipes_dataset(recipe_path, recipe_flags):
+    """The dataset the recipe's tasks read with these flags, as its --check_flags says; None if it
+    refuses them (the chief's check reports that, in its words)."""
+    command = [sys.executable, recipe_path, *recipe_flags, "--check_flags"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=CHECK_TIMEOUT_SECS)
+    said = [line.removeprefix(CHECKED_DATASET) for line in done.stdout.splitlines() if line.startswith(CHECKED_DATASET)]
+    return said[-1] if done.returncode == 0 and said else None
 
 
 def groups_count():

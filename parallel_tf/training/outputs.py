@@ -2,8 +2,10 @@
 
 metrics.jsonl    one line per logged step: step, loss, examples_per_sec, wall_time, the mode's counters, and
                  with --eval_every eval_loss and eval_accuracy (the parameters on the held-out split)
-events.*         TensorBoard: loss, examples_per_sec, eval_accuracy (and eval_loss), the mode's single-number counters,
-                 and its *_histogram counters ([[value, count], ...], e.g. async staleness) as histograms
+events.*         TensorBoard: loss, examples_per_sec, eval_accuracy (and eval_loss), the mode's counters (one per
+                 worker or group as <name>/<i>, e.g. updates_by_worker/1), and its *_histogram counters
+                 ([[value, count], ...], e.g. async staleness) as histograms; a resume purges what came after
+                 its checkpoint, as metrics.jsonl does
 run.json         what defines the run (recipe, seed, batch, ...): a resume must match it
 model.ckpt-*     checkpoints every --checkpoint_every steps and at the end (see checkpoints.py)
 params.npz       final trainable parameters by name, for comparing runs
@@ -40,7 +42,11 @@ class RunWriter:
         self.logdir = logdir
         self._metrics_path = os.path.join(logdir, "metrics.jsonl")
         self._drop_metrics_after(first_step)
-        self._events = tf.summary.FileWriter(logdir, graph)
+        # a file of its own on a resume: the name is the time in seconds, which a quick restart may share
+        suffix = f".resumed-{first_step}" if first_step else None
+        self._events = tf.summary.FileWriter(logdir, graph, filename_suffix=suffix)
+        if first_step:  # TensorBoard drops what the interrupted run logged after the checkpoint, from here on
+            self._events.add_session_log(tf.SessionLog(status=tf.SessionLog.START), first_step + 1)
 
     def _drop_metrics_after(self, step):
         """On a resume, the lines of steps after the checkpoint describe training that is being redone."""
@@ -56,8 +62,7 @@ class RunWriter:
         for name, pairs in counters.items():
             if name.endswith("_histogram") and pairs:
                 self._histogram(step, name.removesuffix("_histogram"), pairs)
-        numbers = {name: value for name, value in counters.items() if isinstance(value, (int, float))}
-        self._scalars(step, loss=loss, examples_per_sec=examples_per_sec, **numbers)
+        self._scalars(step, loss=loss, examples_per_sec=examples_per_sec, **_scalars_of(counters))
 
     def _histogram(self, step, tag, pairs):
         """A TensorBoard histogram from a counter's [[value, count], ...] (each value its own bucket);
@@ -91,6 +96,17 @@ class RunWriter:
         self._scalars(summary["train_steps"], eval_accuracy=summary["eval_accuracy"])
         write_results(self.logdir, summary, named_params)
         self._events.close()
+
+
+def _scalars_of(counters):
+    """{tag: number}: each number counter, and each element of a counter by worker or group as <name>/<i>."""
+    scalars = {}
+    for name, value in counters.items():
+        if isinstance(value, (int, float)):
+            scalars[name] = value
+        elif isinstance(value, list) and all(isinstance(v, (int, float)) for v in value):
+            scalars.update({f"{name}/{i}": v for i, v in enumerate(value)})
+    return scalars
 
 
 def append_metrics(logdir, step, loss, examples_per_sec, **counters):

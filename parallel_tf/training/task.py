@@ -13,7 +13,7 @@ import time
 from absl import app, flags, logging
 
 from parallel_tf import compat
-from parallel_tf.cli import exit_config_error, parse_flags_or_exit
+from parallel_tf.cli import CHECKED_DATASET, exit_config_error, parse_flags_or_exit
 from parallel_tf.cluster import slurm
 from parallel_tf.cluster.config import SERVER_JOBS
 from parallel_tf.cluster.reachability import wait_until_reachable
@@ -45,6 +45,7 @@ def main(recipe, argv):
         compat.pin_intra_op_threads(settings.intra_op_threads)  # before anything loads TensorFlow
         if flags.FLAGS.check_flags:  # every flag checked; nothing started, read or written
             datasets.check_loader_flags(recipe.datasets[settings.dataset], settings)
+            print(f"{CHECKED_DATASET}{settings.dataset}")  # the launcher downloads it before fencing
             return
         if flags.FLAGS.cluster_resolver == "slurm":  # before TensorFlow sees a GPU
             _narrow_gpus(slurm.narrowed_gpus(os.environ, settings.job_name))
