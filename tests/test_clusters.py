@@ -117,7 +117,7 @@ def start_long_run(procs, logdir, num_workers, *args):
 def test_killed_task_stops_the_cluster_and_is_named(procs, tmp_path):
     """A killed parameter server (a killed worker, and the restart after it, are tested below). Without
     the private network, every port of the cluster listens where anyone on this machine can reach it."""
-    run = start_long_run(procs, tmp_path, 1, "--isolate_network=off")
+    run = start_long_run(procs, tmp_path, 1, "--isolate_network=off", "--checkpoint_every=0")
     ports = cluster_ports(tmp_path)
     assert len(ports) == 2 and ports & listening_ports() == ports
     killed_at = time.time()
@@ -125,7 +125,8 @@ def test_killed_task_stops_the_cluster_and_is_named(procs, tmp_path):
     assert run.wait(30) == 1
     assert time.time() - killed_at < 10
     assert "ps:0 was killed by signal SIGKILL; stopped the other tasks" in run.output
-    assert run.lines[-1] == f"[launch] to resume from the latest checkpoint in {tmp_path}, run the same command"
+    # killed before any checkpoint (--checkpoint_every=0): nothing to resume from, and the launcher says so
+    assert run.lines[-1] == f"[launch] nothing was checkpointed in {tmp_path}: run the same command to start again"
     assert not [name for name, pid in run.task_pids.items() if alive(pid)]
 
 
@@ -159,13 +160,13 @@ def test_ctrl_c_to_the_launcher_stops_every_task_of_a_cluster_no_one_outside_can
     # Ports listening here already (this test process's in-process servers) may share a number with the
     # cluster's: inside its own network the launcher finds every port free.
     listening_before = listening_ports()
-    run = start_long_run(procs, tmp_path, 1, "--isolate_network=on")
+    run = start_long_run(procs, tmp_path, 1, "--isolate_network=on", "--checkpoint_every=0")
     ports = cluster_ports(tmp_path)
     assert len(ports) == 2 and ports & (listening_ports() - listening_before) == set()
     os.kill(run.proc.pid, signal.SIGINT)
     assert run.wait(30) == 128 + signal.SIGINT
     assert "SIGINT: stopping all tasks" in run.output
-    assert f"to resume from the latest checkpoint in {tmp_path}, run the same command\n" in run.output + "\n"
+    assert f"nothing was checkpointed in {tmp_path}: run the same command to start again\n" in run.output + "\n"
     assert len(run.task_pids) == 2
     assert not [name for name, pid in run.task_pids.items() if alive(pid)]
 
