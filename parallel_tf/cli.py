@@ -46,12 +46,15 @@ def print_help_and_exit(command="__main__"):
     print(f"\nflags of this command:{_flags_of(key)}" if key in by_module else "")
     if RUN_FLAGS_MODULE in by_module:
         print(f"\nrun flags, passed on to every task:{_flags_of(RUN_FLAGS_MODULE)}")
-    for kind, package in (("options", OPTIONS_PACKAGE), ("techniques", TECHNIQUES_PACKAGE)):
+    for kind, package, declared_as in (
+        ("options", OPTIONS_PACKAGE, "OPTION"),
+        ("techniques", TECHNIQUES_PACKAGE, "TECHNIQUE"),
+    ):
         declared = [name for name in by_module if name.startswith(package)]
         if declared:
             print(f"\n{kind}, each with the modes it applies to (docs/modes-and-techniques.md):")
         for name in declared:
-            declaration = getattr(sys.modules[name], kind[:-1].upper())  # OPTION or TECHNIQUE
+            declaration = getattr(sys.modules[name], declared_as)
             modes = "|".join(mode for mode in declaration.modes if mode != "single")
             print(f"  {declaration.name} ({modes}):{_flags_of(name, indent='  ')}")
     if "job_name" not in flags.FLAGS:  # a tool that starts a recipe's tasks, not a task itself

@@ -4,7 +4,7 @@ of --lr_decay_milestones, counted from the first update (as Goyal et al. 2017 an
 count their drops from epoch 0); cosine (Loshchilov and Hutter, "SGDR", ICLR 2017): to 0 over
 --lr_decay_steps updates after warm-up, by default the rest of the run. Updates count in the mode's
 clock: global steps, or in async mode the pushes applied (so the default cosine length is the run's
-pushes). The chief logs the rate (`learning_rate`); summary.json records the schedule and its clock."""
+pushes). The chief logs the rate (`scheduled_rate`); summary.json records the schedule and its clock."""
 
 from absl import flags
 
