@@ -20,7 +20,8 @@ def exit_config_error(message):
 
 
 HELP = {"--help", "-help", "-h", "-?", "--helpshort"}
-RUN_FLAGS_MODULE = "parallel_tf.training.task_flags"
+RUN_FLAGS_MODULE = "parallel_tf.training.run_flags"
+MODES_PACKAGE = "parallel_tf.training.modes."
 OPTIONS_PACKAGE, TECHNIQUES_PACKAGE = "parallel_tf.training.options.", "parallel_tf.training.techniques."
 
 
@@ -37,7 +38,7 @@ def parse_flags_or_exit(argv, known_only=False, command="__main__"):
 
 def print_help_and_exit(command="__main__"):
     """--help: the usage of `command` (its module's docstring) and every flag its user can give, on
-    stdout, exit 0: its own, the run flags it passes on (parallel_tf/training/task_flags.py), then each
+    stdout, exit 0: its own, the run flags it passes on (parallel_tf/training/run_flags.py), then each
     option's and technique's, under its name and the modes it applies to. absl's --help exits 1 and
     lists only the flags the command's own module defines, leaving the rest to --helpfull."""
     key = sys.argv[0] if command == "__main__" else command  # how absl names the module that defined a flag
@@ -46,6 +47,8 @@ def print_help_and_exit(command="__main__"):
     print(f"\nflags of this command:{_flags_of(key)}" if key in by_module else "")
     if RUN_FLAGS_MODULE in by_module:
         print(f"\nrun flags, passed on to every task:{_flags_of(RUN_FLAGS_MODULE)}")
+    for name in (name for name in by_module if name.startswith(MODES_PACKAGE)):
+        print(f"\nflags of --mode={sys.modules[name].MODE.name} only:{_flags_of(name)}")
     for kind, package, declared_as in (
         ("options", OPTIONS_PACKAGE, "OPTION"),
         ("techniques", TECHNIQUES_PACKAGE, "TECHNIQUE"),

@@ -21,9 +21,8 @@ from parallel_tf.compat import tf
 from parallel_tf.data.sharding import Dataset
 from parallel_tf.graph import devices
 from parallel_tf.launch.launcher import free_loopback_addresses
-from parallel_tf.training import techniques
 from parallel_tf.training.recipe import Recipe
-from parallel_tf.training.task_flags import run_settings
+from parallel_tf.training.settings import run_settings
 from parallel_tf.training.trainer import Trainer
 
 OPERATION_TIMEOUT = 60
@@ -154,11 +153,10 @@ def read_outputs(logdir):
 
 
 def worker_settings(mode, config, task_index, logdir, fields):
-    """Settings for worker `task_index`; `fields` (Settings fields, and technique flags) override the defaults.
-    Made, checked and composed as a task makes its Settings (task_flags.run_settings), the fields being
+    """Settings for worker `task_index`; `fields` (Settings fields, and declared flags) override the defaults.
+    Made, checked and composed as a task makes its Settings (settings.run_settings), the fields being
     the flags given."""
-    given, fields = set(fields), dict(fields)
-    options = {name: fields.pop(name, default) for name, default in techniques.default_options().items()}
+    given = set(fields)
     defaults = dict(
         optimizer="sgd", seed=0, dataset="test", operation_timeout=OPERATION_TIMEOUT, startup_timeout=OPERATION_TIMEOUT
     )
@@ -169,7 +167,6 @@ def worker_settings(mode, config, task_index, logdir, fields):
         task_index=task_index,
         cluster=config,
         logdir=str(logdir) if logdir else None,
-        options=options,
         **{**defaults, **fields},
     )
 

@@ -8,7 +8,7 @@ from inprocess import train
 
 from parallel_tf.data import datasets
 from parallel_tf.training.recipe import Recipe
-from parallel_tf.training.task_flags import run_settings
+from parallel_tf.training.settings import run_settings
 
 
 def recipe_module(name, path):

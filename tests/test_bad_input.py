@@ -28,7 +28,8 @@ from conftest import (
 from idx_files import write_mnist
 
 from parallel_tf.errors import ConfigError
-from parallel_tf.training import task_flags
+from parallel_tf.training import run_flags
+from parallel_tf.training import settings as settings_lib
 
 TIMEOUT = 120
 CLUSTER = ["--job_name=worker", "--task_index=0"]
@@ -567,10 +568,10 @@ def task_refusal(args):
     """What a task with `args` says before it starts anything, or None: its flags parsed with their
     definitions (validators included) and its settings made, as task.main does, in fresh FlagValues."""
     values = flags.FlagValues()
-    task_flags.define_task_flags(["digits", "mnist"], values)
+    run_flags.define_task_flags(["digits", "mnist"], values)
     try:
         values(["task", *args])
-        task_flags.settings_from_flags(values)
+        settings_lib.settings_from_flags(values)
     except (flags.Error, ConfigError) as e:
         return str(e)
     return None

@@ -8,6 +8,7 @@ from parallel_tf.cluster import config as cluster
 from parallel_tf.errors import ConfigError
 from parallel_tf.launch import hosts
 from parallel_tf.launch.launcher import cluster_for_restart, local_cluster, resume_hint
+from parallel_tf.training import modes
 
 GOOD = {"cluster": {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "localhost:2224"]}}
 
@@ -82,9 +83,9 @@ def test_resolve_takes_exactly_one_source(tmp_path):
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(GOOD))
     with pytest.raises(ConfigError, match="not both --cluster_spec and --ps_hosts/--worker_hosts"):
-        cluster.resolve(str(path), ["a:1"], [], environ={})
-    assert cluster.resolve(None, [], [], environ={}) == (None, None, None)
-    config, job, index = cluster.resolve(None, [], [], environ={"TF_CONFIG": json.dumps(GOOD)})
+        cluster.from_given_source(str(path), ["a:1"], [], environ={})
+    assert cluster.from_given_source(None, [], [], environ={}) == (None, None, None)
+    config, job, index = cluster.from_given_source(None, [], [], environ={"TF_CONFIG": json.dumps(GOOD)})
     assert config.num_workers == 2 and (job, index) == (None, None)
 
 
@@ -128,22 +129,22 @@ def test_local_ps_and_groups_come_together_and_only_in_hierarchical_mode():
     with pytest.raises(ConfigError, match='a grouped cluster needs a "local_ps" job'):
         cluster.parse(without_local_ps, "spec")
     with pytest.raises(ConfigError, match="--mode=hierarchical needs a cluster spec with"):
-        cluster.parse(GOOD, "spec").check_mode("hierarchical")
+        modes.check_cluster("hierarchical", cluster.parse(GOOD, "spec"))
     with pytest.raises(ConfigError, match="which only --mode=hierarchical uses, not async"):
-        cluster.parse(HIERARCHICAL, "spec").check_mode("async")
+        modes.check_cluster("async", cluster.parse(HIERARCHICAL, "spec"))
 
 
 def test_an_allreduce_cluster_has_workers_only_and_the_other_modes_a_ps():
     workers_only = {"cluster": {"worker": ["127.0.0.1:2223", "localhost:2224"]}}
     config = cluster.parse(workers_only, "spec")
-    config.check_mode("allreduce")
+    modes.check_cluster("allreduce", config)
     assert (config.num_ps, config.servers_of(0), config.peers_of(1)) == (0, [], [("worker", 0)])
     assert cluster.from_hosts([], ["127.0.0.1:2223", "localhost:2224"]) == config
     assert cluster.from_tf_config(json.dumps({**workers_only, "task": {"type": "worker", "index": 1}}))[0] == config
     with pytest.raises(ConfigError, match='--mode=sync needs a parameter server: the cluster has no "ps" job'):
-        config.check_mode("sync")
+        modes.check_cluster("sync", config)
     with pytest.raises(ConfigError, match="--mode=allreduce runs workers only.* would sit idle: leave it out"):
-        cluster.parse(GOOD, "spec").check_mode("allreduce")
+        modes.check_cluster("allreduce", cluster.parse(GOOD, "spec"))
     generated = local_cluster("allreduce", num_ps=1, num_workers=3, num_groups=2)
     assert (generated.num_ps, generated.num_workers, generated.groups) == (0, 3, ())
     assert hosts.layout("allreduce", 1, 4, 2, 2).as_dict() == {
@@ -163,7 +164,7 @@ def test_launcher_interleaves_groups_as_in_the_seed():
 @pytest.mark.parametrize("name", ["local_1ps_2w", "local_1ps_4w", "local_2ps_4w", "hierarchical_2x2", "local_2w"])
 def test_shipped_specs_are_valid_for_their_mode(name):
     config = cluster.from_spec_file(str(Path(__file__).resolve().parents[1] / "cluster_specs" / f"{name}.json"))
-    config.check_mode({"hierarchical_2x2": "hierarchical", "local_2w": "allreduce"}.get(name, "sync"))
+    modes.check_cluster({"hierarchical_2x2": "hierarchical", "local_2w": "allreduce"}.get(name, "sync"), config)
     assert all(address.startswith("127.0.0.1:") for hosts in config.jobs.values() for address in hosts)
 
 

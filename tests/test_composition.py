@@ -24,9 +24,9 @@ from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import Dataset
 from parallel_tf.errors import ConfigError
-from parallel_tf.training import options, rules, task_flags, techniques
+from parallel_tf.training import modes, options, rules, run_check, run_flags, techniques
+from parallel_tf.training import settings as settings_lib
 from parallel_tf.training.recipe import Recipe
-from parallel_tf.training.train_graph import MODES
 
 STEPS, WORKERS, BATCH, DELAY_MS, RATE = 4, 2, 4, 20, 0.5
 WARMUP, DECAY_EVERY, DECAY, SCALED_FROM = 100, 2, 0.5, 2  # the schedule options' values: see _scheduled_rate
@@ -197,7 +197,7 @@ OBSERVE = {
     "central_every": _central_every_2_steps,
 }
 OF_THE_RUN = {_evaluated_every_2_steps}  # observables that read the whole run (its metrics), not its summary
-DECLARATIONS = task_flags.DECLARATIONS
+DECLARATIONS = run_check.DECLARATIONS
 NAMES = [d.name for d in DECLARATIONS]
 BY_NAME = dict(zip(NAMES, DECLARATIONS, strict=True))
 TWO_WORKERS = cluster_lib.parse({"cluster": {"ps": ["a:1"], "worker": ["a:2", "a:3"]}}, "test")
@@ -208,13 +208,13 @@ GROUPED = cluster_lib.parse(
 CLUSTERS = {"hierarchical": GROUPED, "allreduce": WORKERS_ONLY}
 
 
-DEFAULTS = task_flags.parse_run_args([])  # every run and mode-option flag at its defined default
+DEFAULTS = run_flags.parse_run_args([])  # every run and mode-option flag at its defined default
 
 
 def compose(mode, cluster=TWO_WORKERS, **given):
-    """task_flags.check_run, as a task calls it, on the defaults of every run and mode-option flag and `given`."""
+    """run_check.check_run, as a task calls it, on the defaults of every run and mode-option flag and `given`."""
     values = {**{name: DEFAULTS[name].value for name in DEFAULTS}, **given}
-    return task_flags.check_run(mode, cluster, values, set(given))
+    return run_check.check_run(mode, cluster, values, set(given))
 
 
 def test_every_declaration_has_enabling_flags_and_an_observable():
@@ -241,13 +241,13 @@ def _defines_its_flags(module):
     scratch = flags.FlagValues()
     module.define_flags(scratch)
     assert set(scratch) == set(declared.flags)
-    assert set(declared.requires) <= {*task_flags.DECLARED_SCOPES, *task_flags.CORE_RUN_FLAGS}
+    assert set(declared.requires) <= {*run_check.DECLARED_SCOPES, *run_flags.CORE_RUN_FLAGS}
     assert set(declared.conflicts) <= set(NAMES) - {declared.name} | {rules.EVERY_TECHNIQUE}
-    assert set(declared.modes) <= {options.NO_CLUSTER, *MODES}
+    assert set(declared.modes) <= {options.NO_CLUSTER, *modes.NAMES}
 
 
 def _pairs():
-    for mode in MODES:
+    for mode in modes.NAMES:
         for a, b in itertools.combinations(NAMES, 2):
             yield mode, a, b
 
@@ -322,7 +322,7 @@ WORSE_BY = 0.6
 # A declaration beside --eval_every trains what it trains alone (an evaluation reads the parameters and
 # changes nothing: test_arithmetic.py), so those pairs run first and stand for it alone.
 BESIDE_EVALUATIONS = "eval_every"
-RUNS.sort(key=lambda pair: (MODES.index(pair[0]), BESIDE_EVALUATIONS not in pair))
+RUNS.sort(key=lambda pair: (modes.NAMES.index(pair[0]), BESIDE_EVALUATIONS not in pair))
 
 
 @pytest.mark.inprocess
@@ -530,7 +530,7 @@ def _settings(**fields):
             "--strict_determinism needs --aggregation=ordered, not --aggregation=accumulator: it sums in a fixed order",
         ),
         (
-            {"options": {**techniques.default_options(), "replicas_to_aggregate": 1, "local_steps": 2}},
+            {"replicas_to_aggregate": 1, "local_steps": 2},
             {"replicas_to_aggregate", "local_steps"},
             "--replicas_to_aggregate=1 does not go with --local_steps=2: each builds the sync graph its own way",
         ),
@@ -541,7 +541,7 @@ def test_settings_are_checked_as_the_launcher_checks_the_run(fields, given, line
     """run_settings and the tools' check_run_fits are one check (check_run): Settings a command line
     would be refused cannot be made, in a task or a test."""
     with pytest.raises(ConfigError, match=re.escape(line)):
-        task_flags.run_settings(given, **_settings(**fields))
+        settings_lib.run_settings(given, **_settings(**fields))
 
 
 def test_settings_are_made_only_by_run_settings():
@@ -552,7 +552,7 @@ def test_settings_are_made_only_by_run_settings():
         for path in sources
         for where in _settings_makers(ast.parse(path.read_text()))
     }
-    assert makers == {"parallel_tf/training/task_flags.py:run_settings"}
+    assert makers == {"parallel_tf/training/settings.py:run_settings"}
 
 
 def _settings_makers(node, function="<module>"):

@@ -1,6 +1,8 @@
 """Gradient compression: the codecs' numbers worked out by hand, error feedback losing nothing, only
 the payload crossing to the parameter servers, and compressed training on in-process clusters."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from inprocess import train
@@ -168,7 +170,9 @@ def test_error_feedback_keeps_what_8bit_lost_and_loses_nothing_over_steps():
     with tf.Graph().as_default():
         gradient = tf.placeholder(tf.float32, [3])
         destination = tf.Variable(tf.zeros([3]))
-        (decoded,) = compression.transmit(options, [gradient], [destination], "/device:CPU:0", stream=0)
+        (decoded,) = compression.transmit(
+            SimpleNamespace(options=options), [gradient], [destination], "/device:CPU:0", stream=0
+        )
         (residual,) = tf.local_variables()
         with tf.Session() as sess:
             sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
@@ -189,7 +193,7 @@ def test_only_the_payload_is_on_the_worker_and_the_decoding_is_on_the_parameter_
         with tf.device("/job:ps/task:0/device:CPU:0"):
             destination = tf.Variable(tf.zeros([3]))
             gradient = tf.constant(V)
-        (decoded,) = compression.transmit(options, [gradient], [destination], worker, stream=1)
+        (decoded,) = compression.transmit(SimpleNamespace(options=options), [gradient], [destination], worker, stream=1)
         payloads = tf.get_collection(compression.PAYLOADS)
         assert [p.dtype for p in payloads] == [tf.int8, tf.float32]
         assert all(p.device == worker for p in payloads)

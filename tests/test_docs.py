@@ -2,8 +2,10 @@
 numbers they quote from a test are that test's numbers."""
 
 import ast
+import itertools
 import re
 import signal
+import sys
 
 import pytest
 import test_bad_input
@@ -11,7 +13,7 @@ import test_composition
 import test_traffic
 from conftest import REPO
 
-from parallel_tf.training.train_graph import MODES
+from parallel_tf.training import modes
 
 DOCS = [REPO / "README.md", REPO / "BENCHMARKS.md", *sorted((REPO / "docs").rglob("*.md"))]
 # A path the docs name: under a folder of the repository, ending in a file name with an extension
@@ -136,4 +138,26 @@ def test_the_index_names_every_mode():
     row = next(
         line for line in (REPO / "docs" / "index.md").read_text().splitlines() if "(modes-and-techniques.md)" in line
     )
-    assert all(mode in row for mode in MODES), row
+    assert all(mode in row for mode in modes.NAMES), row
+
+
+def test_the_modes_table_is_the_modes_declarations():
+    """Each mode's row says what its declaration does: its cluster's shape, its own flags, whether it
+    resumes on another worker count; and every mode has one."""
+    text = (REPO / "docs" / "modes-and-techniques.md").read_text()
+    rows = {cells[0]: cells for cells in _table_rows(text, "| mode | module | cluster |")}
+    assert set(rows) == set(modes.BY_NAME)
+    for name, declared in modes.BY_NAME.items():
+        _, module, cluster, own_flags, resumes, _ = rows[name]
+        assert module == f"`{sys.modules[declared.build.__module__].__name__.rsplit('.', 1)[1]}.py`"
+        assert ("workers only" in cluster) == bool(declared.workers_alone)
+        assert ("a local one per group" in cluster) == declared.groups
+        assert ("none" in cluster) == (not declared.cluster)
+        assert set(re.findall(r"`--(\w+)`", own_flags)) == set(declared.flags)
+        assert resumes == ("yes" if declared.lockstep else "no")
+
+
+def _table_rows(text, header):
+    """The cells of each row of the markdown table that starts with `header`."""
+    lines = text.split(header, 1)[1].splitlines()[2:]
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in itertools.takewhile(bool, lines)]

@@ -15,6 +15,7 @@ from conftest import REPO, RUN_TIMEOUT, SYNC_STEPS, ProcessTracker, read_summary
 from parallel_tf.cluster.config import from_tfjob_config
 from parallel_tf.launch.launcher import free_loopback_addresses
 from parallel_tf.tools import k8s
+from parallel_tf.training import modes
 
 CRD = json.loads((Path(__file__).parent / "data" / "tfjob_crd_v1_schema.json").read_text())["schema"]
 
@@ -118,7 +119,7 @@ def test_the_tfjob_resolver_maps_ps_replicas_after_the_central_ones_to_the_group
     tasks = [("ps", 0, ("ps", 0)), ("ps", 2, ("local_ps", 1)), ("worker", 3, ("worker", 3))]
     for kind, index, expected in tasks:
         tf_config = json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}, "environment": "cloud"})
-        config, job_name, task_index = from_tfjob_config(tf_config, "hierarchical", 1, 2)
+        config, job_name, task_index = from_tfjob_config(tf_config, *modes.server_counts("hierarchical", 1, 2))
         assert (job_name, task_index) == expected
     assert config.jobs["local_ps"] == ("j-ps-1.ns.svc:2345", "j-ps-2.ns.svc:2345")
     assert config.groups == ((0, 2), (1, 3))
@@ -131,7 +132,7 @@ def test_an_allreduce_tfjob_is_workers_only_and_its_pods_resolve_to_them():
     assert "--mode=allreduce" in args and not [arg for arg in args if arg.startswith("--num_ps")]
     cluster = {"worker": [f"j-worker-{i}.ns.svc:2222" for i in range(3)]}
     tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 2}, "environment": "cloud"})
-    config, job_name, task_index = from_tfjob_config(tf_config, "allreduce", 1, 2)
+    config, job_name, task_index = from_tfjob_config(tf_config, *modes.server_counts("allreduce", 1, 2))
     assert (job_name, task_index, config.num_ps, config.jobs["worker"]) == ("worker", 2, 0, tuple(cluster["worker"]))
 
 

@@ -11,7 +11,8 @@ from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.learning_rates import Schedule
-from parallel_tf.training import logdir, task_flags, techniques
+from parallel_tf.training import logdir, run_check, run_flags
+from parallel_tf.training import settings as settings_lib
 
 pytestmark = pytest.mark.inprocess
 
@@ -52,7 +53,7 @@ def test_linear_scaling_warms_up_from_the_unscaled_rate_as_goyal_et_al():
     """η = 0.1, k = 128/4 = 32, W = 4: η + (kη − η)·s/W = 0.1, 0.875, 1.65, 2.425, then kη = 3.2 (the paper's
     gradual warm-up; from 0 it would be 0.8, 1.6, 2.4, 3.2)."""
     fields = dict(SINGLE, global_batch_size=128, linear_scaling_batch=4, warmup_steps=4)
-    schedule = task_flags.run_settings(**fields).schedule
+    schedule = settings_lib.run_settings(**fields).schedule
     assert (schedule.base, schedule.warmup_from) == (pytest.approx(3.2), 0.1)
     assert rates(schedule) == pytest.approx([0.1, 0.875, 1.65, 2.425, 3.2, 3.2], abs=1e-6)
 
@@ -63,11 +64,11 @@ def test_an_async_schedule_counts_pushes_and_cosine_lasts_the_run_s_pushes():
     warm-up, not the worker's steps (which would leave the last half of the pushes at rate 0)."""
     spec = {"cluster": {"ps": ["a:1"], "worker": ["a:3", "a:4"]}}
     fields = dict(SINGLE, mode="async", cluster=cluster_lib.parse(spec, "test"), train_steps=3, lr_schedule="cosine")
-    assert task_flags.run_settings(**fields).schedule.decay_steps == 6
-    assert task_flags.run_settings(**fields, warmup_steps=2).schedule.decay_steps == 4
-    softsync = dict(fields, options={**techniques.default_options(), "softsync": 1})
-    assert task_flags.run_settings(**softsync).schedule.decay_steps == 3
-    assert task_flags.run_settings(**dict(fields, mode="sync")).schedule.decay_steps == 3
+    assert settings_lib.run_settings(**fields).schedule.decay_steps == 6
+    assert settings_lib.run_settings(**fields, warmup_steps=2).schedule.decay_steps == 4
+    softsync = dict(fields, softsync=1)
+    assert settings_lib.run_settings(**softsync).schedule.decay_steps == 3
+    assert settings_lib.run_settings(**dict(fields, mode="sync")).schedule.decay_steps == 3
 
 
 def test_async_pushes_are_applied_at_the_rate_of_the_push_count(tmp_path):
@@ -159,9 +160,9 @@ def compose(mode, given):
     spec = {"cluster": {"ps": ["a:1"], "local_ps": ["a:2"], "worker": ["a:3", "a:4"]}, "groups": [[0, 1]]}
     if mode != "hierarchical":
         spec = {"cluster": {"ps": ["a:1"], "worker": ["a:3", "a:4"]}}
-    defaults = task_flags.parse_run_args([])
+    defaults = run_flags.parse_run_args([])
     values = {name: defaults[name].value for name in defaults}
-    return task_flags.check_run(mode, cluster_lib.parse(spec, "test"), {**values, **given}, set(given))
+    return run_check.check_run(mode, cluster_lib.parse(spec, "test"), {**values, **given}, set(given))
 
 
 def test_run_json_records_a_schedule_so_a_resume_must_keep_it_and_older_runs_still_resume():
@@ -169,9 +170,9 @@ def test_run_json_records_a_schedule_so_a_resume_must_keep_it_and_older_runs_sti
     used: a run without one has the identity it always had. Cosine's D defaults to the steps after
     warm-up, so a resume that trains longer would change it, and is refused."""
     fields = SINGLE
-    plain = logdir.run_identity("mnist", task_flags.run_settings(**fields))
+    plain = logdir.run_identity("mnist", settings_lib.run_settings(**fields))
     assert "learning_rate_schedule" not in plain
-    cosine = logdir.run_identity("mnist", task_flags.run_settings(**fields, lr_schedule="cosine", warmup_steps=10))
+    cosine = logdir.run_identity("mnist", settings_lib.run_settings(**fields, lr_schedule="cosine", warmup_steps=10))
     assert cosine["learning_rate_schedule"] == {
         "base": 0.1,
         "kind": "cosine",
@@ -183,7 +184,8 @@ def test_run_json_records_a_schedule_so_a_resume_must_keep_it_and_older_runs_sti
     }
     longer = dict(fields, train_steps=200)
     assert (
-        logdir.run_identity("mnist", task_flags.run_settings(**longer, lr_schedule="cosine", warmup_steps=10)) != cosine
+        logdir.run_identity("mnist", settings_lib.run_settings(**longer, lr_schedule="cosine", warmup_steps=10))
+        != cosine
     )
-    warm = [logdir.run_identity("mnist", task_flags.run_settings(**f, warmup_steps=10)) for f in (fields, longer)]
+    warm = [logdir.run_identity("mnist", settings_lib.run_settings(**f, warmup_steps=10)) for f in (fields, longer)]
     assert warm[0] == warm[1]  # warm-up then constant does not depend on --train_steps: a resume may train longer

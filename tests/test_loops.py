@@ -8,7 +8,7 @@ from models import DIGITS, FLAGS, MLP, sha
 
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
-from parallel_tf.training import task_flags
+from parallel_tf.training import run_check, run_flags
 
 pytestmark = pytest.mark.inprocess
 
@@ -63,7 +63,7 @@ def test_a_shorter_last_run_and_a_resume_end_on_the_uninterrupted_run(tmp_path):
 
 
 TWO_WORKERS = cluster_lib.parse({"cluster": {"ps": ["a:1"], "worker": ["a:2", "a:3"]}}, "test")
-DEFAULTS = task_flags.parse_run_args([])
+DEFAULTS = run_flags.parse_run_args([])
 
 
 @pytest.mark.parametrize(
@@ -80,5 +80,5 @@ def test_what_a_loop_of_steps_cannot_hold_is_refused_with_one_line(given, line):
     values = {name: DEFAULTS[name].value for name in DEFAULTS}
     values.update({"steps_per_run": 5, "log_every": 50, "checkpoint_every": 100, **given})
     with pytest.raises(ConfigError) as refused:
-        task_flags.check_run("sync", TWO_WORKERS, values, {"steps_per_run", *given})
+        run_check.check_run("sync", TWO_WORKERS, values, {"steps_per_run", *given})
     assert str(refused.value).startswith(line)

@@ -11,8 +11,8 @@ from parallel_tf.cluster import config as cluster
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import Dataset
 from parallel_tf.graph.layers import dense
-from parallel_tf.training import task_flags, techniques
-from parallel_tf.training.modes import builder
+from parallel_tf.training import modes, run_check
+from parallel_tf.training import settings as settings_lib
 from parallel_tf.training.recipe import Recipe
 
 SPECS = {
@@ -49,25 +49,25 @@ TWO_LAYERS = Recipe(name="two_layers", model_fn=two_layers, datasets={})
 
 def build(mode, task_index, options=None, **fields):
     """Builds worker `task_index`'s graph from Settings made, checked and composed as a task makes them
-    (task_flags.run_settings); `fields` and technique `options` are the flags the test gives."""
+    (settings.run_settings); `fields` and technique `options` are the flags the test gives."""
     config = cluster.parse(SPECS[mode], mode)
     graph = tf.Graph()
-    settings = task_flags.run_settings(
+    settings = settings_lib.run_settings(
         set(fields) | set(options or {}),
         mode=mode,
         task_index=task_index,
         cluster=config,
-        **{**FIELDS, **_of_mode(mode), **fields, "options": {**techniques.default_options(), **(options or {})}},
+        **{**FIELDS, **_of_mode(mode), **fields, **(options or {})},
     )
     with graph.as_default():
-        built = builder(mode)(TWO_LAYERS, DATA, settings, config, task_index)
+        built = modes.build(TWO_LAYERS, DATA, settings)
     for value in vars(built).values():  # never run here: TF would warn they went unused
         getattr(value, "mark_used", lambda: None)()
     return graph, built
 
 
 def _of_mode(mode):
-    return {name: value for name, value in MODE_OPTIONS.items() if mode in task_flags.DECLARED_SCOPES[name]}
+    return {name: value for name, value in MODE_OPTIONS.items() if mode in run_check.DECLARED_SCOPES[name]}
 
 
 @pytest.mark.parametrize(

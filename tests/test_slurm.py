@@ -7,6 +7,7 @@ import pytest
 
 from parallel_tf.cluster import slurm
 from parallel_tf.errors import ConfigError
+from parallel_tf.training import modes
 
 
 def step(nodelist, tasks_per_node, num_tasks, rank, distribution=None, localid=None, **extra):
@@ -57,7 +58,8 @@ def test_cyclic_deals_ranks_round_robin_skipping_full_nodes():
 def layout(environ_of_rank, num_tasks, **shape):
     """{rank: (job, index, address)} and the cluster every rank resolved (all must agree)."""
     shape = {"mode": "sync", "num_ps": 1, "num_groups": 2, "port_base": 8888, "groups": "interleaved", **shape}
-    placements = [slurm.placement(environ_of_rank(rank), **shape) for rank in range(num_tasks)]
+    num_ps, num_groups = modes.server_counts(shape.pop("mode"), shape.pop("num_ps"), shape.pop("num_groups"))
+    placements = [slurm.placement(environ_of_rank(rank), num_ps, num_groups, **shape) for rank in range(num_tasks)]
     assert all(p.cluster == placements[0].cluster for p in placements)
     return placements[0].cluster, [(p.job_name, p.task_index) for p in placements]
 
@@ -110,7 +112,7 @@ def test_gpus_slurm_allocated_are_narrowed_not_replaced():
 
 def test_job_variables_stand_in_for_step_ones():
     environ = {"SLURM_JOB_NODELIST": "n1", "SLURM_TASKS_PER_NODE": "2", "SLURM_NTASKS": "2", "SLURM_PROCID": "1"}
-    placement = slurm.placement(environ, "sync", 1, 2, 8888)
+    placement = slurm.placement(environ, 1, 0, 8888)
     assert (placement.job_name, placement.task_index) == ("worker", 0)
 
 
@@ -130,7 +132,7 @@ def test_job_variables_stand_in_for_step_ones():
 )
 def test_bad_environments_name_the_variable(environ, message):
     with pytest.raises(ConfigError) as error:
-        slurm.placement(environ, "sync", 1, 2, 8888)
+        slurm.placement(environ, 1, 0, 8888)
     assert message in str(error.value)
 
 
@@ -144,7 +146,7 @@ def test_the_example_sbatch_script_places_its_tasks():
     port_base = int(re.search(r"--port_base=(\d+)", script)[1])
     hosts = f"n[1-{nodes}]"
     placement = slurm.placement(
-        step(hosts, f"{per_node}(x{nodes})", nodes * per_node, 1, "block"), "sync", num_ps, 2, port_base
+        step(hosts, f"{per_node}(x{nodes})", nodes * per_node, 1, "block"), num_ps, 0, port_base
     )
     assert (placement.job_name, placement.task_index) == ("worker", 0)
     assert placement.cluster.num_ps == num_ps

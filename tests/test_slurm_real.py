@@ -27,8 +27,9 @@ SLURM_RECIPE = [*RECIPE, "--cluster_resolver=slurm", "--num_ps=1", f"--port_base
 PLACEMENT_PROBE = f"""
 import json, os, socket, sys
 from parallel_tf.cluster import slurm
+from parallel_tf.training import modes
 mode, groups = sys.argv[1:]
-placement = slurm.placement(os.environ, mode, 1, 0, {PORT_BASE}, groups=groups)
+placement = slurm.placement(os.environ, *modes.server_counts(mode, 1, 0), {PORT_BASE}, groups=groups)
 print(json.dumps({{
     "rank": int(os.environ["SLURM_PROCID"]), "local": int(os.environ["SLURM_LOCALID"]),
     "host": socket.gethostname(), "task": [placement.job_name, placement.task_index],

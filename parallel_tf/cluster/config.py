@@ -12,9 +12,6 @@ from parallel_tf.errors import ConfigError
 
 KNOWN_JOBS = ("ps", "local_ps", "worker")  # in start order; hierarchical clusters add a local ps per group
 SERVER_JOBS = ("ps", "local_ps")  # jobs that host variables and wait for their workers to finish
-GROUPED_MODE = "hierarchical"
-WORKERS_ONLY_MODE = "allreduce"  # its workers all-reduce among themselves: no parameter server
-LOCKSTEP_MODES = ("sync", WORKERS_ONLY_MODE)  # the data position is the global step: any worker count resumes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,29 +73,6 @@ class ClusterConfig:
             return self.servers_of(worker)
         return [("worker", w) for w in range(self.num_workers) if w != worker]
 
-    def check_mode(self, mode):
-        """Raises ConfigError unless this cluster's shape fits `mode`: groups for hierarchical only, a ps
-        for every mode but all-reduce, and none for all-reduce."""
-        if mode == WORKERS_ONLY_MODE and self.num_ps:
-            raise ConfigError(
-                f"--mode={mode} runs workers only, which all-reduce their gradients among themselves; the cluster's "
-                f'"ps" job ({self.num_ps} task(s)) would sit idle: leave it out'
-            )
-        if mode != WORKERS_ONLY_MODE and not self.num_ps:
-            raise ConfigError(
-                f'--mode={mode} needs a parameter server: the cluster has no "ps" job (only --mode=allreduce '
-                "runs workers alone)"
-            )
-        if mode == GROUPED_MODE and not self.groups:
-            raise ConfigError(
-                '--mode=hierarchical needs a cluster spec with a "local_ps" job and "groups", e.g. '
-                '{"cluster": {"ps": [...], "local_ps": [g0, g1], "worker": [...]}, "groups": [[0, 2], [1, 3]]}'
-            )
-        if mode != GROUPED_MODE and self.groups:
-            raise ConfigError(
-                f'the cluster has "local_ps" and "groups", which only --mode=hierarchical uses, not {mode}'
-            )
-
     def check_task(self, job_name, task_index):
         """Raises ConfigError unless (job_name, task_index) names a task of this cluster."""
         if job_name not in self.jobs:
@@ -119,29 +93,23 @@ def check_shardable(global_batch_size, num_shards):
         )
 
 
-def server_counts(mode, num_ps, num_groups):
-    """(central ps, local ps) tasks of a `mode` cluster: --num_ps central ones, none in all-reduce, and
-    in hierarchical one local ps per group."""
-    return (0 if mode == WORKERS_ONLY_MODE else num_ps), (num_groups if mode == GROUPED_MODE else 0)
-
-
-def assign_jobs(addresses, mode, num_ps, num_groups, source):
-    """A cluster from addresses in start order: the central ps tasks first (none in all-reduce), then
-    (hierarchical) one local ps per group, then the workers, worker i in group i mod G as in the seed."""
-    num_ps, num_local_ps = server_counts(mode, num_ps, num_groups)
-    num_workers = len(addresses) - num_ps - num_local_ps
+def assign_jobs(addresses, num_ps, num_groups, source):
+    """A cluster from addresses in start order: `num_ps` central ps tasks first, then one local ps for
+    each of `num_groups` groups, then the workers, worker i in group i mod G as in the seed. The counts
+    are the mode's (training.modes.server_counts): no ps in all-reduce, groups only in hierarchical."""
+    num_workers = len(addresses) - num_ps - num_groups
     if num_workers < 1:
         raise ConfigError(
             f"{source} has {len(addresses)} task(s): too few for {num_ps} ps"
-            + (f", {num_local_ps} local ps" if num_local_ps else "")
+            + (f", {num_groups} local ps" if num_groups else "")
             + " and at least one worker"
         )
-    if num_local_ps > num_workers:
+    if num_groups > num_workers:
         raise ConfigError(f"--num_groups={num_groups} is more than the {num_workers} worker(s) of {source}")
     addresses = iter(addresses)
-    sizes = {"ps": num_ps, "local_ps": num_local_ps, "worker": num_workers}
+    sizes = {"ps": num_ps, "local_ps": num_groups, "worker": num_workers}
     spec = {"cluster": {job: [next(addresses) for _ in range(size)] for job, size in sizes.items() if size}}
-    if num_local_ps:
+    if num_groups:
         spec["groups"] = [list(range(g, num_workers, num_groups)) for g in range(num_groups)]
     return parse(spec, source)
 
@@ -272,7 +240,7 @@ def from_tf_config(text):
     return config, task.get("type"), index
 
 
-def from_tfjob_config(text, mode, num_ps, num_groups):
+def from_tfjob_config(text, num_ps, num_groups):
     """(ClusterConfig, job, index) from the TF_CONFIG Kubeflow's TFJob operator injects, whose only
     server replica type is PS: its first `num_ps` tasks are the central ps, the next `num_groups`
     (hierarchical) the groups' local parameter servers, in start order as `assign_jobs` lays out."""
@@ -281,11 +249,11 @@ def from_tfjob_config(text, mode, num_ps, num_groups):
         raise ConfigError('TF_CONFIG: task: expected {"type": ..., "index": ...}, as the TFJob operator sets')
     config.check_task(job, index)
     addresses = [*config.jobs.get("ps", ()), *config.jobs["worker"]]
-    cluster = assign_jobs(addresses, mode, num_ps, num_groups, "TF_CONFIG")
+    cluster = assign_jobs(addresses, num_ps, num_groups, "TF_CONFIG")
     return (cluster, *cluster.task_at(config.jobs[job][index]))
 
 
-def resolve(cluster_spec, ps_hosts, worker_hosts, environ=os.environ):
+def from_given_source(cluster_spec, ps_hosts, worker_hosts, environ=os.environ):
     """Picks the one cluster source the user gave; returns (config or None, job, index) from it.
 
     None means no cluster at all: the recipe trains in one plain process.

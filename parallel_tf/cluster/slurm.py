@@ -94,8 +94,9 @@ def node_of_each_rank(tasks_per_node, distribution):
     return nodes
 
 
-def placement(environ, mode, num_ps, num_groups, port_base, groups="interleaved"):
+def placement(environ, num_ps, num_groups, port_base, groups="interleaved"):
     """This task's Placement from Slurm's variables; ConfigError naming the variable that is wrong.
+    `num_ps` and `num_groups` are the mode's server counts (training.modes.server_counts).
     With groups="by_host" (hierarchical), one group per node: see cluster.assign_jobs_by_host."""
     hosts = expand_hostlist(_first_of(environ, "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"))
     tasks_per_node = expand_tasks_per_node(_first_of(environ, "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"))
@@ -122,7 +123,7 @@ def placement(environ, mode, num_ps, num_groups, port_base, groups="interleaved"
         node_names = [hosts[node] for node in nodes]
         cluster = cluster_lib.assign_jobs_by_host(addresses, node_names, num_ps, "the Slurm step")
     else:
-        cluster = cluster_lib.assign_jobs(addresses, mode, num_ps, num_groups, "the Slurm step")
+        cluster = cluster_lib.assign_jobs(addresses, num_ps, num_groups, "the Slurm step")
     job_name, task_index = cluster.task_at(addresses[rank])
     return Placement(cluster, job_name, task_index)
 

@@ -10,7 +10,7 @@ own group. The ring all-reduce adds in an order fixed by the ring, so its sums r
 gather puts the pieces in worker order, which a fixed-order sum needs.
 """
 
-import numpy as np
+import math
 
 from parallel_tf.compat import tf
 
@@ -77,7 +77,7 @@ class Collectives:
 def pack(tensors):
     """One flat vector of `tensors` (float32), and the function that cuts such a vector back into their shapes."""
     shapes = [t.shape.as_list() for t in tensors]
-    sizes = [int(np.prod(shape)) for shape in shapes]
+    sizes = [math.prod(shape) for shape in shapes]
     flat = tf.concat([tf.reshape(t, [-1]) for t in tensors], axis=0)
 
     def unpack(vector):

@@ -17,8 +17,8 @@ from parallel_tf.graph.model import model_on
 
 
 def steps_in_one_run(recipe, model, step):
-    """((features, labels) placeholders for the run's batches stacked by step, the report of its last
-    step). `step(model) -> (workers, losses)` builds one step on a model of that step's batch."""
+    """((features, labels) placeholders for the run's batches stacked by step, (workers, losses) of its
+    last step). `step(model) -> (workers, losses)` builds one step on a model of that step's batch."""
     features = tf.placeholder(tf.float32, [None, *model.features.shape.as_list()], name="features_by_step")
     labels = tf.placeholder(tf.int64, [None, None], name="labels_by_step")
 
@@ -37,7 +37,7 @@ def steps_in_one_run(recipe, model, step):
         shape_invariants=(tf.TensorShape([]), tf.TensorShape([None]), tf.TensorShape([None])),
         parallel_iterations=1,
     )
-    return (features, labels), {"workers": workers, "losses": losses}
+    return (features, labels), (workers, losses)
 
 
 def _reads_in_this_step():

@@ -2,7 +2,10 @@
 group's exchange with the central parameter servers (hierarchical mode) are the same three steps:
 apply the sum with the optimizer, zero it, count the push. Async pushes also record their staleness."""
 
+from __future__ import annotations  # the types name TensorFlow's, which is imported on first use (compat.py)
+
 import dataclasses
+from collections.abc import Callable
 
 from parallel_tf.compat import tf
 
@@ -72,6 +75,6 @@ class Send:
     """How an async push reaches the parameters: `op` runs in the pushing worker's step; a technique
     that applies pushes later also gives the chief work to do on joining and in the background."""
 
-    op: object
-    chief_on_join: object = None  # (sess) -> None
-    chief_background: object = None  # (sess) -> None
+    op: tf.Operation
+    chief_on_join: Callable[[tf.Session], None] | None = None
+    chief_background: Callable[[tf.Session], None] | None = None

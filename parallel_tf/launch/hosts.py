@@ -18,6 +18,7 @@ import subprocess
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
 from parallel_tf.launch.fence import CLONE_NEWNET, die_with_parent
+from parallel_tf.training import modes
 
 SUBNET = "10.77.0"
 BRIDGE = "ptf0"
@@ -36,7 +37,8 @@ def host_of(address):
 def layout(mode, num_ps, num_workers, num_groups, num_hosts):
     """The cluster on `num_hosts` simulated hosts: the i-th task of each job on host i mod H, on the
     next free port of that host; jobs and groups assigned as everywhere (cluster.assign_jobs)."""
-    counts = [*cluster_lib.server_counts(mode, num_ps, num_groups), num_workers]  # in start order
+    num_ps, num_groups = modes.server_counts(mode, num_ps, num_groups)
+    counts = [num_ps, num_groups, num_workers]  # in start order
     used = [0] * num_hosts
     addresses = []
     for count in counts:
@@ -44,7 +46,7 @@ def layout(mode, num_ps, num_workers, num_groups, num_hosts):
             host = index % num_hosts
             addresses.append(f"{host_address(host)}:{PORT_BASE + used[host]}")
             used[host] += 1
-    return cluster_lib.assign_jobs(addresses, mode, num_ps, num_groups, "the simulated hosts")
+    return cluster_lib.assign_jobs(addresses, num_ps, num_groups, "the simulated hosts")
 
 
 class SimulatedHosts:

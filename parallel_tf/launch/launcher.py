@@ -8,7 +8,7 @@
 Picks free 127.0.0.1 ports (unless --cluster_spec is given), writes the spec it used into the
 logdir, starts every task (ps, local_ps in hierarchical mode, worker), prefixes each output line
 with its task, and waits. If any task fails, or on Ctrl-C / SIGTERM, it stops every other task
-by PID and exits non-zero naming the task. The run and mode flags it was given (training/task_flags.py) and the
+by PID and exits non-zero naming the task. The run and mode flags it was given (training/run_flags.py) and the
 flags it does not know (the recipe's own, e.g. --model=cnn) go to every task.
 Rerun on the same --logdir after a crash resumes from the chief's latest checkpoint; --fresh starts over.
 With --max_restarts=K the launcher does that itself when a task fails, up to K times (exit 2, a
@@ -37,8 +37,9 @@ from parallel_tf.data import download
 from parallel_tf.errors import ConfigError, TaskFailure
 from parallel_tf.launch import fence, hosts
 from parallel_tf.launch.processes import Cluster, describe_exit, say
-from parallel_tf.training import task_flags
+from parallel_tf.training import modes, run_check, run_flags
 from parallel_tf.training.logdir import default_logdir, prepare_logdir, remove_if_empty
+from parallel_tf.training.modes import hierarchical
 
 CHECK_TIMEOUT_SECS = 120
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -48,13 +49,13 @@ FLAGS = flags.FLAGS
 
 
 def define_launcher_flags():
-    task_flags.define_recipe_flag()
-    task_flags.define_mode_flag()
-    task_flags.define_mode_option_flags()
-    task_flags.define_run_flags()
-    task_flags.define_logdir_flags()
-    task_flags.define_cluster_spec_flag()
-    task_flags.define_cluster_shape_flags()
+    run_flags.define_recipe_flag()
+    run_flags.define_mode_flag()
+    run_flags.define_mode_option_flags()
+    run_flags.define_run_flags()
+    run_flags.define_logdir_flags()
+    run_flags.define_cluster_spec_flag()
+    run_flags.define_cluster_shape_flags()
     flags.DEFINE_integer("num_workers", 2, "Worker processes to start.", lower_bound=1)
     flags.DEFINE_integer(
         "simulate_hosts",
@@ -91,8 +92,8 @@ def main(argv):
     run_dir = None
     try:
         recipe_path = resolve_recipe(FLAGS.recipe)
-        task_flags.check_shape_flags(FLAGS.mode)
-        task_flags.check_flag_scopes(FLAGS.mode, task_flags.DECLARED_SCOPES)
+        modes.check_shape_flags(FLAGS.mode)
+        run_check.check_flag_scopes(FLAGS.mode, run_check.DECLARED_SCOPES)
         spec = cluster_lib.from_spec_file(FLAGS.cluster_spec) if FLAGS.cluster_spec else None
         num_groups = groups_count()
         fetch_before_fencing(recipe_flags, recipe_path)
@@ -102,14 +103,14 @@ def main(argv):
             cluster = hosts.layout(FLAGS.mode, FLAGS.num_ps, FLAGS.num_workers, num_groups, FLAGS.simulate_hosts)
         else:
             cluster = spec or local_cluster(FLAGS.mode, FLAGS.num_ps, FLAGS.num_workers, num_groups)
-        cluster.check_mode(FLAGS.mode)
-        task_flags.check_run_fits(cluster, FLAGS.mode)  # before any task starts: one line, exit 2
+        modes.check_cluster(FLAGS.mode, cluster)
+        run_check.check_run_fits(cluster, FLAGS.mode)  # before any task starts: one line, exit 2
         run_dir = FLAGS.logdir or default_logdir(recipe_name(recipe_path), FLAGS.mode)
         check_min_workers(FLAGS.min_workers, cluster)
         common = [
             f"--mode={FLAGS.mode}",
             f"--logdir={run_dir}",
-            *task_flags.given_task_flags(FLAGS.mode),
+            *run_check.given_task_flags(FLAGS.mode),
             *recipe_flags,
         ]
         check_task_flags(cluster, recipe_path, common)
@@ -199,7 +200,7 @@ def recipes_dataset(recipe_path, recipe_flags):
 
 def groups_count():
     """--num_groups, or with --groups=by_host one group per simulated host."""
-    task_flags.check_groups_by_host(bool(FLAGS.simulate_hosts), "a cluster without --simulate_hosts")
+    hierarchical.check_groups_by_host(bool(FLAGS.simulate_hosts), "a cluster without --simulate_hosts")
     return FLAGS.simulate_hosts if FLAGS.groups == "by_host" else FLAGS.num_groups
 
 
@@ -220,7 +221,7 @@ def run_with_restarts(cluster, recipe_path, run_dir, common, simulated):
     """Runs the cluster; after a failure (not a mistake), restarts it up to --max_restarts times. Returns
     the exit code: 0, 2 for a task's mistake, 1 for a failure with no restart left."""
     for restart in range(FLAGS.max_restarts + 1):
-        spare_workers = task_flags.spare_workers(cluster)
+        spare_workers = run_check.spare_workers(cluster)
         tasks = task_commands(cluster, recipe_path, run_dir, common)
         enter_host = {}
         if simulated:
@@ -258,9 +259,9 @@ def task_commands(cluster, recipe_path, run_dir, common):
 def check_min_workers(min_workers, cluster):
     if min_workers is None:
         return
-    if FLAGS.mode not in cluster_lib.LOCKSTEP_MODES:
+    if FLAGS.mode not in modes.LOCKSTEP:
         raise ConfigError(
-            f"--min_workers applies only to --mode={'|'.join(cluster_lib.LOCKSTEP_MODES)}, not {FLAGS.mode}: "
+            f"--min_workers applies only to --mode={'|'.join(modes.LOCKSTEP)}, not {FLAGS.mode}: "
             "a resume must keep its worker count"
         )
     if not FLAGS.max_restarts:
@@ -286,7 +287,7 @@ def cluster_for_restart(cluster, failed, min_workers, fits):
 
 def fits(cluster):
     try:
-        task_flags.check_run_fits(cluster, FLAGS.mode)
+        run_check.check_run_fits(cluster, FLAGS.mode)
     except ConfigError:
         return False
     return True
@@ -306,11 +307,11 @@ def recipe_name(path):
 
 def local_cluster(mode, num_ps, num_workers, num_groups):
     """A spec on free loopback ports; in hierarchical mode worker i joins group i mod G, as in the seed."""
-    num_ps, num_local_ps = cluster_lib.server_counts(mode, num_ps, num_groups)
-    if num_local_ps > num_workers:
+    num_ps, num_groups = modes.server_counts(mode, num_ps, num_groups)
+    if num_groups > num_workers:
         raise ConfigError(f"--num_groups={num_groups} is more than --num_workers={num_workers}")
-    free = free_loopback_addresses(num_ps + num_local_ps + num_workers)
-    return cluster_lib.assign_jobs(free, mode, num_ps, num_groups, "generated spec")
+    free = free_loopback_addresses(num_ps + num_groups + num_workers)
+    return cluster_lib.assign_jobs(free, num_ps, num_groups, "generated spec")
 
 
 def free_loopback_addresses(count):

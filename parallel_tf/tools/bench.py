@@ -29,7 +29,7 @@ from parallel_tf.errors import ConfigError
 from parallel_tf.files import write_atomically
 from parallel_tf.launch.launcher import resolve_recipe
 from parallel_tf.tools import figures, runs
-from parallel_tf.training import profiling, task_flags
+from parallel_tf.training import profiling, run_check, run_flags
 
 FLAGS = flags.FLAGS
 
@@ -120,7 +120,7 @@ def define_bench_flags():
     )
     flags.DEFINE_string("report", None, "Markdown file to write the results into (e.g. BENCHMARKS.md).")
     flags.DEFINE_string("out", None, "Directory for the runs; default runs/bench-<time>.")
-    task_flags.define_run_flags()
+    run_flags.define_run_flags()
 
 
 def main(argv):
@@ -214,9 +214,7 @@ def command_for(model_name, system_name, workers):
     model, system = MODELS[model_name], SYSTEMS[system_name]
     recipe = resolve_recipe(model.recipe)
     steps = steps_of(model_name)
-    given = [
-        flag for flag in task_flags.given_task_flags(task_flags.NO_CLUSTER) if not flag.startswith("--train_steps=")
-    ]
+    given = [flag for flag in run_check.given_task_flags(run_check.NO_CLUSTER) if not flag.startswith("--train_steps=")]
     per_run = system.steps_per_run
     log_every = -(-max(1, steps // 10) // per_run) * per_run  # a tenth of the run, in whole runs of steps
     run_flags = [f"--train_steps={steps}", f"--log_every={log_every}", *model.flags, *given]

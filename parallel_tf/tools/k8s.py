@@ -26,7 +26,8 @@ from parallel_tf.cli import exit_config_error, parse_flags_or_exit
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
 from parallel_tf.launch.launcher import recipe_name, resolve_recipe
-from parallel_tf.training import task_flags
+from parallel_tf.training import modes, run_check, run_flags
+from parallel_tf.training.modes import hierarchical
 
 FLAGS = flags.FLAGS
 RETRYABLE_EXIT_CODE = 138  # in Kubeflow's retried range, 128-255
@@ -36,11 +37,11 @@ JOB_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")  # a DNS-1035 label, as the
 
 
 def define_k8s_flags():
-    task_flags.define_recipe_flag()
-    task_flags.define_mode_flag()
-    task_flags.define_mode_option_flags()
-    task_flags.define_run_flags()
-    task_flags.define_cluster_shape_flags()
+    run_flags.define_recipe_flag()
+    run_flags.define_mode_flag()
+    run_flags.define_mode_option_flags()
+    run_flags.define_run_flags()
+    run_flags.define_cluster_shape_flags()
     flags.DEFINE_integer("num_workers", 2, "Worker replicas.", lower_bound=1)
     flags.DEFINE_string("image", None, "Container image with this repository and its dependencies installed.")
     flags.DEFINE_string("name", None, "The TFJob's name (a DNS label); default <recipe>-<mode>.")
@@ -59,7 +60,7 @@ def define_k8s_flags():
 def replica_counts(mode, num_ps, num_groups, num_workers):
     """{"PS": central and local parameter servers, "Worker": workers}: the replicas of the TFJob, Worker
     only in all-reduce mode."""
-    servers = sum(cluster_lib.server_counts(mode, num_ps, num_groups))
+    servers = sum(modes.server_counts(mode, num_ps, num_groups))
     return {**({"PS": servers} if servers else {}), "Worker": num_workers}
 
 
@@ -71,14 +72,14 @@ def operator_cluster(name, namespace, replicas, mode, num_ps, num_groups):
         for kind, count in replicas.items()
         for i in range(count)
     ]
-    return cluster_lib.assign_jobs(addresses, mode, num_ps, num_groups, "the TFJob")
+    return cluster_lib.assign_jobs(addresses, *modes.server_counts(mode, num_ps, num_groups), "the TFJob")
 
 
 def manifest(
     *, name, namespace, image, workdir, logdir, logdir_claim, recipe, mode, num_ps, num_groups, replicas, task_args
 ):
     """The TFJob as a dict; `task_args` are the run, mode and recipe flags every task gets."""
-    central, local = cluster_lib.server_counts(mode, num_ps, num_groups)
+    central, local = modes.server_counts(mode, num_ps, num_groups)
     shape = [*([f"--num_ps={central}"] if central else []), *([f"--num_groups={local}"] if local else [])]
     container = {
         "name": CONTAINER_NAME,
@@ -117,9 +118,9 @@ def main(argv):
     recipe_flags = [arg for arg in argv[1:] if arg != "--"]
     try:
         recipe = recipe_name(resolve_recipe(FLAGS.recipe))
-        task_flags.check_flag_scopes(FLAGS.mode, task_flags.DECLARED_SCOPES)
-        task_flags.check_shape_flags(FLAGS.mode)
-        task_flags.check_groups_by_host(False, "a TFJob")
+        run_check.check_flag_scopes(FLAGS.mode, run_check.DECLARED_SCOPES)
+        modes.check_shape_flags(FLAGS.mode)
+        hierarchical.check_groups_by_host(False, "a TFJob")
         if not FLAGS.image:
             raise ConfigError("--image is required: the container image the pods run")
         name = FLAGS.name or f"{recipe}-{FLAGS.mode}".replace("_", "-").lower()
@@ -127,7 +128,7 @@ def main(argv):
             raise ConfigError(f"--name={name}: a TFJob name must be a DNS label: a-z, 0-9 and '-', at most 63")
         replicas = replica_counts(FLAGS.mode, FLAGS.num_ps, FLAGS.num_groups, FLAGS.num_workers)
         cluster = operator_cluster(name, FLAGS.namespace, replicas, FLAGS.mode, FLAGS.num_ps, FLAGS.num_groups)
-        task_flags.check_run_fits(cluster, FLAGS.mode)
+        run_check.check_run_fits(cluster, FLAGS.mode)
         job = manifest(
             name=name,
             namespace=FLAGS.namespace,
@@ -140,7 +141,7 @@ def main(argv):
             num_ps=FLAGS.num_ps,
             num_groups=FLAGS.num_groups,
             replicas=replicas,
-            task_args=[*task_flags.given_task_flags(FLAGS.mode), *recipe_flags],
+            task_args=[*run_check.given_task_flags(FLAGS.mode), *recipe_flags],
         )
     except ConfigError as e:
         exit_config_error(str(e))

@@ -40,9 +40,8 @@ from parallel_tf.errors import ConfigError
 from parallel_tf.files import write_atomically
 from parallel_tf.launch.launcher import resolve_recipe
 from parallel_tf.tools import curves, drift, held_out, runs
-from parallel_tf.training import task_flags
+from parallel_tf.training import modes, run_check, run_flags
 from parallel_tf.training.logdir import prepare_logdir
-from parallel_tf.training.train_graph import MODES
 
 FLAGS = flags.FLAGS
 # Sync's promise across worker counts (docs/reproducibility.md; tests/test_equalities.py checks it): final
@@ -52,10 +51,10 @@ CROSS_N_TOLERANCE = 1e-5
 
 def define_study_flags():
     """The study's own flags, and the recipe, run and mode flags it passes on to its runs (each run gets
-    the mode options that apply to its mode: task_flags.given_task_flags)."""
-    task_flags.define_recipe_flag()
-    task_flags.define_mode_option_flags()
-    task_flags.define_run_flags()
+    the mode options that apply to its mode: run_check.given_task_flags)."""
+    run_flags.define_recipe_flag()
+    run_flags.define_mode_option_flags()
+    run_flags.define_run_flags()
     flags.DEFINE_list(
         "workers",
         None,
@@ -70,7 +69,7 @@ def define_study_flags():
         "Instead of --repeats: one repeat per seed, e.g. 0,1,2,3,4, so that runs which repeat bitwise (sync) "
         "vary as training does from seed to seed; each seed gets a one-process reference of its own.",
     )
-    flags.DEFINE_list("modes", ["sync"], f"Modes to study, comma-separated, from {', '.join(MODES)}.")
+    flags.DEFINE_list("modes", ["sync"], f"Modes to study, comma-separated, from {', '.join(modes.NAMES)}.")
     flags.DEFINE_string(
         "variants",
         None,
@@ -157,13 +156,13 @@ def _plan(recipe, variants, worker_counts, seeds):
         return [] if seed is None else [f"--seed={seed}"]
 
     reference_mode, command = _reference(recipe, FLAGS.strict_determinism)
-    reference_given = [*task_flags.given_task_flags(reference_mode), *evaluating]
+    reference_given = [*run_check.given_task_flags(reference_mode), *evaluating]
     plan = [
         PlannedRun("reference", reference_mode, 1, 1, seed, command, reference_given + seeded(seed))
         for seed in dict.fromkeys(seeds)
     ]
     for variant, mode, variant_flags in variants:
-        given = [*task_flags.given_task_flags(mode), *evaluating, *variant_flags]
+        given = [*run_check.given_task_flags(mode), *evaluating, *variant_flags]
         for n in worker_counts:
             command = runs.cluster_command(recipe, mode, n, *_launcher_flags(mode, n))
             plan += [
@@ -179,7 +178,7 @@ def _reference(recipe, strict):
     (the one process sums its batch in one pass, not in microbatches, and differs from them by rounding)."""
     if strict:
         return "sync", runs.cluster_command(recipe, "sync", 1)
-    return task_flags.NO_CLUSTER, runs.single_process_command(recipe)
+    return run_check.NO_CLUSTER, runs.single_process_command(recipe)
 
 
 def _seeds():
@@ -195,18 +194,18 @@ def _seeds():
 
 
 def _check_runs_fit(plan):
-    """Every cluster run's flags, parsed and composed as its launcher and tasks will (task_flags.check_run_fits),
+    """Every cluster run's flags, parsed and composed as its launcher and tasks will (run_check.check_run_fits),
     before the first run starts: a variant whose techniques do not go together stops the study at once."""
     for run in plan:
         variant, mode, n = run.variant, run.mode, run.workers
-        if mode == task_flags.NO_CLUSTER or run.repeat > 1:
+        if mode == run_check.NO_CLUSTER or run.repeat > 1:
             continue
         groups = _num_groups(mode, n)
-        tasks = sum(cluster_lib.server_counts(mode, 1, groups)) + n
-        addresses = [f"127.0.0.1:{port}" for port in range(1, 1 + tasks)]  # only counted, never used
-        cluster = cluster_lib.assign_jobs(addresses, mode, 1, groups, f"{variant} on {n} workers")
+        num_ps, num_groups = modes.server_counts(mode, 1, groups)
+        addresses = [f"127.0.0.1:{port}" for port in range(1, 1 + num_ps + num_groups + n)]  # only counted
+        cluster = cluster_lib.assign_jobs(addresses, num_ps, num_groups, f"{variant} on {n} workers")
         try:
-            task_flags.check_run_fits(cluster, mode, task_flags.parse_run_args(run.given))
+            run_check.check_run_fits(cluster, mode, run_flags.parse_run_args(run.given))
         except ConfigError as e:
             raise ConfigError(f"variant {variant!r} on {n} workers: {e}") from None
 
@@ -220,14 +219,14 @@ def _variants(text):
     variants = []
     for item in filter(None, (part.strip() for part in text.split(";"))):
         mode, *variant_flags = item.split()
-        if mode not in MODES:
-            raise ConfigError(f"--variants: {item!r} must start with a mode, one of {', '.join(MODES)}")
+        if mode not in modes.NAMES:
+            raise ConfigError(f"--variants: {item!r} must start with a mode, one of {', '.join(modes.NAMES)}")
         if not all(flag.startswith("--") for flag in variant_flags):
             raise ConfigError(f"--variants: {item!r}: after the mode, only --flags")
         for flag in variant_flags:  # a declared flag of other modes: caught before any run
             name, scope = _declared_scope(flag[2:].split("=")[0])
             if mode not in scope:
-                raise ConfigError(f"--variants: {item!r}: {task_flags.not_for_mode(name, mode, scope)}")
+                raise ConfigError(f"--variants: {item!r}: {run_check.not_for_mode(name, mode, scope)}")
         variants.append((item, mode, variant_flags))
     if not variants:
         raise ConfigError("--variants: empty")
@@ -238,10 +237,10 @@ def _variants(text):
 def _declared_scope(name):
     """(the flag's name, the modes it applies to) for a flag, maybe a boolean's --noNAME: every mode unless
     a declaration (a technique or an option) says otherwise."""
-    scopes = task_flags.DECLARED_SCOPES
+    scopes = run_check.DECLARED_SCOPES
     if name not in scopes and name.startswith("no") and name[2:] in scopes:
         name = name[2:]
-    return name, scopes.get(name, MODES)
+    return name, scopes.get(name, modes.NAMES)
 
 
 def _slug(variant):
@@ -252,14 +251,16 @@ def _slug(variant):
 def _modes(names):
     """The --modes to study; a declared flag given must apply to every one of them, or some runs would not
     be the experiment the user asked for."""
-    unknown = [m for m in names if m not in MODES]
+    unknown = [m for m in names if m not in modes.NAMES]
     if unknown or not names:
-        raise ConfigError(f"--modes: {', '.join(unknown) or 'empty'}: choose from {', '.join(MODES)}")
-    for name, scope in task_flags.DECLARED_SCOPES.items():
+        raise ConfigError(f"--modes: {', '.join(unknown) or 'empty'}: choose from {', '.join(modes.NAMES)}")
+    for name, scope in run_check.DECLARED_SCOPES.items():
         outside = [mode for mode in names if mode not in scope]
         if FLAGS[name].present and outside:
-            modes = [mode for mode in scope if mode in MODES]
-            raise ConfigError(f"--{name} is a {'|'.join(modes)}-mode option: use it with --modes={','.join(modes)}")
+            scope_modes = [mode for mode in scope if mode in modes.NAMES]
+            raise ConfigError(
+                f"--{name} is a {'|'.join(scope_modes)}-mode option: use it with --modes={','.join(scope_modes)}"
+            )
     return names
 
 
@@ -419,7 +420,7 @@ def _idle(summary):
     """The flags of the techniques on in a run that never changed anything (their effect counter is 0)."""
     return [
         f"--{d.flags[0]} ({d.effect} 0)"
-        for d in task_flags.DECLARATIONS
+        for d in run_check.DECLARATIONS
         if d.effect and d.name in summary.get("declared", {}) and not sum(_as_list(summary.get(d.effect, 0)))
     ]
 

@@ -32,7 +32,8 @@ from parallel_tf.errors import ConfigError
 from parallel_tf.launch import processes
 from parallel_tf.launch.launcher import free_loopback_addresses, resolve_recipe
 from parallel_tf.tools import runs
-from parallel_tf.training import outputs, task_flags
+from parallel_tf.training import outputs, run_flags
+from parallel_tf.training import settings as settings_lib
 
 STRATEGIES = ("mirrored", "parameter_server")
 FLAGS = flags.FLAGS
@@ -45,8 +46,8 @@ def define_flags():
     flags.DEFINE_string("cluster", None, "Set by the launching process: the tasks' addresses, as JSON.")
     flags.DEFINE_string("job_name", None, "Set by the launching process: chief, ps or worker.")
     flags.DEFINE_integer("task_index", 0, "Set by the launching process.")
-    task_flags.define_recipe_flag()
-    task_flags.define_run_flags()
+    run_flags.define_recipe_flag()
+    run_flags.define_run_flags()
 
 
 def main(argv):
@@ -57,7 +58,7 @@ def main(argv):
             raise ConfigError(f"--optimizer={FLAGS.optimizer}: the peers train with plain SGD only")
         recipe_path = resolve_recipe(FLAGS.recipe)
         recipe = load_recipe(recipe_path)  # TensorFlow is not imported yet (compat.py)
-        task_flags.define_data_flags(list(recipe.datasets))
+        run_flags.define_data_flags(list(recipe.datasets))
         parse_flags_or_exit(sys.argv)  # the recipe's and the data flags, now that they exist
         if FLAGS.job_name is None:
             sys.exit(launch(recipe_path, sys.argv[1:]))
@@ -110,7 +111,7 @@ def train(recipe):
     """This task's part: serve (ps, or a worker of parameter_server), or train (the others)."""
     jobs = json.loads(FLAGS.cluster)
     job, index = FLAGS.job_name, FLAGS.task_index
-    settings = task_flags.run_settings(
+    settings = settings_lib.run_settings(
         mode="single",
         job_name="worker",
         task_index=0,

@@ -6,7 +6,6 @@ import datetime
 import json
 import os
 
-from parallel_tf.cluster.config import LOCKSTEP_MODES
 from parallel_tf.errors import ConfigError
 
 FINISHED_MARKERS = ("summary.json",)
@@ -115,7 +114,7 @@ def run_identity(recipe_name, settings):
         "learning_rate": settings.learning_rate,
         **settings.mode_options(),
     }
-    if settings.mode not in LOCKSTEP_MODES:
+    if not settings.lockstep:
         identity["num_workers"] = settings.num_workers
     if not settings.schedule.is_constant or settings.linear_scaling_batch:  # recorded only when used: older runs resume
         identity["learning_rate_schedule"] = dataclasses.asdict(settings.schedule)

@@ -1,14 +1,25 @@
 """What a recipe says: its name, its model, its data (and loss). The library does the rest."""
 
-import dataclasses
+from __future__ import annotations  # the types name TensorFlow's, which is imported on first use (compat.py)
 
+import dataclasses
+from collections.abc import Callable
+from typing import Protocol
+
+from parallel_tf.compat import tf
 from parallel_tf.graph.model import mean_cross_entropy
+
+
+class ModelFn(Protocol):
+    def __call__(self, features: tf.Tensor, num_classes: int) -> tf.Tensor:
+        """The logits of `features`, built from get_variable and tf.nn ops."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
     name: str
-    model_fn: object  # (features, num_classes) -> logits
+    model_fn: ModelFn
     datasets: dict  # --dataset name -> (settings) -> data.Dataset; the first is the default
-    augment: object = None  # optional (images, step, positions, settings) -> images, see data/sharding.py
-    loss_fn: object = mean_cross_entropy  # (labels, logits) -> the mean loss over the fed examples
+    # optional (images, step, positions, settings) -> images, see data/sharding.py
+    augment: Callable | None = None
+    loss_fn: Callable[[tf.Tensor, tf.Tensor], tf.Tensor] = mean_cross_entropy  # (labels, logits) -> the mean loss

@@ -4,12 +4,13 @@ and the one function that decides what a run does.
 Every flag that changes what a run computes belongs to a declaration: a technique (a variant of a
 mode: backup workers, softsync, compression, ...) or an option (a setting of the run or its mode:
 a learning-rate schedule, --steps_per_run, --prefetch, strict determinism, ...). A declaration says,
-as data, the modes it applies to, when it is on, what it requires of other flags, what it cannot run
-with and why, and (techniques) the hooks its module defines and whether it builds the mode's graph
-itself. `resolve` reads only declarations, so none names another's flags, and the launcher, the
-tools, the manifest writer and every task decide alike.
+as data, the modes it applies to, when it is on (by default: once its first flag is set away from its
+default), what it requires of other flags, what it cannot run with and why, and (techniques) the hooks
+its module defines and whether it builds the mode's graph itself. A mode (Mode) is declared the same
+way: its builder and the shape of its cluster. `compose` reads only declarations, so none names another's
+flags, and the launcher, the tools, the manifest writer and every task decide alike.
 
-The rules, in the order `resolve` applies them:
+The rules, in the order `compose` applies them:
 1. A flag a declaration that is on requires: a different value the user gave is refused; two
    declarations requiring different values are refused; otherwise the required value is the run's.
    A settled value may switch a declaration off (--prefetch, settled to False), so this repeats until
@@ -45,7 +46,7 @@ HOOKS_OF_THE_MODE = {
     "after_push": "mark a worker's own push as already in its copy",
 }
 SINGLE_OWNER_HOOKS = ("transmit", "send_push")  # what reaches the parameters can be decided only once
-HOOKS = (*HOOKS_OF_THE_MODE, "build", "wrap", "spare_workers")
+HOOKS = (*HOOKS_OF_THE_MODE, "build", "wrap")
 EVERY_TECHNIQUE = "every technique"  # a `conflicts` key: refused with any technique on
 
 Values = Mapping[str, object]  # {flag name: value} of a run, with "mode"
@@ -60,7 +61,8 @@ class Declaration:
     name: str
     flags: tuple
     modes: tuple
-    enabled: Callable[[Values, object], bool]  # (values, cluster) -> whether a run with these values uses it
+    # (values, cluster) -> whether a run with these values uses it; None: once flags[0] is not at its default
+    enabled: Callable[[Values, object], bool] | None = None
     check: Callable[[Values, object], None] | None = None  # raises ConfigError for a bad value of its flags
     requires: dict = dataclasses.field(default_factory=dict)  # {flag: (value, why)}, while it is on
     conflicts: dict = dataclasses.field(default_factory=dict)  # {declaration name or EVERY_TECHNIQUE: why}
@@ -71,6 +73,12 @@ class Declaration:
     # The summary.json counter of the times it changed something, where on it may change nothing (clipping
     # whose norm is never reached): 0 in every run of a study means the variant trained its baseline.
     effect: str = ""
+
+    def is_on(self, values, cluster, defaults):
+        """Whether a run with `values` uses it; `defaults`: every flag's defined default."""
+        if self.enabled:
+            return self.enabled(values, cluster)
+        return values[self.flags[0]] != defaults[self.flags[0]]
 
     def describe(self, values):
         """How the user switched it on, as flags: --softsync=2, --staleness_aware, --fetch_every=2 with
@@ -90,6 +98,7 @@ class Technique(Declaration):
 
     hooks: tuple = ()  # of HOOKS, each a function of the module with that name; `build` replaces the mode's builder
     calls: tuple = ()  # with a `build` hook: the HOOKS_OF_THE_MODE its builder calls
+    spare_workers: Callable[[Values, object], int] | None = None  # (values, cluster) -> workers the run may lose
 
     def __post_init__(self):
         unknown = set(self.hooks) - set(HOOKS)
@@ -108,8 +117,29 @@ class Option(Declaration):
 
 
 @dataclasses.dataclass(frozen=True)
+class Mode:
+    """A distributed training mode, written as one module: its builder and what its cluster and its run
+    must be. Techniques and options name the modes they apply to; a mode names none of them."""
+
+    name: str
+    build: Callable  # (recipe, dataset, settings) -> TrainGraph
+    cluster: bool = True  # False: the one plain process, the reference a 1-worker cluster must match
+    groups: bool = False  # a local parameter server per group of workers (job local_ps, the spec's "groups")
+    workers_alone: str = ""  # how its workers exchange with no parameter server; "": they use parameter servers
+    flags: tuple = ()  # its cluster-shape flags, defined by its module's define_flags
+    lockstep: bool = False  # the data position is the global step, so a run resumes on any worker count
+    check: Callable[[Values, object], None] | None = None  # its rules of a whole run: ConfigError, one line
+    # (settings) -> (what the global step counts, the updates the run applies): a schedule's clock; default the steps
+    clock: Callable[[object], tuple] | None = None
+
+    @property
+    def parameter_servers(self):
+        return self.cluster and not self.workers_alone
+
+
+@dataclasses.dataclass(frozen=True)
 class Composition:
-    """What `resolve` decided: the techniques on, by name in wrapping order, the options on, and the flag
+    """What `compose` decided: the techniques on, by name in wrapping order, the options on, and the flag
     values the declarations settle."""
 
     names: tuple
@@ -117,14 +147,14 @@ class Composition:
     settled: dict
 
 
-def resolve(declarations, mode, cluster, values, given):
+def compose(declarations, mode, cluster, values, given, defaults):
     """The run's composition, or ConfigError with one line naming what cannot go together.
 
     `declarations`: every technique (in wrapping order) and option; `values`: every flag of the run,
-    by name; `given`: the names of the flags the user set."""
+    by name; `given`: the names of the flags the user set; `defaults`: every flag's defined default."""
     values = {**values, "mode": mode}
     of_mode = [d for d in declarations if mode in d.modes]
-    on, settled = _settle(of_mode, values, cluster, given)
+    on, settled = _settle(of_mode, values, cluster, given, defaults)
     values.update(settled)
     for declaration in of_mode:
         if declaration.check:
@@ -142,12 +172,12 @@ def resolve(declarations, mode, cluster, values, given):
     return Composition(names, tuple(d.name for d in on if isinstance(d, Option)), settled)
 
 
-def _settle(of_mode, values, cluster, given):
+def _settle(of_mode, values, cluster, given, defaults):
     """(the declarations on, the values they settle), repeated until a settled value switches none on or off."""
     settled = {}
     for _ in range(len(of_mode) + 1):
         current = {**values, **settled}
-        on = [d for d in of_mode if d.enabled(current, cluster)]
+        on = [d for d in of_mode if d.is_on(current, cluster, defaults)]
         now = _settle_requirements(on, current, values, given)
         if now == settled:
             return on, settled

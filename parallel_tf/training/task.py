@@ -23,8 +23,9 @@ from parallel_tf.errors import ConfigError, TaskFailure, one_line
 from parallel_tf.graph import devices
 from parallel_tf.training import logdir
 from parallel_tf.training.recipe import Recipe
+from parallel_tf.training.run_flags import define_task_flags
 from parallel_tf.training.server import serve, start_server, task_name
-from parallel_tf.training.task_flags import define_task_flags, settings_from_flags
+from parallel_tf.training.settings import settings_from_flags
 from parallel_tf.training.trainer import Trainer
 
 __all__ = ["Recipe", "run"]

@@ -7,39 +7,54 @@ evaluation, and which counters the chief logs. Every hook has a default that doe
 mode overrides the ones it needs, so the trainer never asks which mode it runs.
 """
 
+from __future__ import annotations  # the types name TensorFlow's, which is imported on first use (compat.py)
+
 import dataclasses
+from collections.abc import Callable
+from typing import TypedDict
 
 from parallel_tf.compat import tf
+from parallel_tf.graph.model import ModelGraph
 
-# Importable without TensorFlow: the launcher needs the names, not the builders.
-MODES = ("sync", "async", "hierarchical", "allreduce")
+
+class StepReport(TypedDict, total=False):
+    """What the last run of a step's plan fetches: `workers` and their shard `losses` (always), which the
+    chief logs; `train` (and `local_update`), the ops the run trains with where the losses do not wait for
+    them; `next_step`, the step this worker runs next where it is not the following one (backup workers)."""
+
+    workers: tf.Tensor  # int32[k]
+    losses: tf.Tensor  # float32[k], in the order of `workers`
+    train: tf.Operation
+    next_step: tf.Tensor
+    local_update: tf.Operation  # Downpour's SGD step on the worker's copies (techniques/local_updates.py)
+
+
+Plan = Callable[[int], list]  # (step) -> the fetches to run, in order; the last a StepReport
+SessionHook = Callable[["tf.Session"], None]  # a string: naming tf.Session here would import TensorFlow
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainGraph:
-    """What a worker needs to train, whatever the mode.
+    """What a worker needs to train, whatever the mode: `plan(step)` gives the fetches to run at `step`."""
 
-    `plan(step)` gives the fetches to run, in order, at `step`; the last run's result holds
-    {"workers": int32[k], "losses": float32[k]}: the shard losses the chief logs.
-    """
-
-    model: object  # graph.ModelGraph
-    position: object  # int tensor: the first step this worker has still to run
-    plan: object  # (step) -> [fetches, ...]
+    model: ModelGraph
+    position: tf.Tensor  # int: the first step this worker has still to run
+    plan: Plan
     # How a worker joins. Left None, each is derived once every technique has wrapped the graph
     # (with_join_fields); a builder that joins otherwise (SyncReplicasOptimizer, a group's central ps) gives its own.
-    init_variables: list = None  # the chief (worker 0) initialises these; they, less SCRATCH, are its checkpoint
-    ready_op: object = None  # a tensor, empty once everything this worker uses is initialised
-    local_init_op: object = None  # every worker runs it once ready_for_local_init_op is empty
-    ready_for_local_init_op: object = None
-    counters: dict = dataclasses.field(default_factory=dict)  # name -> tensor, logged and summarised by the chief
+    init_variables: list | None = None  # the chief (worker 0) initialises these; they, less SCRATCH, are its checkpoint
+    ready_op: tf.Tensor | None = None  # empty once everything this worker uses is initialised
+    local_init_op: tf.Operation | None = None  # every worker runs it once ready_for_local_init_op is empty
+    ready_for_local_init_op: tf.Tensor | None = None
+    counters: dict[str, tf.Tensor] = dataclasses.field(default_factory=dict)  # logged and summarised by the chief
     chief_waits_for_all: bool = True  # the chief evaluates only once every worker has run its last step
-    initialise_on_join: object = None  # (sess) -> None: run while joining, before this worker counts as ready
-    background: object = None  # (sess) -> None: run in a thread from the first step; awaited after the last
+    initialise_on_join: SessionHook | None = None  # run while joining, before this worker counts as ready
+    background: SessionHook | None = None  # run in a thread from the first step; awaited after the last
     pause_before_step: float = 0.0  # seconds this worker sleeps before each step (a straggler, for studies)
-    after_last_step: object = None  # (sess, {name: value} of its parameters) -> None: every worker, when done
+    # (sess, {name: value} of its parameters) -> None: every worker, when done
+    after_last_step: Callable[[tf.Session, dict], None] | None = None
     steps_per_run: int = 1  # a run of the plan trains this many steps (the last run of a training, maybe fewer)
-    inputs_by_step: tuple = None  # with steps_per_run > 1: (features, labels) placeholders, the batches stacked
+    inputs_by_step: tuple | None = None  # with steps_per_run > 1: (features, labels) placeholders, the batches stacked
 
     def feed(self, step):
         """Tensors to feed at `step` besides the batch (e.g. the step itself)."""
@@ -58,7 +73,7 @@ class CopiesGraph(TrainGraph):
     """A mode that computes on copies of the parameters (async, hierarchical): the chief refreshes its
     copy before evaluating, so it evaluates the parameters themselves."""
 
-    refresh_op: object = None
+    refresh_op: tf.Operation | None = None
 
     def before_evaluation(self, sess):
         sess.run(self.refresh_op)
@@ -82,7 +97,7 @@ def with_join_fields(graph):
 def own_report(task_index, loss):
     """The report of a worker that steps on its own (async, local SGD, backup workers): its index and
     its loss, shaped as a barrier's report of several workers is."""
-    return {"workers": tf.constant([task_index]), "losses": tf.reshape(loss, [1])}
+    return StepReport(workers=tf.constant([task_index]), losses=tf.reshape(loss, [1]))
 
 
 def microbatch_passes(settings, per_worker):
@@ -92,6 +107,6 @@ def microbatch_passes(settings, per_worker):
     return {"microbatch_passes": tf.constant(per_worker, tf.int64)}
 
 
-def fixed_plan(fetches):
+def fixed_plan(fetches: StepReport) -> Plan:
     """The plan of a mode that runs the same fetches every step."""
     return lambda step: [fetches]

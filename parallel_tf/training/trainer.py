@@ -1,7 +1,7 @@
 """The one training loop, whatever the mode: join the cluster, run the steps, log, checkpoint, summarise.
 
 A `Trainer` owns the worker's graph and session and everything the chief writes. It knows its mode
-only through the `TrainGraph` the mode's builder returns (modes/__init__.py): what to feed and run
+only through the `TrainGraph` modes.build returns (modes/__init__.py): what to feed and run
 each step, where to start, what to initialise while joining, what to run in the background and
 before evaluating, which counters to log. Give it a server's target, or "" for one plain process.
 """
@@ -21,9 +21,8 @@ from parallel_tf.errors import TaskFailure, chief_did_not_initialise
 from parallel_tf.graph import devices
 from parallel_tf.graph.barrier import gather_at_chief, signal_done
 from parallel_tf.graph.model import build_held_out, seed_everything
-from parallel_tf.training import logdir, outputs, profiling, traffic
+from parallel_tf.training import logdir, modes, outputs, profiling, traffic
 from parallel_tf.training.checkpoints import Checkpoints
-from parallel_tf.training.modes import builder
 
 # How often a worker that joined before the chief initialised the model asks again. Each ask is one
 # session on the cluster; at 0.5 s a joining worker idled most of a second (in-process clusters: 0.19 s
@@ -52,9 +51,7 @@ class Trainer:
         self.graph = tf.Graph()
         with self.graph.as_default():
             seed_everything(settings.seed)
-            self.train_graph = _with_learning_rate(
-                builder(settings.mode)(recipe, dataset, settings, cluster, task_index), settings
-            )
+            self.train_graph = _with_learning_rate(modes.build(recipe, dataset, settings), settings)
             self.held_out = None  # built only when asked: the default graph stays what it was
             if settings.is_chief and settings.eval_every:
                 with tf.device(devices.worker_device(0, settings.num_gpus) if cluster else None):

@@ -1,18 +1,88 @@
-"""One builder per mode: build(recipe, dataset, settings, cluster, task_index) -> TrainGraph
-(train_graph.py), wrapped by the techniques a run's settings switch on (techniques/)."""
+"""The modes: each one module with its declaration (`MODE`, a rules.Mode) and its builder,
+build(recipe, dataset, settings) -> TrainGraph (train_graph.py). This list is all that registers one;
+--mode's choices, the cluster's checks and the shape flags' scopes are derived from it, and the docs'
+modes table is checked against it (tests/test_docs.py).
 
+A run's graph is built in one place, `build`: by the mode's builder, or by the technique that builds
+the graph itself; then wrapped by every technique's `wrap` hook in the order of TECHNIQUES; then given
+the join fields nothing set.
+"""
+
+from absl import flags
+
+from parallel_tf.errors import ConfigError
 from parallel_tf.training import techniques
 from parallel_tf.training.modes import allreduce, asynchronous, hierarchical, single, sync
+from parallel_tf.training.train_graph import with_join_fields
+
+CLUSTER_MODES = (sync, asynchronous, hierarchical, allreduce)  # --mode's choices, in this order
+SINGLE = single.MODE  # no cluster: the one plain process
+BY_NAME = {m.name: m for m in (SINGLE, *(module.MODE for module in CLUSTER_MODES))}
+NAMES = tuple(module.MODE.name for module in CLUSTER_MODES)
+LOCKSTEP = tuple(name for name in NAMES if BY_NAME[name].lockstep)  # resume on any worker count
+# {flag: the modes it applies to} of the cluster shape flags: each mode's own, then --num_ps
+SHAPE_FLAGS = {
+    **{flag: tuple(n for n in NAMES if flag in BY_NAME[n].flags) for n in NAMES for flag in BY_NAME[n].flags},
+    "num_ps": tuple(name for name in NAMES if BY_NAME[name].parameter_servers),
+}
 
 
-def builder(mode):
-    """The build function for `mode` ('single' is the one-process reference), wrapped by the
-    techniques its settings switch on (see techniques/)."""
-    build_mode = {
-        "single": single.build,
-        "sync": sync.build,
-        "async": asynchronous.build,
-        "hierarchical": hierarchical.build,
-        "allreduce": allreduce.build,
-    }[mode]
-    return techniques.wrap(build_mode)
+def build(recipe, dataset, settings):
+    """The graph a worker of `settings` trains with: built, wrapped by the techniques on, joinable."""
+    (build_graph,) = [t.build for t in techniques.providing(settings, "build")] or [BY_NAME[settings.mode].build]
+    graph = build_graph(recipe, dataset, settings)
+    for technique in techniques.providing(settings, "wrap"):
+        graph = technique.wrap(settings, graph)
+    return with_join_fields(graph)
+
+
+def define_own_flags(flag_values=flags.FLAGS):
+    """The modes' own cluster-shape flags (hierarchical's --num_groups, --groups)."""
+    for module in CLUSTER_MODES:
+        if module.MODE.flags:
+            module.define_flags(flag_values)
+
+
+def server_counts(mode, num_ps, num_groups):
+    """(central ps, local ps) tasks of a `mode` cluster: --num_ps central ones where the mode has parameter
+    servers, and one local ps per group where it has groups."""
+    declared = BY_NAME[mode]
+    return (num_ps if declared.parameter_servers else 0), (num_groups if declared.groups else 0)
+
+
+def check_shape_flags(mode, flag_values=flags.FLAGS):
+    """Raises ConfigError for a cluster shape flag given for a mode without that kind of task: groups
+    outside hierarchical mode, parameter servers in all-reduce."""
+    for name, scope in SHAPE_FLAGS.items():
+        if not flag_values[name].present or mode in scope:
+            continue
+        if name == "num_ps":
+            raise ConfigError(
+                f"--num_ps does not apply to --mode={mode}: its workers {BY_NAME[mode].workers_alone}, "
+                "with no parameter server"
+            )
+        raise ConfigError(f"--{name} applies only to --mode={'|'.join(scope)}, not {mode}")
+
+
+def check_cluster(mode, cluster):
+    """Raises ConfigError unless `cluster`'s shape fits `mode`: a ps job where the mode has parameter
+    servers and none where its workers run alone, local ps and groups where it has groups and only there."""
+    declared = BY_NAME[mode]
+    if declared.workers_alone and cluster.num_ps:
+        raise ConfigError(
+            f"--mode={mode} runs workers only, which {declared.workers_alone}; the cluster's "
+            f'"ps" job ({cluster.num_ps} task(s)) would sit idle: leave it out'
+        )
+    if declared.parameter_servers and not cluster.num_ps:
+        alone = " and ".join(f"--mode={name}" for name in NAMES if BY_NAME[name].workers_alone)
+        raise ConfigError(
+            f'--mode={mode} needs a parameter server: the cluster has no "ps" job (only {alone} runs workers alone)'
+        )
+    if declared.groups and not cluster.groups:
+        raise ConfigError(
+            f'--mode={mode} needs a cluster spec with a "local_ps" job and "groups", e.g. '
+            '{"cluster": {"ps": [...], "local_ps": [g0, g1], "worker": [...]}, "groups": [[0, 2], [1, 3]]}'
+        )
+    if not declared.groups and cluster.groups:
+        grouped = "|".join(name for name in NAMES if BY_NAME[name].groups)
+        raise ConfigError(f'the cluster has "local_ps" and "groups", which only --mode={grouped} uses, not {mode}')

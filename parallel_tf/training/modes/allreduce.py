@@ -16,20 +16,19 @@ strict:  each worker sends its microbatch gradients whole, every worker gathers 
          of one vector each way (8 microbatches, 4 workers: 6 models each way against 1.5).
 """
 
-import numpy as np
-
 from parallel_tf.compat import tf
 from parallel_tf.errors import TaskFailure
 from parallel_tf.graph.aggregation import tree_sum, worker_gradients
 from parallel_tf.graph.collectives import Collectives, pack
 from parallel_tf.graph.devices import worker_device
 from parallel_tf.graph.model import build_model
-from parallel_tf.training import outputs, techniques
-from parallel_tf.training.train_graph import TrainGraph, fixed_plan, microbatch_passes
+from parallel_tf.training import techniques
+from parallel_tf.training.rules import Mode
+from parallel_tf.training.train_graph import StepReport, TrainGraph, fixed_plan, microbatch_passes
 
 
-def build(recipe, dataset, settings, cluster, task_index):
-    num_workers = cluster.num_workers
+def build(recipe, dataset, settings):
+    num_workers, task_index = settings.num_workers, settings.task_index
     with tf.device(worker_device(task_index, settings.num_gpus)):
         model = build_model(recipe, dataset)
         global_step = tf.train.get_or_create_global_step()
@@ -42,7 +41,7 @@ def build(recipe, dataset, settings, cluster, task_index):
             means, losses = _all_reduced(model, variables, collectives)
         train_op = optimizer.apply_gradients(zip(means, variables, strict=True), global_step=global_step)
         with tf.control_dependencies([train_op]):
-            report = {"workers": tf.range(num_workers), "losses": tf.identity(losses)}
+            report = StepReport(workers=tf.range(num_workers), losses=tf.identity(losses))
         broadcast = collectives.broadcast(tf.global_variables())  # the optimizer's slots too: made by apply
         fingerprint = tf.placeholder(tf.int32, [1, FINGERPRINT_INTS], name="params_fingerprint")
         fingerprints = collectives.gather(fingerprint)
@@ -81,12 +80,20 @@ def _gathered_in_fixed_order(recipe, model, variables, collectives, microbatches
     return unpack(mean), gathered[::per_worker, size]
 
 
+MODE = Mode(name="allreduce", build=build, workers_alone="all-reduce their gradients among themselves", lockstep=True)
+
+
 FINGERPRINT_INTS = 8  # a SHA-256 digest as int32s
 
 
 def _check_copies(sess, named, fingerprint, fingerprints, task_index):
     """Every worker's params_sha256 gathered by all; a copy that differs from the chief's is an error,
     on the chief and on that worker, naming it."""
+    # here, not at the top: they import numpy, and the launcher imports the modes and must stay single-threaded
+    import numpy as np
+
+    from parallel_tf.training import outputs
+
     digest = outputs.params_sha256(named)
     mine = np.frombuffer(bytes.fromhex(digest), np.int32).reshape(1, FINGERPRINT_INTS)
     everyone = sess.run(fingerprints, {fingerprint: mine})

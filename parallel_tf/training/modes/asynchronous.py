@@ -26,14 +26,16 @@ reach the parameters depends on timing, and results are not repeatable.
 """
 
 import dataclasses
+import math
 
 from parallel_tf.compat import tf
 from parallel_tf.graph.devices import device_setter, worker_device
+from parallel_tf.graph.exchange_steps import fetches_before, sends_after
 from parallel_tf.graph.model import LOCAL, build_model_on_copies, refresh_copies
 from parallel_tf.graph.pushes import GradientSum, StalenessHistogram, added_counters, push_counter
-from parallel_tf.graph.schedules import fetches_before, sends_after
 from parallel_tf.training import techniques
-from parallel_tf.training.train_graph import CopiesGraph, own_report
+from parallel_tf.training.rules import Mode
+from parallel_tf.training.train_graph import CopiesGraph, StepReport, own_report
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +46,8 @@ class AsyncGraph(CopiesGraph):
     gradients: tuple = ()
 
 
-def build(recipe, dataset, settings, cluster, task_index):
+def build(recipe, dataset, settings):
+    cluster, task_index = settings.cluster, settings.task_index
     on_worker = worker_device(task_index, settings.num_gpus)
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
         model, pairs = build_model_on_copies(recipe, dataset, on_worker, LOCAL)
@@ -62,8 +65,8 @@ def build(recipe, dataset, settings, cluster, task_index):
         with tf.device(on_worker):
             gradient_sum = GradientSum(copies, LOCAL, "gradient_sum")
             accumulate = gradient_sum.add(gradients)
-        received = techniques.transmit(settings, accumulate, parameters, on_worker, task_index)
-        sums, on_fetch = techniques.push_gradients(settings, task_index, parameters, received)
+        received = techniques.transmit(settings, accumulate, parameters, on_worker)
+        sums, on_fetch = techniques.push_gradients(settings, parameters, received)
         recorded = histogram.record(staleness)  # before the push changes the global step
         send = techniques.send_push(settings, optimizer, sums, parameters, global_step, recorded)
         with tf.control_dependencies([send.op]):
@@ -82,9 +85,12 @@ def build(recipe, dataset, settings, cluster, task_index):
             step_and_fetch = fetch_after(accumulate)
 
     report = own_report(task_index, model.loss)
-    by_push = {True: dict(report, train=pushed), False: dict(report, train=tf.group(*accumulate))}
+    by_push = {True: StepReport(**report, train=pushed), False: StepReport(**report, train=tf.group(*accumulate))}
     if settings.prefetch:
-        by_push_fetching = {True: dict(report, train=step_push_and_fetch), False: dict(report, train=step_and_fetch)}
+        by_push_fetching = {
+            True: StepReport(**report, train=step_push_and_fetch),
+            False: StepReport(**report, train=step_and_fetch),
+        }
 
     fetched = [False]  # whether this process has fetched yet: its first step must, wherever it starts
 
@@ -109,3 +115,16 @@ def build(recipe, dataset, settings, cluster, task_index):
         copies=copies,
         gradients=tuple(gradients),
     )
+
+
+def clock(settings):
+    """(what the global step counts, the updates the run applies): one update a push, N·⌈T/n_push⌉, or with
+    n-softsync one per ⌊N/n⌋ pushes (its last may take fewer)."""
+    pushes = settings.num_workers * math.ceil(settings.train_steps / settings.push_every)
+    n = settings.softsync
+    if n:
+        return "softsync updates", math.ceil(pushes / (settings.num_workers // n))
+    return "pushes", pushes
+
+
+MODE = Mode(name="async", build=build, clock=clock)

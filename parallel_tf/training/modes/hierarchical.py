@@ -16,16 +16,19 @@ chief initialises its local ps once the central ones are ready.
 import dataclasses
 import time
 
+from absl import flags
+
 from parallel_tf.compat import tf
-from parallel_tf.errors import chief_did_not_initialise
+from parallel_tf.errors import ConfigError, chief_did_not_initialise
 from parallel_tf.graph.barrier import step_barrier
 from parallel_tf.graph.devices import device_setter, server_cpu
+from parallel_tf.graph.exchange_steps import sends_after
 from parallel_tf.graph.model import build_model_on_copies, make_optimizer, refresh_copies
 from parallel_tf.graph.optimizers import DelegatingOptimizer
 from parallel_tf.graph.pushes import GradientSum, push_counter
-from parallel_tf.graph.schedules import sends_after
 from parallel_tf.graph.sync_replicas import sync_replicas
-from parallel_tf.training.train_graph import CopiesGraph
+from parallel_tf.training.rules import Mode
+from parallel_tf.training.train_graph import CopiesGraph, StepReport
 
 GLOBAL = ["variables"]  # tf.GraphKeys.GLOBAL_VARIABLES, without importing TensorFlow
 POLL_SECS = 0.1  # a group chief asking whether worker 0 has initialised the central parameters
@@ -65,7 +68,8 @@ class _GroupChiefInit:
         sess.run(self.init_op)
 
 
-def build(recipe, dataset, settings, cluster, task_index):
+def build(recipe, dataset, settings):
+    cluster, task_index = settings.cluster, settings.task_index
     group = cluster.group_of(task_index)
     members = sorted(cluster.groups[group])
     is_group_chief = task_index == members[0]
@@ -97,7 +101,7 @@ def build(recipe, dataset, settings, cluster, task_index):
 
     def step_report(after):
         workers, losses = step_barrier(members, task_index, model.loss, after, local_ps)
-        return {"workers": workers, "losses": losses}
+        return StepReport(workers=workers, losses=losses)
 
     plain_step = step_report(step_ops)
     step_and_exchange = step_report([exchange]) if is_group_chief else plain_step
@@ -125,4 +129,48 @@ def build(recipe, dataset, settings, cluster, task_index):
         counters={"central_exchanges_by_group": exchanges},
         initialise_on_join=group_init,
         refresh_op=refresh,
+    )
+
+
+def check(values, cluster):
+    """Each group's workers take equal slices of the global batch."""
+    batch = values["global_batch_size"]
+    for g, group in enumerate(cluster.groups):
+        if batch % len(group):
+            raise ConfigError(
+                f"groups[{g}] has {len(group)} workers, which does not divide --global_batch_size={batch}"
+            )
+
+
+MODE = Mode(name="hierarchical", build=build, groups=True, flags=("num_groups", "groups"), check=check)
+
+
+def check_groups_by_host(hosts_known, source, flag_values=flags.FLAGS):
+    """--groups=by_host's one rule, wherever a cluster is laid out (Slurm, the launcher, a TFJob): one
+    group per host, so `source` must say which tasks share a host (`hosts_known`), and the host count
+    is the group count, so --num_groups is refused."""
+    if flag_values.groups != "by_host":
+        return
+    if not hosts_known:
+        raise ConfigError(f"--groups=by_host: {source} does not say which tasks share a host; use --num_groups")
+    if flag_values["num_groups"].present:
+        raise ConfigError("--groups=by_host makes one group per host; it does not take --num_groups")
+
+
+def define_flags(flag_values=flags.FLAGS):
+    """How the launcher, a resolver and the manifest writer lay out the groups."""
+    flags.DEFINE_integer(
+        "num_groups",
+        2,
+        "hierarchical: worker groups, each with a local ps; worker i joins group i mod G.",
+        lower_bound=1,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_enum(
+        "groups",
+        "interleaved",
+        ["interleaved", "by_host"],
+        "hierarchical: interleaved puts worker i in group i mod --num_groups; by_host makes one group per "
+        "host (a Slurm node, or a --simulate_hosts host), its local ps and its workers on that host.",
+        flag_values=flag_values,
     )

@@ -5,10 +5,11 @@ A 1-worker sync cluster must train bitwise the same parameters as this; tests ch
 
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import build_model, make_optimizer
-from parallel_tf.training.train_graph import TrainGraph, fixed_plan
+from parallel_tf.training.rules import Mode
+from parallel_tf.training.train_graph import StepReport, TrainGraph, fixed_plan
 
 
-def build(recipe, dataset, settings, cluster=None, task_index=0):
+def build(recipe, dataset, settings):
     model = build_model(recipe, dataset)
     global_step = tf.train.get_or_create_global_step()
     optimizer = make_optimizer(settings.optimizer, settings.schedule.at(global_step))
@@ -18,5 +19,8 @@ def build(recipe, dataset, settings, cluster=None, task_index=0):
     return TrainGraph(
         model=model,
         position=global_step,
-        plan=fixed_plan({"workers": tf.constant([0]), "losses": losses}),
+        plan=fixed_plan(StepReport(workers=tf.constant([0]), losses=losses)),
     )
+
+
+MODE = Mode(name="single", build=build, cluster=False)

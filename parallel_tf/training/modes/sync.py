@@ -16,15 +16,19 @@ from parallel_tf.graph.model import build_model
 from parallel_tf.graph.optimizers import CountingOptimizer
 from parallel_tf.graph.sync_replicas import sync_replicas
 from parallel_tf.training import techniques
-from parallel_tf.training.train_graph import TrainGraph, fixed_plan, microbatch_passes
+from parallel_tf.training.rules import Mode
+from parallel_tf.training.train_graph import StepReport, TrainGraph, fixed_plan, microbatch_passes
 
 
-def build(recipe, dataset, settings, cluster, task_index):
-    with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
+def build(recipe, dataset, settings):
+    with tf.device(device_setter(settings.cluster, settings.task_index, settings.num_gpus)):
         model = build_model(recipe, dataset)
         global_step = tf.train.get_or_create_global_step()
         aggregate = _in_fixed_order if settings.aggregation == "ordered" else _in_arrival_order
-        return aggregate(recipe, model, global_step, settings, cluster, task_index)
+        return aggregate(recipe, model, global_step, settings)
+
+
+MODE = Mode(name="sync", build=build, lockstep=True)
 
 
 def _optimizer(settings, global_step):
@@ -33,8 +37,8 @@ def _optimizer(settings, global_step):
     return techniques.optimizer_for(settings, settings.schedule.at(global_step))
 
 
-def _in_fixed_order(recipe, model, global_step, settings, cluster, task_index):
-    num_workers = cluster.num_workers
+def _in_fixed_order(recipe, model, global_step, settings):
+    num_workers, task_index = settings.num_workers, settings.task_index
     per_worker = settings.microbatches // num_workers if settings.strict_determinism else 1
     aggregator = SlotAggregator(tf.trainable_variables(), per_worker * num_workers)
     on_worker = worker_device(task_index, settings.num_gpus)
@@ -43,7 +47,7 @@ def _in_fixed_order(recipe, model, global_step, settings, cluster, task_index):
     def step(model):
         """One step on `model`'s batch: (every worker's index and loss: the chief's report), once applied."""
         gradients = worker_gradients(recipe, model, per_worker, aggregator.variables)
-        gradients = [techniques.transmit(settings, g, aggregator.variables, on_worker, task_index) for g in gradients]
+        gradients = [techniques.transmit(settings, g, aggregator.variables, on_worker) for g in gradients]
         write = aggregator.write(task_index * per_worker, gradients)
         workers, losses = gather_at_chief(num_workers, task_index, model.loss, after=[write], name="written")
         # once every gradient is written, the chief applies the update
@@ -57,21 +61,20 @@ def _in_fixed_order(recipe, model, global_step, settings, cluster, task_index):
     inputs_by_step = None
     if settings.steps_per_run == 1:
         workers, losses = step(model)
-        report = {"workers": workers, "losses": losses}
     else:
-        inputs_by_step, report = steps_in_one_run(recipe, model, step)
+        inputs_by_step, (workers, losses) = steps_in_one_run(recipe, model, step)
     return TrainGraph(
         model=model,
         position=global_step,  # the data position is a function of the global step
-        plan=fixed_plan(report),
+        plan=fixed_plan(StepReport(workers=workers, losses=losses)),
         steps_per_run=settings.steps_per_run,
         inputs_by_step=inputs_by_step,
         counters=microbatch_passes(settings, per_worker),
     )
 
 
-def _in_arrival_order(recipe, model, global_step, settings, cluster, task_index):
-    num_workers = cluster.num_workers
+def _in_arrival_order(recipe, model, global_step, settings):
+    num_workers, task_index = settings.num_workers, settings.task_index
     is_chief = task_index == 0
     optimizer = CountingOptimizer(_optimizer(settings, global_step), "accumulator_updates", global_step)
     replicas = sync_replicas(optimizer, model.loss, global_step, num_workers, num_workers, is_chief)
@@ -80,7 +83,7 @@ def _in_arrival_order(recipe, model, global_step, settings, cluster, task_index)
     return TrainGraph(
         model=model,
         position=global_step,
-        plan=fixed_plan({"workers": workers, "losses": losses}),
+        plan=fixed_plan(StepReport(workers=workers, losses=losses)),
         local_init_op=replicas.local_init_op,
         ready_for_local_init_op=replicas.ready_for_local_init_op,
         counters={"accumulator_updates": optimizer.counter},

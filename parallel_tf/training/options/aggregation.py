@@ -12,7 +12,6 @@ OPTION = Option(
     name="aggregation",
     flags=("aggregation",),
     modes=("sync",),
-    enabled=lambda values, cluster: values["aggregation"] == "accumulator",
 )
 
 

@@ -22,7 +22,6 @@ OPTION = Option(
     name="central_every",
     flags=("central_every",),
     modes=("hierarchical",),
-    enabled=lambda values, cluster: values["central_every"] > 1,
     check=check,
 )
 

@@ -5,13 +5,11 @@ parameters, not a worker's copy (async, hierarchical). With --steps_per_run it m
 from absl import flags
 
 from parallel_tf.training.rules import Option
-from parallel_tf.training.train_graph import MODES
 
 OPTION = Option(
     name="eval_every",
     flags=("eval_every",),
-    modes=("single", *MODES),
-    enabled=lambda values, cluster: values["eval_every"] > 0,
+    modes=("single", "sync", "async", "hierarchical", "allreduce"),  # the trainer evaluates, whatever the mode
 )
 
 

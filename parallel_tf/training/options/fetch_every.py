@@ -10,7 +10,6 @@ OPTION = Option(
     name="fetch_every",
     flags=("fetch_every",),
     modes=("async",),
-    enabled=lambda values, cluster: values["fetch_every"] > 1,
 )
 
 

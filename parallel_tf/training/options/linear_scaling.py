@@ -10,15 +10,13 @@ workers, whose update averages R of the N shards."""
 
 from absl import flags
 
-from parallel_tf.cluster.config import LOCKSTEP_MODES
 from parallel_tf.training.options.warmup import schedule_record
 from parallel_tf.training.rules import Option
 
 OPTION = Option(
     name="linear_scaling",
     flags=("linear_scaling_batch",),
-    modes=("single", *LOCKSTEP_MODES),
-    enabled=lambda values, cluster: values["linear_scaling_batch"] > 0,
+    modes=("single", "sync", "allreduce"),
     why_not_other_modes="the rule scales the rate with the batch an update averages, the global batch only in "
     "lockstep; an async push is one worker's, a hierarchical group's step its group's",
     conflicts={

@@ -32,7 +32,6 @@ OPTION = Option(
     name="lr_decay",
     flags=("lr_schedule", "lr_decay_steps", "lr_decay_rate", "lr_decay_milestones"),
     modes=SCHEDULED_MODES,
-    enabled=lambda values, cluster: values["lr_schedule"] != "constant",
     check=check,
     switched_on_by="--lr_schedule=step or cosine",
     why_not_other_modes=NOT_HIERARCHICAL,

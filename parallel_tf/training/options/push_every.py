@@ -10,7 +10,6 @@ OPTION = Option(
     name="push_every",
     flags=("push_every",),
     modes=("async",),
-    enabled=lambda values, cluster: values["push_every"] > 1,
 )
 
 

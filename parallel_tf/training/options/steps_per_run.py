@@ -31,7 +31,6 @@ OPTION = Option(
     name="steps_per_run",
     flags=("steps_per_run",),
     modes=("sync",),
-    enabled=lambda values, cluster: values["steps_per_run"] > 1,
     check=check,
     requires={
         "aggregation": (

@@ -5,7 +5,6 @@ graphs log `microbatch_passes`, the passes each worker makes a step."""
 
 from absl import flags
 
-from parallel_tf.cluster.config import LOCKSTEP_MODES
 from parallel_tf.errors import ConfigError
 from parallel_tf.training.rules import Option
 
@@ -27,8 +26,7 @@ def check(values, cluster):
 OPTION = Option(
     name="strict_determinism",
     flags=("strict_determinism", "microbatches"),
-    modes=LOCKSTEP_MODES,
-    enabled=lambda values, cluster: values["strict_determinism"],
+    modes=("sync", "allreduce"),
     check=check,
     requires={"aggregation": ("ordered", "it sums in a fixed order")},
 )

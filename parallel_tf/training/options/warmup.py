@@ -31,7 +31,6 @@ OPTION = Option(
     name="warmup",
     flags=("warmup_steps",),
     modes=SCHEDULED_MODES,
-    enabled=lambda values, cluster: values["warmup_steps"] > 0,
     why_not_other_modes=NOT_HIERARCHICAL,
     record=schedule_record,
 )

@@ -6,29 +6,28 @@ A technique module has
                                 requires, what it cannot run with and why, its hooks, whether it builds
                                 the mode's graph. How declarations compose is rules.py's to say.
     define_flags(flag_values=FLAGS)  the absl definitions of TECHNIQUE.flags
-and the hooks it declares, from these:
-    build(recipe, dataset, settings, cluster, task_index) -> TrainGraph
+and the hooks it declares, each taking the run's Settings first, from these:
+    build(recipe, dataset, settings) -> TrainGraph
                                 builds the mode's graph instead of the mode (rules.py: at most one may)
-    wrap(graph, settings, cluster, task_index) -> TrainGraph
+    wrap(settings, graph) -> TrainGraph
                                 adds its variables, ops, counters or pauses to the graph built
-    spare_workers(options, cluster)  non-chief workers the run may lose and go on
-    optimizer(options, optimizer) -> optimizer
+    optimizer(settings, optimizer) -> optimizer
                                 sync and async: the optimizer that applies each update, as it changes it
-    transmit(options, tensors, destinations, device, stream) -> tensors
+    transmit(settings, tensors, destinations, device, stream) -> tensors
                                 sync and async: gradients on this worker (`device`) as the parameter
                                 servers receive them, each next to its variable in `destinations`;
                                 `stream` numbers the worker and the run's seed, for random draws
-    push_learning_rate(learning_rate, staleness)  async: the rate a push of that staleness (an int64
-                                tensor) is applied with
-    push_gradients(options, cluster, task_index, parameters, sums) -> (sums, on_fetch)
+    push_learning_rate(settings, learning_rate, staleness)  async: the rate a push of that staleness (an
+                                int64 tensor) is applied with
+    push_gradients(settings, parameters, sums) -> (sums, on_fetch)
                                 async: what a push applies instead of the (received) sums, and
                                 on_fetch(after): the ops to run with each fetch, once ops `after` have
     send_push(settings, optimizer, sums, parameters, global_step, after, optimizer_at) -> Send
                                 async: how a push reaches the parameters, once op `after` has run
                                 (optimizer_at(staleness): the run's optimizer for a push of that staleness)
-    after_push(read_step) -> ops  async: what a push changes in what the worker's copy reflects
-and a line in TECHNIQUES. `options` maps technique flags to their values (Settings.options). That is
-all a new technique touches in the library; it also gets a row in docs/modes-and-techniques.md, a
+    after_push(settings, read_step) -> ops  async: what a push changes in what the worker's copy reflects
+and a line in TECHNIQUES. A declared flag's value is the Settings attribute of its name. That is all a
+new technique touches in the library; it also gets a row in docs/modes-and-techniques.md, a
 hand-computed test and an observable in tests/test_composition.py.
 """
 
@@ -51,9 +50,8 @@ from parallel_tf.training.techniques import (
     staleness_aware,
     stragglers,
 )
-from parallel_tf.training.train_graph import with_join_fields
 
-# The wrapping order (rules.py): `wrap` hooks apply in this order, innermost first.
+# The wrapping order (rules.py): `wrap` hooks apply in this order, innermost first (modes.build).
 TECHNIQUES = (
     backup_workers,
     local_updates,
@@ -77,31 +75,21 @@ def define_flags(flag_values=flags.FLAGS):
         technique.define_flags(flag_values)
 
 
-def default_options():
-    """{flag name: default} for every technique's flags: the options of a run that gives none of them."""
-    scratch = flags.FlagValues()
-    for technique in TECHNIQUES:
-        technique.define_flags(scratch)
-    return {name: scratch[name].default for name in flag_scopes()}
-
-
 def flag_scopes():
     """{flag name: the modes it applies to} for every technique's flags."""
     return {name: t.TECHNIQUE.modes for t in TECHNIQUES for name in t.TECHNIQUE.flags}
 
 
-def _providing(settings, hook):
-    """The run's techniques (Settings.techniques, as resolve decided) that provide `hook`."""
-    return _named(settings.techniques, hook)
+def providing(settings, hook):
+    """The run's techniques (Settings.techniques, as check_run decided) that provide `hook`, in wrapping order."""
+    return [BY_NAME[name] for name in settings.techniques if hook in BY_NAME[name].TECHNIQUE.hooks]
 
 
-def _named(names, hook):
-    return [BY_NAME[name] for name in names if hook in BY_NAME[name].TECHNIQUE.hooks]
-
-
-def spare_workers(names, options, cluster):
-    """How many non-chief workers a run of techniques `names` may lose and go on (backup workers); most 0."""
-    return max((t.spare_workers(options, cluster) for t in _named(names, "spare_workers")), default=0)
+def spare_workers(names, values, cluster):
+    """How many non-chief workers a run of techniques `names` with flag `values` may lose and go on (backup
+    workers); most 0."""
+    declared = [BY_NAME[name].TECHNIQUE for name in names]
+    return max((d.spare_workers(values, cluster) for d in declared if d.spare_workers), default=0)
 
 
 def optimizer_for(settings, learning_rate):
@@ -111,8 +99,8 @@ def optimizer_for(settings, learning_rate):
     with tf.colocate_with(tf.train.get_global_step()):
         learning_rate = tf.convert_to_tensor(learning_rate, tf.float32)
     applies = make_optimizer(settings.optimizer, learning_rate)
-    for technique in _providing(settings, "optimizer"):
-        applies = technique.optimizer(settings.options, applies)
+    for technique in providing(settings, "optimizer"):
+        applies = technique.optimizer(settings, applies)
     return applies
 
 
@@ -120,35 +108,35 @@ def push_learning_rate(settings, staleness):
     """The learning rate an async push of `staleness` is applied with: the schedule's at the global step
     it is applied at (--learning_rate, without one), unless a technique makes it depend on the staleness."""
     learning_rate = settings.schedule.at(tf.train.get_global_step())
-    for technique in _providing(settings, "push_learning_rate"):
-        learning_rate = technique.push_learning_rate(learning_rate, staleness)
+    for technique in providing(settings, "push_learning_rate"):
+        learning_rate = technique.push_learning_rate(settings, learning_rate, staleness)
     return learning_rate
 
 
-def push_gradients(settings, task_index, parameters, sums):
+def push_gradients(settings, parameters, sums):
     """What an async push applies to `parameters` instead of the received sums `sums`, and on_fetch(after):
     the ops a fetch runs besides refreshing the copies, once ops `after` have run. Unless a technique
     changes them: the sums, and no ops."""
     on_fetch = []
-    for technique in _providing(settings, "push_gradients"):
-        sums, more = technique.push_gradients(settings.options, settings.cluster, task_index, parameters, sums)
+    for technique in providing(settings, "push_gradients"):
+        sums, more = technique.push_gradients(settings, parameters, sums)
         on_fetch.append(more)
     return sums, lambda after: [op for ops_after in on_fetch for op in ops_after(after)]
 
 
-def transmit(settings, tensors, destinations, device, task_index):
-    """Gradients `tensors` of worker `task_index` (on `device`) as the parameter servers holding
-    `destinations` receive them: as they are, unless a technique encodes them on the way (compression)."""
-    stream = settings.seed * MAX_WORKERS + task_index  # this worker's own random numbers in this run
-    for technique in _providing(settings, "transmit"):  # at most one (rules.SINGLE_OWNER_HOOKS)
-        return technique.transmit(settings.options, tensors, destinations, device, stream)
+def transmit(settings, tensors, destinations, device):
+    """Gradients `tensors` of this worker (on `device`) as the parameter servers holding `destinations`
+    receive them: as they are, unless a technique encodes them on the way (compression)."""
+    stream = settings.seed * MAX_WORKERS + settings.task_index  # this worker's own random numbers in this run
+    for technique in providing(settings, "transmit"):  # at most one (rules.SINGLE_OWNER_HOOKS)
+        return technique.transmit(settings, tensors, destinations, device, stream)
     return tensors
 
 
 def send_push(settings, optimizer, sums, parameters, global_step, after):
     """A push, once op `after` has run: `optimizer` applies `sums` to `parameters` at once, unless a
     technique sends them otherwise."""
-    for technique in _providing(settings, "send_push"):  # at most one (rules.SINGLE_OWNER_HOOKS)
+    for technique in providing(settings, "send_push"):  # at most one (rules.SINGLE_OWNER_HOOKS)
 
         def optimizer_at(staleness):
             return optimizer_for(settings, push_learning_rate(settings, staleness))
@@ -160,19 +148,4 @@ def send_push(settings, optimizer, sums, parameters, global_step, after):
 
 def after_push(settings, read_step):
     """Ops a push runs once sent, for the techniques that change what the worker's copy reflects."""
-    return [op for t in _providing(settings, "after_push") for op in t.after_push(read_step)]
-
-
-def wrap(build_mode):
-    """`build_mode`, as a run's techniques (Settings.techniques) change it: built by the technique that
-    builds the graph itself, if one does, instead; then wrapped by every `wrap` hook in TECHNIQUES order;
-    then given the join fields nothing set (train_graph.with_join_fields)."""
-
-    def build(recipe, dataset, settings, cluster, task_index):
-        (build_graph,) = [t.build for t in _providing(settings, "build")] or [build_mode]  # at most one
-        graph = build_graph(recipe, dataset, settings, cluster, task_index)
-        for technique in _providing(settings, "wrap"):
-            graph = technique.wrap(graph, settings, cluster, task_index)
-        return with_join_fields(graph)
-
-    return build
+    return [op for t in providing(settings, "after_push") for op in t.after_push(settings, read_step)]

@@ -23,7 +23,6 @@ TECHNIQUE = Technique(
     name="adaptive_delay_compensation",
     flags=("adaptive_delay_compensation",),
     modes=("async",),
-    enabled=lambda values, cluster: values["adaptive_delay_compensation"] > 0,
     hooks=("push_gradients",),
     requires=delay_compensation.TECHNIQUE.requires,
     conflicts={
@@ -47,9 +46,9 @@ def define_flags(flag_values=flags.FLAGS):
     )
 
 
-def push_gradients(options, cluster, task_index, parameters, sums):
+def push_gradients(settings, parameters, sums):
     """DC-ASGD's compensation (delay_compensation.compensate) with λ = λ0/√(MeanSquare + ε)."""
-    initial_scale = options["adaptive_delay_compensation"]
+    initial_scale = settings.adaptive_delay_compensation
 
     def adapted_scale(parameter, gradient):
         mean_square = tf.get_variable(
@@ -62,4 +61,4 @@ def push_gradients(options, cluster, task_index, parameters, sums):
         taken = mean_square.assign(MEAN_SQUARE_DECAY * mean_square + (1 - MEAN_SQUARE_DECAY) * gradient * gradient)
         return initial_scale / tf.sqrt(taken + EPSILON)
 
-    return delay_compensation.compensate(adapted_scale, cluster, task_index, parameters, sums)
+    return delay_compensation.compensate(adapted_scale, settings, parameters, sums)

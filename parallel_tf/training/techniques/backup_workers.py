@@ -35,7 +35,7 @@ from parallel_tf.graph.devices import device_setter, worker_device
 from parallel_tf.graph.model import build_model
 from parallel_tf.training import techniques
 from parallel_tf.training.rules import Technique
-from parallel_tf.training.train_graph import TrainGraph, fixed_plan, own_report
+from parallel_tf.training.train_graph import StepReport, TrainGraph, fixed_plan, own_report
 
 
 def check(values, cluster):
@@ -51,7 +51,8 @@ TECHNIQUE = Technique(
     modes=("sync",),
     enabled=lambda values, cluster: 0 < values["replicas_to_aggregate"] < cluster.num_workers,
     check=check,
-    hooks=("build", "spare_workers"),  # R of N is a protocol of its own, not a change to lockstep
+    spare_workers=lambda values, cluster: cluster.num_workers - values["replicas_to_aggregate"],  # N - R
+    hooks=("build",),  # R of N is a protocol of its own, not a change to lockstep
     calls=("transmit", "optimizer"),
     requires={
         "aggregation": ("ordered", "each step sums its first R gradients in worker order, by the fixed tree"),
@@ -70,11 +71,6 @@ def define_flags(flag_values=flags.FLAGS):
         lower_bound=0,
         flag_values=flag_values,
     )
-
-
-def spare_workers(options, cluster):
-    """N - R: the workers whose gradients no step waits for."""
-    return cluster.num_workers - options["replicas_to_aggregate"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,9 +107,10 @@ class _ChiefAggregator:
             step += 1
 
 
-def build(recipe, dataset, settings, cluster, task_index):
+def build(recipe, dataset, settings):
     """Sync training where each step applies the gradients of the first R of N workers to deliver one."""
-    num_workers, replicas = cluster.num_workers, settings.options["replicas_to_aggregate"]
+    cluster, task_index = settings.cluster, settings.task_index
+    num_workers, replicas = cluster.num_workers, settings.replicas_to_aggregate
     on_worker = worker_device(task_index, settings.num_gpus)
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
         model = build_model(recipe, dataset)
@@ -121,9 +118,7 @@ def build(recipe, dataset, settings, cluster, task_index):
         step = tf.placeholder(tf.int64, [], name="step")
         slots = SlotAggregator(tf.trainable_variables(), num_workers)  # one row per worker
         (gradients,) = worker_gradients(recipe, model, 1, slots.variables)
-        write = slots.write(
-            task_index, [techniques.transmit(settings, gradients, slots.variables, on_worker, task_index)]
-        )
+        write = slots.write(task_index, [techniques.transmit(settings, gradients, slots.variables, on_worker)])
         with tf.device(global_step.device):
             arrivals = tf.FIFOQueue(-1, [tf.int32, tf.int64], [[], []], shared_name="parallel_tf_backup_arrivals")
             releases = [
@@ -151,7 +146,7 @@ def build(recipe, dataset, settings, cluster, task_index):
             counted = tf.scatter_add(applied, chosen, tf.ones([replicas], tf.int64))
             token = global_step.read_value()
             apply_and_release = tf.group(counted, *[release.enqueue(token) for release in releases])
-        report = {**own_report(task_index, model.loss), "next_step": next_step}
+        report = StepReport(**own_report(task_index, model.loss), next_step=next_step)
     aggregator = None
     if task_index == 0:
         aggregator = _ChiefAggregator(

@@ -29,7 +29,6 @@ TECHNIQUE = Technique(
     name="bounded_staleness",
     flags=("max_staleness",),
     modes=("async",),
-    enabled=lambda values, cluster: values["max_staleness"] >= 0,
     hooks=("wrap",),
     requires={
         "push_every": (1, EVERY_STEP),
@@ -55,8 +54,8 @@ def define_flags(flag_values=flags.FLAGS):
     )
 
 
-def wrap(graph, settings, cluster, task_index):
-    s, num_workers, me = settings.options["max_staleness"], cluster.num_workers, task_index
+def wrap(settings, graph):
+    s, num_workers, me = settings.max_staleness, settings.num_workers, settings.task_index
     others = [j for j in range(num_workers) if j != me]
     with tf.device(tf.train.get_global_step().device):
         queues = {
@@ -67,7 +66,7 @@ def wrap(graph, settings, cluster, task_index):
         }
         clocks = tf.get_variable("ssp_clocks", [num_workers], tf.int64, tf.zeros_initializer(), trainable=False)
         largest_gap = tf.get_variable("ssp_largest_clock_gap", [], tf.int64, tf.zeros_initializer(), trainable=False)
-    with tf.device(worker_device(task_index, settings.num_gpus)):
+    with tf.device(worker_device(me, settings.num_gpus)):
         finished = tf.Variable(
             tf.zeros([], tf.int64), trainable=False, collections=["local_variables"], name="ssp_clock"
         )

@@ -30,7 +30,6 @@ TECHNIQUE = Technique(
     flags=("clip_norm",),
     effect="clipped_updates",
     modes=("sync", "async", "allreduce"),
-    enabled=lambda values, cluster: values["clip_norm"] > 0,
     hooks=("optimizer", "wrap"),
 )
 COUNTER = "clipped_updates"
@@ -47,9 +46,9 @@ def define_flags(flag_values=flags.FLAGS):
     )
 
 
-def optimizer(options, optimizer):
+def optimizer(settings, optimizer):
     """`optimizer`, clipping what it applies to --clip_norm and counting the updates it shrank."""
-    return ClippedOptimizer(optimizer, options["clip_norm"], _count_clipped(options["clip_norm"]))
+    return ClippedOptimizer(optimizer, settings.clip_norm, _count_clipped(settings.clip_norm))
 
 
 def _count_clipped(threshold):
@@ -62,7 +61,7 @@ def _count_clipped(threshold):
     return count
 
 
-def wrap(graph, settings, cluster, task_index):
+def wrap(settings, graph):
     """Logs `clipped_updates`, from the graphs that apply updates (in sync, the chief's alone)."""
     counted = {name: tensor for name, tensor in added_counters().items() if name == COUNTER}
     return dataclasses.replace(graph, counters={**graph.counters, **counted})

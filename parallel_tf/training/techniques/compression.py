@@ -48,7 +48,6 @@ TECHNIQUE = Technique(
     name="compression",
     flags=("gradient_compression", "error_feedback"),
     modes=("sync", "async"),
-    enabled=lambda values, cluster: values["gradient_compression"] != "none",
     hooks=("transmit", "wrap"),
     requires={
         "aggregation": ("ordered", "SyncReplicasOptimizer's accumulators take float gradients"),
@@ -82,11 +81,11 @@ def define_flags(flag_values=flags.FLAGS):
     )
 
 
-def transmit(options, tensors, destinations, device, stream):
+def transmit(settings, tensors, destinations, device, stream):
     """`tensors` as the parameter servers decode them, each next to its variable in `destinations`,
     encoded on `device` (this worker's), where each keeps its residual; the payloads are added to the
     PAYLOADS collection. A random codec draws for tensor i at global step t from seed (t, stream·2¹⁶ + i)."""
-    codec, feedback = codecs.parse(options["gradient_compression"]), error_feedback(options)
+    codec, feedback = codecs.parse(settings.options["gradient_compression"]), error_feedback(settings.options)
     with tf.device(device):
         step = tf.train.get_or_create_global_step().read_value()
     seeds = [tf.stack([step, tf.constant(stream * (1 << 16) + i, tf.int64)]) for i in range(len(tensors))]
@@ -108,7 +107,7 @@ def _transmit_one(codec, feedback, tensor, destination, seed, device):
         return tf.reshape(codec.decode(payload, size), tensor.shape)
 
 
-def wrap(graph, settings, cluster, task_index):
+def wrap(settings, graph):
     """Counts what a push sends, from the payload tensors' shapes, beside what float32 would. (Its
     residuals, local variables, are initialised as every local variable is: train_graph.with_join_fields.)"""
     payloads = tf.get_collection(PAYLOADS)

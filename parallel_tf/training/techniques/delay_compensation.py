@@ -20,7 +20,6 @@ TECHNIQUE = Technique(
     name="delay_compensation",
     flags=("delay_compensation",),
     modes=("async",),
-    enabled=lambda values, cluster: values["delay_compensation"] > 0,
     hooks=("push_gradients",),
     requires={"push_every": (1, ONE_GRADIENT), "fetch_every": (1, ONE_GRADIENT)},
     conflicts={"softsync": "softsync applies a push later, after other updates, not at the w it was compensated for"},
@@ -40,24 +39,25 @@ def define_flags(flag_values=flags.FLAGS):
     )
 
 
-def push_gradients(options, cluster, task_index, parameters, sums):
+def push_gradients(settings, parameters, sums):
     """(the compensated sums, what backs up this worker's w_bak at each fetch), with λ fixed."""
-    scale = options["delay_compensation"]
-    return compensate(lambda parameter, gradient: scale, cluster, task_index, parameters, sums)
+    scale = settings.delay_compensation
+    return compensate(lambda parameter, gradient: scale, settings, parameters, sums)
 
 
-def compensate(scale_of, cluster, task_index, parameters, sums):
+def compensate(scale_of, settings, parameters, sums):
     """(g + λ·g⊙g⊙(w − w_bak) for each received sum g, a function of ops `after` giving the ops that back
     up this worker's w_bak once they have run, at each fetch), λ = scale_of(parameter, g), called on the
     parameter's server. Every worker's graph holds every worker's backups, so the chief initialises them
     all; each uses its own row."""
+    num_workers, task_index = settings.num_workers, settings.task_index
     compensated, backups = [], []
-    pushes = push_counter(COUNTER, cluster.num_workers)
+    pushes = push_counter(COUNTER, num_workers)
     counted = tf.scatter_add(pushes, [task_index], tf.constant([1], tf.int64))
     add_counter(COUNTER, pushes)
     for parameter, gradient in zip(parameters, sums, strict=True):
         with tf.device(parameter.device):
-            shape = [cluster.num_workers, *parameter.shape.as_list()]
+            shape = [num_workers, *parameter.shape.as_list()]
             backup = tf.get_variable(
                 f"{parameter.op.name}/fetched_by_worker", shape, parameter.dtype.base_dtype, trainable=False
             )

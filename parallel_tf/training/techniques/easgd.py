@@ -28,12 +28,12 @@ from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.aggregation import tree_sum
 from parallel_tf.graph.devices import device_setter, worker_device
+from parallel_tf.graph.exchange_steps import sends_after
 from parallel_tf.graph.model import LOCAL, build_model_on_copies, refresh_copies
 from parallel_tf.graph.pushes import push_counter
-from parallel_tf.graph.schedules import sends_after
 from parallel_tf.training.rules import Technique
 from parallel_tf.training.techniques.local_sgd import OWN_STEPS, build_exchanging, sgd_on_copies
-from parallel_tf.training.train_graph import CopiesGraph, own_report
+from parallel_tf.training.train_graph import CopiesGraph, StepReport, own_report
 
 NO_GRADIENTS = "EASGD exchanges parameters every --easgd_period steps and pushes no gradients"
 
@@ -53,7 +53,6 @@ TECHNIQUE = Technique(
     name="easgd",
     flags=("easgd_alpha", "easgd_period"),
     modes=("sync", "async"),
-    enabled=lambda values, cluster: values["easgd_alpha"] != 0,
     check=check,
     hooks=("build",),  # calls none of the mode's hooks: EASGD pushes no gradients
     requires={
@@ -122,13 +121,13 @@ class Elastic:
         return tf.no_op()
 
 
-def build(recipe, dataset, settings, cluster, task_index):
+def build(recipe, dataset, settings):
     """Local SGD steps on the copy, an elastic exchange every period."""
+    period = settings.easgd_period
     if settings.mode == "sync":
-        rule = Elastic(settings.options["easgd_alpha"])
-        return build_exchanging(recipe, dataset, settings, cluster, task_index, settings.options["easgd_period"], rule)
+        return build_exchanging(recipe, dataset, settings, period, Elastic(settings.easgd_alpha))
+    cluster, task_index = settings.cluster, settings.task_index
     on_worker = worker_device(task_index, settings.num_gpus)
-    period = settings.options["easgd_period"]
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
         model, pairs = build_model_on_copies(recipe, dataset, on_worker, LOCAL)
         centres, copies = zip(*pairs, strict=True)
@@ -136,11 +135,11 @@ def build(recipe, dataset, settings, cluster, task_index):
         exchanges = push_counter("exchanges_by_worker", cluster.num_workers)
         local_step = sgd_on_copies(model, copies, settings.base_learning_rate, on_worker)
         with tf.control_dependencies([local_step]):
-            exchanged = elastic_exchange(copies, centres, settings.options["easgd_alpha"])
+            exchanged = elastic_exchange(copies, centres, settings.easgd_alpha)
         with tf.control_dependencies([exchanged]):
             counted = tf.scatter_add(exchanges, [task_index], tf.constant([1], tf.int64))
     report = own_report(task_index, model.loss)
-    local, exchange = dict(report, train=local_step), dict(report, train=counted)
+    local, exchange = StepReport(**report, train=local_step), StepReport(**report, train=counted)
 
     def plan(step):
         return [exchange if sends_after(step, period, settings.train_steps) else local]

@@ -25,10 +25,10 @@ from parallel_tf.compat import tf
 from parallel_tf.graph.aggregation import SlotAggregator, tree_sum
 from parallel_tf.graph.barrier import gather_at_chief, release_workers
 from parallel_tf.graph.devices import device_setter, worker_device
+from parallel_tf.graph.exchange_steps import sends_after
 from parallel_tf.graph.model import LOCAL, build_model_on_copies, refresh_copies
-from parallel_tf.graph.schedules import sends_after
 from parallel_tf.training.rules import Technique
-from parallel_tf.training.train_graph import CopiesGraph, own_report
+from parallel_tf.training.train_graph import CopiesGraph, StepReport, own_report
 
 OWN_STEPS = (
     "the copies take plain SGD steps at one rate (--learning_rate, linearly scaled); a schedule is not defined "
@@ -38,7 +38,6 @@ TECHNIQUE = Technique(
     name="local_sgd",
     flags=("local_steps",),
     modes=("sync",),
-    enabled=lambda values, cluster: values["local_steps"] > 1,
     hooks=("build",),  # sends parameters every H steps, not gradients: calls none of sync's hooks
     requires={
         "aggregation": ("ordered", "the copies are averaged in the fixed order of ordered aggregation"),
@@ -61,9 +60,9 @@ def define_flags(flag_values=flags.FLAGS):
     )
 
 
-def build(recipe, dataset, settings, cluster, task_index):
+def build(recipe, dataset, settings):
     """Local steps on the copies, an average every --local_steps."""
-    return build_exchanging(recipe, dataset, settings, cluster, task_index, settings.options["local_steps"], Average())
+    return build_exchanging(recipe, dataset, settings, settings.local_steps, Average())
 
 
 class Average:
@@ -80,11 +79,12 @@ class Average:
         return refresh_copies(pairs)
 
 
-def build_exchanging(recipe, dataset, settings, cluster, task_index, period, rule):
+def build_exchanging(recipe, dataset, settings, period, rule):
     """Sync training on per-worker copies: plain SGD steps on the copy, and every `period` steps (and
     after the last) an exchange through the slots: each worker writes its copy and runs
     rule.worker_before, the chief sets the parameters to rule.chief_update once all have written, and
     each worker runs rule.worker_after once released. Local SGD and synchronous EASGD are two rules."""
+    cluster, task_index = settings.cluster, settings.task_index
     num_workers, is_chief = cluster.num_workers, task_index == 0
     on_worker = worker_device(task_index, settings.num_gpus)
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
@@ -105,8 +105,8 @@ def build_exchanging(recipe, dataset, settings, cluster, task_index, period, rul
         with tf.control_dependencies([released]):
             exchanged = rule.worker_after(pairs)
     report = own_report(task_index, model.loss)
-    local = dict(report, train=local_step)
-    exchange = {"workers": workers, "losses": losses, "train": exchanged}
+    local = StepReport(**report, train=local_step)
+    exchange = StepReport(workers=workers, losses=losses, train=exchanged)
 
     def plan(at):
         return [exchange if sends_after(at, period, settings.train_steps) else local]

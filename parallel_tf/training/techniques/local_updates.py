@@ -52,15 +52,15 @@ def define_flags(flag_values=flags.FLAGS):
     )
 
 
-def after_push(read_step):
+def after_push(settings, read_step):
     """The push just sent is in this worker's copy already: the copy reflects one more update."""
     return [read_step.assign_add(1)]
 
 
-def wrap(graph, settings, cluster, task_index):
+def wrap(settings, graph):
     """Adds the SGD step on the copies to every run that computes gradients (the dicts; a fetch is an op)."""
     # On the worker, next to the copies; after the gradients, so the loss and gradients read the copies first.
-    with tf.device(worker_device(task_index, settings.num_gpus)):
+    with tf.device(worker_device(settings.task_index, settings.num_gpus)):
         applied = tf.Variable(tf.zeros([], tf.int64), trainable=False, collections=LOCAL, name="local_updates_applied")
         with tf.control_dependencies(graph.gradients):
             local_update = tf.group(

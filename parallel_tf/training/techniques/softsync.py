@@ -40,7 +40,6 @@ TECHNIQUE = Technique(
     name="softsync",
     flags=("softsync",),
     modes=("async",),
-    enabled=lambda values, cluster: values["softsync"] > 0,
     check=check,
     hooks=("send_push",),
 )
@@ -58,7 +57,7 @@ def define_flags(flag_values=flags.FLAGS):
 
 
 def send_push(settings, optimizer, sums, parameters, global_step, after, optimizer_at):
-    n, num_workers = settings.options["softsync"], settings.num_workers
+    n, num_workers = settings.softsync, settings.num_workers
     pushes_in_a_run = num_workers * math.ceil(settings.train_steps / settings.push_every)
     per_update = num_workers // n
     with tf.device(global_step.device):

@@ -17,7 +17,6 @@ TECHNIQUE = Technique(
     flags=("staleness_aware",),
     effect="staleness_aware_pushes",
     modes=("async",),
-    enabled=lambda values, cluster: values["staleness_aware"],
     hooks=("push_learning_rate",),
 )
 
@@ -32,7 +31,7 @@ def define_flags(flag_values=flags.FLAGS):
     )
 
 
-def push_learning_rate(learning_rate, staleness):
+def push_learning_rate(settings, learning_rate, staleness):
     """The rate a push of `staleness` (an int64 tensor) is applied with, counted each time it is used."""
     with tf.variable_scope("staleness_aware", reuse=tf.AUTO_REUSE):  # one count, however many rates use it
         scaled = tf.get_variable("pushes", [], tf.int64, tf.zeros_initializer(), trainable=False)

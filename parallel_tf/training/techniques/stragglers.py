@@ -14,7 +14,6 @@ from absl import flags
 from parallel_tf.cli import validate_by_parsing
 from parallel_tf.errors import ConfigError
 from parallel_tf.training.rules import Technique
-from parallel_tf.training.train_graph import MODES
 
 
 def check(values, cluster):
@@ -25,8 +24,7 @@ def check(values, cluster):
 TECHNIQUE = Technique(
     name="stragglers",
     flags=("worker_delay_ms",),
-    modes=MODES,
-    enabled=lambda values, cluster: bool(values["worker_delay_ms"]),
+    modes=("sync", "async", "hierarchical", "allreduce"),  # it changes only when a worker starts a step
     check=check,
     hooks=("wrap",),
     requires={"prefetch": (False, "an async straggler pauses before it reads its copy, as its step begins")},
@@ -59,6 +57,6 @@ def delays(text, num_workers):
     return seconds
 
 
-def wrap(graph, settings, cluster, task_index):
-    pause = delays(settings.options["worker_delay_ms"], cluster.num_workers).get(task_index, 0)
+def wrap(settings, graph):
+    pause = delays(settings.worker_delay_ms, settings.num_workers).get(settings.task_index, 0)
     return dataclasses.replace(graph, pause_before_step=pause)

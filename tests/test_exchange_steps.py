@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from parallel_tf.graph.schedules import fetches_before, sends_after
+from parallel_tf.graph.exchange_steps import fetches_before, sends_after
 
 
 @pytest.mark.parametrize("train_steps, every", [(12, 1), (12, 3), (12, 5), (7, 7), (5, 9)])

@@ -1,6 +1,6 @@
 """When the periodic exchanges of async and hierarchical training happen: pure functions of the step.
 
-Kept free of TensorFlow so the schedules are tested on their own, and so the counts in the
+Kept free of TensorFlow so the exchange steps are tested on their own, and so the counts in the
 metrics can be checked against them.
 """
 

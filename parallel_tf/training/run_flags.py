@@ -1,0 +1,275 @@
+"""Every flag, defined once, in groups the entry points adopt (as tensorflow/models' official/utils/flags).
+
+    group             defined by                      flags
+    cluster           tasks                           --job_name --task_index --ps_hosts --worker_hosts
+                                                      --cluster_resolver --port_base
+    cluster spec      tasks, launcher                 --cluster_spec
+    cluster shape     tasks, launcher, k8s            --num_ps, and each mode's own (modes/: --num_groups ...)
+    mode              tasks, launcher, k8s            --mode
+    mode options      tasks, launcher, k8s, study     --push_every ... and every technique's flags
+    run               tasks, launcher, k8s, study,    --global_batch_size --train_steps --seed ...
+                      bench, peers
+    logdir            tasks, launcher                 --logdir --fresh
+    recipe            launcher, k8s, study, peers     --recipe
+    data              tasks, peers (per recipe)       --dataset --data_dir --download --download_url
+
+The launcher, bench and study pass the run flags a user gave (and the launcher and study the mode
+options) on to the tasks they start (run_check.given_task_flags), so a flag has one definition and one
+default everywhere. What a task makes of them is settings.py's; the one check of a whole run, run_check.py's.
+"""
+
+from absl import flags
+
+from parallel_tf import compat
+from parallel_tf.cli import define_float, validate_by_parsing
+from parallel_tf.errors import ConfigError
+from parallel_tf.graph.model import OPTIMIZERS
+from parallel_tf.training import modes, options, profiling, techniques
+
+FLAGS = flags.FLAGS
+RESOLVERS = ("slurm", "tfjob")
+
+# The run flags of every mode, besides the run options.
+CORE_RUN_FLAGS = (
+    "global_batch_size",
+    "train_steps",
+    "learning_rate",
+    "optimizer",
+    "seed",
+    "log_every",
+    "snapshot_every",
+    "checkpoint_every",
+    "startup_timeout",
+    "operation_timeout",
+    "trace_steps",
+    "nan_guard",
+    "intra_op_threads",
+)
+
+
+def define_task_flags(dataset_names, flag_values=FLAGS):
+    """Every flag of a task; `dataset_names` are the recipe's datasets, the first the default."""
+    define_cluster_flags(flag_values)
+    define_cluster_spec_flag(flag_values)
+    define_cluster_shape_flags(flag_values)
+    define_mode_flag(flag_values)
+    define_mode_option_flags(flag_values)
+    define_run_flags(flag_values)
+    define_logdir_flags(flag_values)
+    define_data_flags(dataset_names, flag_values)
+
+
+def define_cluster_flags(flag_values=FLAGS):
+    flags.DEFINE_bool(
+        "check_flags",
+        False,
+        "Check this task's flags and cluster, then exit: 0 if it would start, 2 and the one-line error if not. "
+        "The launcher runs the chief's command so before it starts any task.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_enum(
+        "job_name", None, ["ps", "local_ps", "worker"], "This process's job in the cluster.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "task_index",
+        0,
+        "This process's index within its job; worker 0 is the chief.",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_list(
+        "ps_hosts",
+        [],
+        "Comma-separated host:port of the parameter servers (instead of a spec).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_list(
+        "worker_hosts", [], "Comma-separated host:port of the workers (instead of a spec).", flag_values=flag_values
+    )
+    flags.DEFINE_enum(
+        "cluster_resolver",
+        None,
+        RESOLVERS,
+        "Build the cluster from a cluster manager's environment instead of a spec: slurm reads the srun "
+        "step's variables (SLURM_PROCID, SLURM_STEP_NODELIST, ...), the first --num_ps ranks being the ps "
+        "tasks; tfjob reads Kubeflow's TF_CONFIG, whose PS tasks after the first --num_ps are the local ps.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "failure_exit_code",
+        1,
+        "Exit code of a failure at run time (a lost peer, a timeout): one a restart can cure. Kubeflow's "
+        "ExitCode restart policy retries only 128-255; k8s manifests set 138. A mistake always exits 2.",
+        lower_bound=1,
+        upper_bound=255,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "port_base",
+        8888,
+        "With --cluster_resolver: each task listens on this port plus its index on its node.",
+        lower_bound=1,
+        upper_bound=65535,
+        flag_values=flag_values,
+    )
+
+
+def define_cluster_spec_flag(flag_values=FLAGS):
+    flags.DEFINE_string(
+        "cluster_spec",
+        None,
+        'JSON file: {"cluster": {"ps": ["host:port"], "worker": ["host:port", ...]}}; the launcher picks free '
+        "ports without one.",
+        flag_values=flag_values,
+    )
+
+
+def define_cluster_shape_flags(flag_values=FLAGS):
+    """How many tasks of each server job: the launcher starts them; a resolver assigns them ranks."""
+    flags.DEFINE_integer("num_ps", 1, "(Central) parameter server tasks.", lower_bound=1, flag_values=flag_values)
+    modes.define_own_flags(flag_values)
+
+
+def define_mode_flag(flag_values=FLAGS):
+    flags.DEFINE_enum("mode", "sync", modes.NAMES, "Distributed training mode.", flag_values=flag_values)
+
+
+def define_logdir_flags(flag_values=FLAGS):
+    flags.DEFINE_string(
+        "logdir",
+        None,
+        "Where the chief writes its outputs; default runs/<recipe>-<mode>-<time>.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "fresh",
+        False,
+        "Start over: move an existing --logdir aside (never deleted), not resume it.",
+        flag_values=flag_values,
+    )
+
+
+def define_recipe_flag(flag_values=FLAGS):
+    """For the tools that start recipes: the launcher, bench and study."""
+    flags.DEFINE_string(
+        "recipe", "mnist", "Recipe name (a file in recipes/) or path to a recipe file.", flag_values=flag_values
+    )
+
+
+def define_mode_option_flags(flag_values=FLAGS):
+    """The options of the modes (options/) and every technique's flags (techniques/)."""
+    options.define_flags(run_options=False, flag_values=flag_values)
+    techniques.define_flags(flag_values)
+
+
+def define_run_flags(flag_values=FLAGS):
+    flags.DEFINE_integer(
+        "global_batch_size",
+        120,
+        "Examples per step over all workers; must divide by the worker count.",
+        lower_bound=1,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer("train_steps", 1000, "Global steps to train.", lower_bound=1, flag_values=flag_values)
+    define_float("learning_rate", 0.1, "Learning rate of the optimizer.", flag_values=flag_values)
+    flags.register_validator(  # at parse: the launcher refuses it before any task starts
+        "learning_rate", lambda rate: rate > 0, "must be greater than 0", flag_values=flag_values
+    )
+    flags.DEFINE_enum(
+        "optimizer", "sgd", sorted(OPTIMIZERS), "Optimizer applied on the parameter servers.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "seed", 0, "Seed for data split, shuffling and initial parameters.", lower_bound=0, flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "log_every", 50, "Log loss and throughput every this many steps.", lower_bound=1, flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "snapshot_every",
+        0,
+        "The chief also saves the parameters every this many steps (params_at/<step>.npz), to follow how "
+        "far runs drift apart as they train. 0: only params.npz, at the end.",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "checkpoint_every",
+        100,
+        "The chief checkpoints every this many steps (and at the end); rerunning the command resumes "
+        "from the latest. 0: only at the end.",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+    define_float(
+        "startup_timeout",
+        60.0,
+        "Seconds a worker waits for the parameter servers to come up and for the chief to initialise the "
+        "model, and a parameter server for a worker that is not (or no longer) running.",
+        lower_bound=0.0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "trace_steps",
+        "",
+        "FIRST:END: the chief records TensorFlow's step stats for steps FIRST..END-1, writes each as a Chrome "
+        "trace (logdir/trace_step_<n>.json) and logs where its time went (profiling.py).",
+        flag_values=flag_values,
+    )
+    validate_by_parsing("trace_steps", profiling.parse_steps, flag_values)
+    define_float(
+        "operation_timeout",
+        300.0,
+        "Seconds a worker's step may wait for its peers (a barrier, a parameter server) before it fails; 0: forever.",
+        lower_bound=0.0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "nan_guard",
+        True,
+        "Stop the run (exit 1, naming the step) once a loss is NaN or infinite, keeping the last checkpoint "
+        "whose parameters are finite; --nonan_guard trains on and logs it.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "intra_op_threads",
+        compat.PINNED_THREADS,
+        "Threads each task's CPU kernels split an op over. Fixed, whatever the machine's cores, because Eigen "
+        "splits a matrix product's sums by it: the same count trains the same bits on every machine.",
+        lower_bound=1,
+        flag_values=flag_values,
+    )
+    options.define_flags(run_options=True, flag_values=flag_values)
+
+
+def define_data_flags(dataset_names, flag_values=FLAGS):
+    flags.DEFINE_enum("dataset", dataset_names[0], list(dataset_names), "Dataset to train on.", flag_values=flag_values)
+    flags.DEFINE_string(
+        "data_dir",
+        None,
+        "Directory with the dataset's own files (for datasets read from files).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "download", False, "Fetch the dataset's published files into --data_dir first.", flag_values=flag_values
+    )
+    flags.DEFINE_string(
+        "download_url", None, "Base URL to fetch from instead of the dataset's official one.", flag_values=flag_values
+    )
+
+
+def parse_run_args(args):
+    """Run and mode-option flags (`--name=value` strings, as the study's variants give them) parsed with
+    their definitions into FlagValues of their own; ConfigError names a bad one."""
+    parsed = flags.FlagValues()
+    define_mode_option_flags(parsed)
+    define_run_flags(parsed)
+    try:
+        parsed(["run", *args])
+    except flags.Error as e:
+        raise ConfigError(str(e)) from None
+    return parsed
+
+
+def given_flags(flag_values=FLAGS):
+    """The names of the flags the user set."""
+    return {name for name in flag_values if flag_values[name].present}

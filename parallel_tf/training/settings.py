@@ -1,0 +1,238 @@
+"""What a task knows of its run: `Settings`, made once from the parsed flags (settings_from_flags) or
+from fields (run_settings, the one way they are made: tasks, the bench's peers and the tests alike),
+checked as a whole run (run_check.check_run) and never changed after.
+"""
+
+import dataclasses
+import os
+
+from absl import flags
+
+from parallel_tf import compat
+from parallel_tf.cluster import config as cluster_lib
+from parallel_tf.cluster import slurm
+from parallel_tf.errors import ConfigError
+from parallel_tf.graph.learning_rates import Schedule
+from parallel_tf.training import modes, profiling, run_check, techniques
+from parallel_tf.training.modes import hierarchical
+from parallel_tf.training.run_flags import given_flags
+
+FLAGS = flags.FLAGS
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Everything a task needs to know, checked; decided once, never changed after parsing. A declared
+    flag's value (an option's or a technique's: options/, techniques/) is read as the attribute of its
+    name, settings.push_every: the declarations say which flags there are, not this class."""
+
+    mode: str  # "single" when there is no cluster
+    job_name: str  # "worker" in a single-process run
+    task_index: int
+    cluster: cluster_lib.ClusterConfig | None
+    global_batch_size: int
+    train_steps: int
+    learning_rate: float
+    optimizer: str
+    seed: int
+    logdir: str
+    dataset: str
+    data_dir: str = None
+    download: bool = False
+    download_url: str = None
+    log_every: int = 50
+    snapshot_every: int = 0
+    nan_guard: bool = True
+    intra_op_threads: int = compat.PINNED_THREADS
+    startup_timeout: float = 60.0
+    checkpoint_every: int = 100
+    fresh: bool = False
+    operation_timeout: float = 300.0
+    # every declared flag, by name: {flag: value}, as check_run settled them
+    options: dict = dataclasses.field(default_factory=lambda: dict(declared_defaults()))
+    techniques: tuple = ()  # the techniques on, as check_run decided (names, in wrapping order)
+    options_on: tuple = ()  # the options on (options/), as check_run decided
+    num_gpus: int = 0
+    trace_steps: tuple = None  # (first, end) of --trace_steps, or None
+    # All-reduce: TensorFlow remembers a collective's keys for the life of a process, so one process
+    # that runs several clusters in turn (the tests) gives each its own group; a task runs one.
+    collective_group: int = 1
+
+    def __getattr__(self, name):
+        declared = self.__dict__.get("options", {})
+        if name in declared:
+            return declared[name]
+        raise AttributeError(f"Settings has no field or declared flag {name!r}")
+
+    @property
+    def is_chief(self):
+        return self.job_name == "worker" and self.task_index == 0
+
+    @property
+    def num_workers(self):
+        return self.cluster.num_workers if self.cluster else 1
+
+    @property
+    def lockstep(self):
+        """Whether the data position is the global step, so the run resumes on any worker count."""
+        return modes.BY_NAME[self.mode].lockstep
+
+    @property
+    def base_learning_rate(self):
+        """--learning_rate, times k = --global_batch_size / --linear_scaling_batch under the linear scaling rule:
+        the rate wherever one is used (after warm-up, before decay)."""
+        if not self.linear_scaling_batch:
+            return self.learning_rate
+        return self.learning_rate * self.global_batch_size / self.linear_scaling_batch
+
+    @property
+    def clock(self):
+        """What the global step counts, the clock a schedule runs in: steps, unless the mode says otherwise."""
+        return self._clock()[0]
+
+    @property
+    def updates_in_run(self):
+        """The updates the whole run applies, in the clock a schedule counts (the global step)."""
+        return self._clock()[1]
+
+    def _clock(self):
+        declared = modes.BY_NAME[self.mode]
+        return declared.clock(self) if declared.clock else ("steps", self.train_steps)
+
+    @property
+    def schedule(self):
+        """The learning rate as a function of the update it is applied at (graph/learning_rates.py)."""
+        # only cosine's length defaults to the training left: a resume that trains longer then changes it
+        decay_steps = self.lr_decay_steps
+        if self.lr_schedule == "cosine" and not decay_steps:
+            decay_steps = max(self.updates_in_run - self.warmup_steps, 1)
+        return Schedule(
+            self.base_learning_rate,
+            self.lr_schedule,
+            self.warmup_steps,
+            decay_steps,
+            self.lr_decay_rate,
+            self.lr_decay_milestones,
+            warmup_from=self.learning_rate if self.linear_scaling_batch else None,
+        )
+
+    @property
+    def spare_workers(self):
+        """How many workers may die without stopping training (backup workers), else 0."""
+        return techniques.spare_workers(self.techniques, self.options, self.cluster)
+
+    def mode_options(self):
+        """The values of every option of this run's mode: what, besides the common flags, decides its
+        arithmetic. Recorded in run.json (a resume must match) and summary.json."""
+        return {name: self.options[name] for name, scope in run_check.MODE_OPTION_SCOPES.items() if self.mode in scope}
+
+    def declared(self):
+        """{name: what it did} for every technique and option this run has on (summary.json): its flags'
+        values, unless its declaration says more (the schedule in its clock, compression's algorithm)."""
+        on = (*self.techniques, *self.options_on)
+        return {
+            d.name: d.record(self) if d.record else {flag: self.options[flag] for flag in d.flags}
+            for d in run_check.DECLARATIONS
+            if d.name in on
+        }
+
+
+def declared_defaults():
+    """{flag: default} of every declared flag: the options of a run that gives none of them."""
+    return {name: run_check.declared_defaults()[name] for name in run_check.DECLARED_SCOPES}
+
+
+# The Settings fields that are a flag of the same name, read as given; settings_from_flags decides the others.
+FIELDS_AS_GIVEN = tuple(
+    field.name
+    for field in dataclasses.fields(Settings)
+    if field.name
+    not in {
+        "mode",
+        "job_name",
+        "task_index",
+        "cluster",
+        "options",
+        "techniques",
+        "options_on",
+        "num_gpus",
+        "trace_steps",
+        "collective_group",
+    }
+)
+
+
+def settings_from_flags(flag_values=FLAGS):
+    """Reads the parsed flags into Settings; raises ConfigError for contradictions."""
+    if flag_values.download_url and not flag_values.download:
+        raise ConfigError("--download_url only applies with --download")
+    if flag_values.failure_exit_code == 2:
+        raise ConfigError("--failure_exit_code=2: 2 means a mistake, which no restart cures; choose another code")
+    cluster, env_job, env_index = _cluster_and_task(flag_values)
+    mode = flag_values.mode if cluster else run_check.NO_CLUSTER
+    run_check.check_flag_scopes(mode, flag_values=flag_values)
+    job_name, task_index = "worker", 0
+    if cluster:
+        job_name = flag_values.job_name or env_job
+        task_index = flag_values.task_index if flag_values["task_index"].present or env_index is None else env_index
+        if job_name is None:
+            raise ConfigError(f"--job_name is required in a cluster: {' or '.join(cluster.jobs)}")
+        modes.check_cluster(mode, cluster)
+        cluster.check_task(job_name, task_index)
+    return run_settings(
+        given_flags(flag_values),
+        mode=mode,
+        job_name=job_name,
+        task_index=task_index,
+        cluster=cluster,
+        trace_steps=profiling.parse_steps(flag_values.trace_steps),
+        **{name: run_check.as_settings_value(flag_values[name].value) for name in FIELDS_AS_GIVEN},
+        **{name: run_check.as_settings_value(flag_values[name].value) for name in run_check.DECLARED_SCOPES},
+    )
+
+
+def run_settings(given=frozenset(), **fields):
+    """The one way Settings are made: `fields` (Settings fields and declared flags, by name) checked as a
+    whole run (check_run), with the techniques and options its flags switch on and the values they settle.
+    `given`: the names of the flags the user set."""
+    declared = declared_defaults()
+    declared.update({name: fields.pop(name) for name in list(fields) if name in declared})
+    settings = Settings(options=declared, **fields)
+    values = {**{f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}, **declared}
+    composition = run_check.check_run(settings.mode, settings.cluster, values, given)
+    settled = composition.settled
+    return dataclasses.replace(
+        settings,
+        techniques=composition.names,
+        options_on=composition.options,
+        options={**declared, **{name: value for name, value in settled.items() if name in declared}},
+        **{name: value for name, value in settled.items() if name not in declared},
+    )
+
+
+def _cluster_and_task(flag_values):
+    """(cluster or None, job, index) from the one source given: a resolver, a spec, hosts or TF_CONFIG."""
+    if not flag_values.cluster_resolver:
+        for name in ("num_ps", "num_groups", "groups", "port_base"):
+            if flag_values[name].present:
+                raise ConfigError(
+                    f"--{name} applies only with --cluster_resolver; a spec, hosts or TF_CONFIG name every task"
+                )
+        return cluster_lib.from_given_source(flag_values.cluster_spec, flag_values.ps_hosts, flag_values.worker_hosts)
+    for name in ("cluster_spec", "ps_hosts", "worker_hosts", "job_name", "task_index"):
+        if flag_values[name].present:
+            raise ConfigError(
+                f"--cluster_resolver={flag_values.cluster_resolver} decides the cluster and each task's job; "
+                f"drop --{name}"
+            )
+    modes.check_shape_flags(flag_values.mode, flag_values)
+    hierarchical.check_groups_by_host(flag_values.cluster_resolver == "slurm", "TF_CONFIG", flag_values)
+    num_ps, num_groups = modes.server_counts(flag_values.mode, flag_values.num_ps, flag_values.num_groups)
+    if flag_values.cluster_resolver == "tfjob":
+        if flag_values["port_base"].present:
+            raise ConfigError("--port_base applies only to --cluster_resolver=slurm; TF_CONFIG names every port")
+        if not os.environ.get("TF_CONFIG"):
+            raise ConfigError("--cluster_resolver=tfjob: TF_CONFIG is not set; the TFJob operator sets it in each pod")
+        return cluster_lib.from_tfjob_config(os.environ["TF_CONFIG"], num_ps, num_groups)
+    task = slurm.placement(os.environ, num_ps, num_groups, flag_values.port_base, flag_values.groups)
+    return task.cluster, task.job_name, task.task_index
