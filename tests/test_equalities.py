@@ -2,7 +2,8 @@
 digits MLP (50 steps), bitwise: one process = sync with one worker = async with one worker pushing and
 fetching every step; hierarchical with one group = sync accumulator with that many workers (Adam); 2 parameter
 servers = 1; strict determinism gives one model for 1, 2 and 4 workers. Up to rounding:
-ordered sync on 3 workers = 1 worker. On the CIFAR-10 CNN with augmentation, sync repeats bitwise."""
+ordered sync on 3 workers = 1 worker. On the CIFAR-10 CNN with augmentation, sync repeats bitwise; local SGD
+and synchronous EASGD repeat bitwise."""
 
 import numpy as np
 import pytest
@@ -73,3 +74,12 @@ def test_a_finished_run_trained_on_to_more_steps_ends_on_the_straight_run(tmp_pa
     extended = train(MLP, DIGITS, tmp_path / "extended", mode, **{**flags, "train_steps": 30})["summary"]
     assert extended["session_runs"] == 10  # steps 20-29: resumed, not trained again from 0
     assert extended["params_sha256"] == sha(tmp_path / "straight", mode, log_every=10)
+
+
+@pytest.mark.parametrize("technique", [{"local_steps": 4}, {"easgd_alpha": 0.2}], ids=["local_sgd", "easgd"])
+def test_local_steps_on_copies_repeat_bitwise(tmp_path, technique):
+    """A copy's SGD step must read the copies its gradients were computed from: its assigns wait for every
+    gradient (ref variables are read in place, so an early assign to the second layer changed the first
+    layer's gradient, and repeats differed)."""
+    first, second = (sha(tmp_path / name, "sync", **technique) for name in ("first", "second"))
+    assert first == second

@@ -125,7 +125,8 @@ def sgd_on_copies(model, copies, learning_rate, device):
     """A plain SGD step on the worker's own copies of the parameters, on `device`."""
     with tf.device(device):
         gradients = tf.gradients(model.loss, list(copies))
-        return tf.group(*[c.assign_sub(learning_rate * g) for c, g in zip(copies, gradients, strict=True)])
+        with tf.control_dependencies(gradients):
+            return tf.group(*[c.assign_sub(learning_rate * g) for c, g in zip(copies, gradients, strict=True)])
 
 
 def _update(slots, rule, global_step, exchanges, steps_done, after):
