@@ -376,6 +376,38 @@ def cases(tmp):
             launcher_command("--simulate_hosts=2", "--isolate_network=off"),
             "--simulate_hosts builds its hosts inside the launcher's private network",
         ),
+        "launcher: a link rate without a unit": (
+            launcher_command("--link_rate=100"),
+            "--link_rate=100: expected a rate such as 100mbit, 1gbit or 10gbit",
+        ),
+        "launcher: a link delay without a link": (
+            launcher_command("--link_delay=5"),
+            "--link_delay applies only with --link_rate",
+        ),
+        "launcher: a link outside the private network": (
+            launcher_command("--link_rate=100mbit", "--isolate_network=off"),
+            "--link_rate builds its hosts inside the launcher's private network",
+        ),
+        "launcher: a link on a cluster spec": (
+            launcher_command("--link_rate=100mbit", good),
+            "--link_rate lays the cluster out itself; it does not take --cluster_spec",
+        ),
+        "bench: a link rate without a unit": (
+            bench_command("--links=100"),
+            "--links=100: expected a rate such as 100mbit, 1gbit or 10gbit",
+        ),
+        "bench: a peer on a link": (
+            bench_command("--links=100mbit", "--systems=sync,mirrored"),
+            "--links: mirrored run(s) without the launcher's simulated hosts, so no link can shape them",
+        ),
+        "k8s: a link on a TFJob": (
+            k8s_command("--image=img", "--link_rate=100mbit"),
+            "--link_rate: a TFJob's network is the cluster's own; only the local launcher shapes one",
+        ),
+        "task: a link the launcher did not shape": (
+            recipe_command(good, *CLUSTER, "--link_rate=100mbit"),
+            "--link_rate=100mbit: only the launcher shapes a link",
+        ),
         "launcher: an unknown gradient codec": (
             launcher_command("--gradient_compression=4bit"),
             "--gradient_compression=4bit: expected none, 8bit, 1bit, topk:K",

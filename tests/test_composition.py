@@ -56,6 +56,7 @@ ENABLE = {
     "fetch_every": {"fetch_every": 2},
     "prefetch": {"prefetch": True},  # async's default, given: a pair that cannot prefetch is refused
     "central_every": {"central_every": 2},
+    "link": {"link_rate": "100mbit"},
 }
 
 
@@ -195,6 +196,7 @@ OBSERVE = {
     "fetch_every": _fetched_every_2_steps,
     "prefetch": _one_session_run_a_step,
     "central_every": _central_every_2_steps,
+    "link": None,  # only the launcher shapes a link: tests/test_links.py observes it there
 }
 OF_THE_RUN = {_evaluated_every_2_steps}  # observables that read the whole run (its metrics), not its summary
 DECLARATIONS = run_check.DECLARATIONS
@@ -261,7 +263,11 @@ def _outcome(mode, a, b):
 
 
 OUTCOMES = {pair: _outcome(*pair) for pair in _pairs()}
-RUNS = [pair for pair, (refusal, _) in OUTCOMES.items() if refusal is None]
+# A link changes only the time, and only the launcher's simulated hosts have one: its pairs compose here and
+# train in tests/test_links.py, not on an in-process cluster, which has no network to shape.
+SHAPED_ONLY = {name for name, observe in OBSERVE.items() if observe is None}
+COMPOSED = [pair for pair, (refusal, _) in OUTCOMES.items() if refusal is None]
+RUNS = [pair for pair in COMPOSED if not SHAPED_ONLY & set(pair)]
 
 
 @pytest.mark.parametrize("mode, a, b", list(OUTCOMES), ids=[" ".join(p) for p in OUTCOMES])
@@ -348,7 +354,8 @@ def _alone(tmp_path, mode, name):
 
 # The pairs the rules refuse (the others are refused for a declaration's modes): a rule that changes shows
 # here. `pytest -s -k count_of_pairs` prints each with its line.
-RUN, REFUSED = 158, 854  # of the 1012 mode × pair combinations; docs/modes-and-techniques.md quotes them
+# of the mode × pair combinations, those trained, composed with a link only, and refused (the docs quote them)
+RUN, LINKED, REFUSED = 158, 39, 907
 REFUSED_BY_RULES = {
     ("sync", "backup_workers", "local_sgd"),
     ("sync", "backup_workers", "easgd"),
@@ -422,9 +429,12 @@ def test_the_count_of_pairs():
     by_rules = {pair: refusal for pair, refusal in refused.items() if "does not apply to" not in refusal}
     for (mode, a, b), refusal in by_rules.items():
         print(f"refused {mode:6} {a} + {b}: {refusal}")
-    print(f"{len(RUNS)} pairs run, {len(refused)} refused ({len(by_rules)} by the rules), of {len(OUTCOMES)}")
+    print(
+        f"{len(RUNS)} pairs run, {len(COMPOSED) - len(RUNS)} composed with a link, {len(refused)} refused "
+        f"({len(by_rules)} by the rules), of {len(OUTCOMES)}"
+    )
     assert set(by_rules) == REFUSED_BY_RULES
-    assert (len(RUNS), len(refused)) == (RUN, REFUSED)
+    assert (len(RUNS), len(COMPOSED) - len(RUNS), len(refused)) == (RUN, LINKED, REFUSED)
 
 
 FOUR_WORKERS = cluster_lib.parse({"cluster": {"ps": ["a:1"], "worker": ["a:2", "a:3", "a:4", "a:5"]}}, "test")

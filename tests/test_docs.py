@@ -99,12 +99,14 @@ def test_the_docs_quote_the_traffic_test_s_bytes():
 
 
 def test_the_docs_quote_the_composition_test_s_counts():
-    runs, refused, by_rules = test_composition.RUN, test_composition.REFUSED, len(test_composition.REFUSED_BY_RULES)
-    pairs = runs + refused
+    runs, linked, refused = test_composition.RUN, test_composition.LINKED, test_composition.REFUSED
+    by_rules = len(test_composition.REFUSED_BY_RULES)
+    pairs = runs + linked + refused
     quoted = f"every mode × pair of techniques and options ({pairs}): {refused - by_rules} are refused because a"
-    quoted_too = f"{by_rules} by the rules (the test pins which), and {runs} train"
+    quoted_too = f"{by_rules} by the rules (the test pins which), {linked} compose `--link_rate`"
+    quoted_last = f"network to shape), and {runs} train"
     text = docs_text()
-    assert quoted in text and quoted_too in text, "the docs' counts differ from tests/test_composition.py"
+    assert all(q in text for q in (quoted, quoted_too, quoted_last)), "the docs' counts differ from test_composition.py"
 
 
 def test_the_docs_quote_the_bad_input_test_s_case_count():

@@ -7,10 +7,18 @@ bridge, as on real machines; nothing outside the launcher's namespace can reach 
 
 Tasks are laid out as a cluster manager with cyclic placement would: ps k on host k mod H, the
 local ps of group g on host g mod H, worker i on host i mod H; each listens on PORT_BASE plus its
-index on its host. Free of TensorFlow: the launcher uses it.
+index on its host. With a link (--link_rate) and no H, every task is on a host of its own.
+
+A link shapes every host's interface in both directions: tc's token bucket (tbf) on `eth0` inside the
+host paces what it sends, and on its bridge end `vh<h>` what it receives. The bucket holds 200 µs at
+the rate (at least 3000 bytes, two packets): with a larger one a step's messages (38 KB for the MLP)
+pass unpaced, with a smaller one tbf cannot keep up above a few hundred Mbit/s (a TCP stream between
+two hosts measured 95 Mbit/s at 100mbit, 953 at 1gbit: the rest is TCP/IP headers). --link_delay
+puts netem in front of the bucket, where the kernel has it. Free of TensorFlow: the launcher uses it.
 """
 
 import ctypes
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -34,36 +42,83 @@ def host_of(address):
     return int(address.split(":")[0].rsplit(".", 1)[1]) - 1
 
 
-def layout(mode, num_ps, num_workers, num_groups, num_hosts):
+BURST_SECONDS = 200e-6  # a link's bucket holds this long at its rate
+MIN_BURST_BYTES = 3000
+QUEUE = "500ms"  # what a link queues before it drops: deep, so a step's burst of N messages is delayed, not lost
+
+
+@dataclasses.dataclass(frozen=True)
+class Link:
+    """A shaped network interface: tc's rate (100mbit), its bits a second, and a one-way delay."""
+
+    rate: str
+    bits_per_second: float
+    delay_ms: float = 0.0
+
+    def qdisc_commands(self, device):
+        """The tc commands that shape what `device` sends."""
+        burst = max(MIN_BURST_BYTES, int(self.bits_per_second * BURST_SECONDS / 8))
+        bucket = ["tbf", "rate", self.rate, "burst", str(burst), "latency", QUEUE]
+        if not self.delay_ms:
+            return [["tc", "qdisc", "add", "dev", device, "root", *bucket]]
+        return [
+            ["tc", "qdisc", "add", "dev", device, "root", "handle", "1:", "netem", "delay", f"{self.delay_ms}ms"],
+            ["tc", "qdisc", "add", "dev", device, "parent", "1:1", "handle", "10:", *bucket],
+        ]
+
+
+def layout(mode, num_ps, num_workers, num_groups, num_hosts=None):
     """The cluster on `num_hosts` simulated hosts: the i-th task of each job on host i mod H, on the
-    next free port of that host; jobs and groups assigned as everywhere (cluster.assign_jobs)."""
+    next free port of that host (None: every task on a host of its own); jobs and groups assigned as
+    everywhere (cluster.assign_jobs)."""
     num_ps, num_groups = modes.server_counts(mode, num_ps, num_groups)
     counts = [num_ps, num_groups, num_workers]  # in start order
-    used = [0] * num_hosts
+    used = [0] * (num_hosts or sum(counts))
     addresses = []
     for count in counts:
         for index in range(count):
-            host = index % num_hosts
+            host = index % num_hosts if num_hosts else len(addresses)
             addresses.append(f"{host_address(host)}:{PORT_BASE + used[host]}")
             used[host] += 1
     return cluster_lib.assign_jobs(addresses, num_ps, num_groups, "the simulated hosts")
 
 
 class SimulatedHosts:
-    """The namespaces of `count` hosts on one bridge; `enter(h)` is a child's preexec_fn onto host h."""
+    """The namespaces of `count` hosts on one bridge, each shaped by `link` if one is given; `enter(h)` is a
+    child's preexec_fn onto host h."""
 
-    def __init__(self, count):
+    def __init__(self, count, link=None):
         if not shutil.which("ip"):
             raise ConfigError("--simulate_hosts needs iproute2's `ip` command, which is not installed")
+        if link and not shutil.which("tc"):
+            raise ConfigError("--link_rate needs iproute2's `tc` command, which is not installed")
         self.holders = []
         try:
             _ip("link", "add", BRIDGE, "type", "bridge")
             _ip("link", "set", BRIDGE, "up")
             for host in range(count):
                 self._add_host(host)
+                if link:
+                    self._shape(host, link)
         except (OSError, subprocess.CalledProcessError) as e:
             self.stop()
             raise ConfigError(f"--simulate_hosts: could not set up the hosts' network: {_reason(e)}") from None
+        except ConfigError:
+            self.stop()
+            raise
+
+    def _shape(self, host, link):
+        """What host `host` sends (its eth0) and receives (the bridge's end of its pair) shaped by `link`."""
+        for device, enter in (("eth0", self.enter(host)), (f"vh{host}", None)):
+            for command in link.qdisc_commands(device):
+                done = subprocess.run(command, capture_output=True, text=True, preexec_fn=enter)
+                if "netem" in command and "unknown" in done.stderr:
+                    raise ConfigError(
+                        f"--link_delay={link.delay_ms:g} needs the kernel's netem queueing discipline (module "
+                        "sch_netem), which this kernel does not have; leave --link_delay out"
+                    )
+                if done.returncode:
+                    raise subprocess.CalledProcessError(done.returncode, command, done.stdout, done.stderr)
 
     def _add_host(self, host):
         holder = subprocess.Popen(["sleep", "infinity"], preexec_fn=_unshare_network)

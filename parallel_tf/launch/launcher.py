@@ -40,6 +40,7 @@ from parallel_tf.launch.processes import Cluster, describe_exit, say
 from parallel_tf.training import modes, run_check, run_flags
 from parallel_tf.training.logdir import default_logdir, prepare_logdir, remove_if_empty
 from parallel_tf.training.modes import hierarchical
+from parallel_tf.training.options import link
 
 CHECK_TIMEOUT_SECS = 120
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -99,7 +100,7 @@ def main(argv):
         fetch_before_fencing(recipe_flags, recipe_path)
         isolated, fenced = fence.fence_off(FLAGS.isolate_network, spec)
         check_simulated_hosts(isolated, spec)
-        if FLAGS.simulate_hosts:
+        if FLAGS.simulate_hosts or FLAGS.link_rate:  # with a link alone, every task on a host of its own
             cluster = hosts.layout(FLAGS.mode, FLAGS.num_ps, FLAGS.num_workers, num_groups, FLAGS.simulate_hosts)
         else:
             cluster = spec or local_cluster(FLAGS.mode, FLAGS.num_ps, FLAGS.num_workers, num_groups)
@@ -115,7 +116,7 @@ def main(argv):
         ]
         check_task_flags(cluster, recipe_path, common)
         moved_to = prepare_logdir(run_dir, fresh=FLAGS.fresh, train_steps=FLAGS.train_steps)
-        simulated = hosts.SimulatedHosts(FLAGS.simulate_hosts) if FLAGS.simulate_hosts else None
+        simulated = simulated_hosts(cluster)
     except ConfigError as e:
         remove_if_empty(None if FLAGS["logdir"].present else run_dir)  # default_logdir made it
         exit_config_error(str(e))
@@ -128,6 +129,9 @@ def main(argv):
         say(f"--fresh: moved the old {run_dir} aside to {moved_to}")
     if isolated:
         os.environ[addresses.PRIVATE_NETWORK_ENV] = "1"  # for the tasks: no exposure warnings
+    if FLAGS.link_rate:
+        os.environ[link.SHAPED_ENV] = FLAGS.link_rate  # for the tasks: their --link_rate is the network's
+        say(f"each of the {len(simulated.holders)} simulated hosts' interfaces is shaped at {FLAGS.link_rate} each way")
     try:
         code = run_with_restarts(cluster, recipe_path, run_dir, common, simulated)
     except SystemExit as stopped:  # Ctrl-C or SIGTERM: every task has been stopped
@@ -205,16 +209,28 @@ def groups_count():
 
 
 def check_simulated_hosts(isolated, spec):
-    """Simulated hosts are built inside the launcher's private network, on a layout of their own."""
-    if not FLAGS.simulate_hosts:
+    """Simulated hosts, and the links that shape them, are built inside the launcher's private network, on
+    a layout of their own."""
+    flag = "--simulate_hosts" if FLAGS.simulate_hosts else "--link_rate" if FLAGS.link_rate else None
+    if not flag:
         return
     if spec:
-        raise ConfigError("--simulate_hosts lays the cluster out itself; it does not take --cluster_spec")
+        raise ConfigError(f"{flag} lays the cluster out itself; it does not take --cluster_spec")
     if not isolated:
         raise ConfigError(
-            "--simulate_hosts builds its hosts inside the launcher's private network: it needs "
+            f"{flag} builds its hosts inside the launcher's private network: it needs "
             "--isolate_network=auto|on where the kernel allows it"
         )
+
+
+def simulated_hosts(cluster):
+    """The simulated hosts of --simulate_hosts (or, with a link alone, one a task), shaped by --link_rate."""
+    if not (FLAGS.simulate_hosts or FLAGS.link_rate):
+        return None
+    shaped = None
+    if FLAGS.link_rate:
+        shaped = hosts.Link(FLAGS.link_rate, link.bits_per_second(FLAGS.link_rate), FLAGS.link_delay)
+    return hosts.SimulatedHosts(FLAGS.simulate_hosts or len(cluster.tasks()), shaped)
 
 
 def run_with_restarts(cluster, recipe_path, run_dir, common, simulated):

@@ -26,10 +26,11 @@ from absl import app, flags
 
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit, positive_ints
 from parallel_tf.errors import ConfigError
-from parallel_tf.files import write_atomically
+from parallel_tf.files import write_between
 from parallel_tf.launch.launcher import resolve_recipe
-from parallel_tf.tools import figures, runs
+from parallel_tf.tools import figures, network_model, runs
 from parallel_tf.training import profiling, run_check, run_flags
+from parallel_tf.training.options.link import bits_per_second
 
 FLAGS = flags.FLAGS
 
@@ -70,6 +71,7 @@ SYSTEMS = {
     "strict": System("sync, strict", "sync", mode="sync", flags=("--strict_determinism",)),
     "accumulator": System("sync, accumulator", "sync", mode="sync", flags=("--aggregation=accumulator",)),
     "sync_loop": System("sync, ordered, 10 steps a run", "sync", mode="sync", steps_per_run=10),
+    "sync_8bit": System("sync, ordered, 8-bit gradients", "sync", mode="sync", flags=("--gradient_compression=8bit",)),
     "allreduce": System("all-reduce", "sync", mode="allreduce"),
     "allreduce_strict": System("all-reduce, strict", "sync", mode="allreduce", flags=("--strict_determinism",)),
     "async": System("async", "async", mode="async"),
@@ -105,6 +107,14 @@ QUICK_PLAN = tuple(
 )
 MIN_STEPS = 10  # logged every tenth of the run, and the first interval left out
 BEGIN, END = "<!-- bench:begin (written by python -m parallel_tf.bench) -->", "<!-- bench:end -->"
+# The bench under links (--links=100mbit,1gbit): each (model, system, workers) of the plan runs on an unshaped
+# network and on every link, interleaved and repeated, beside the step time the network model predicts from the
+# unshaped run (network_model.py). Only our cluster modes run on the launcher's simulated hosts, so only they
+# take a link. Its tables go into the report between markers of their own, so the main tables stay.
+UNSHAPED = "none"
+LINKS_BEGIN = "<!-- bench-links:begin (written by python -m parallel_tf.bench --links=...) -->"
+LINKS_END = "<!-- bench-links:end -->"
+LINKS_HEADER = ["system", "workers", "link", "ms/step", "spread", "model ms", "outside the model", "KB sent", "KB recv"]
 
 
 def define_bench_flags():
@@ -120,6 +130,12 @@ def define_bench_flags():
     )
     flags.DEFINE_string("report", None, "Markdown file to write the results into (e.g. BENCHMARKS.md).")
     flags.DEFINE_string("out", None, "Directory for the runs; default runs/bench-<time>.")
+    flags.DEFINE_list(
+        "links",
+        [],
+        "Run every system of the plan unshaped and on each of these links (100mbit, 1gbit, ...; launch/hosts.py), "
+        "beside the network model's prediction (tools/network_model.py): its own tables in the report.",
+    )
     run_flags.define_run_flags()
 
 
@@ -129,9 +145,12 @@ def main(argv):
     try:
         plan = make_plan()
         profiling.parse_steps(FLAGS.trace_steps)
+        check_links_plan(plan, FLAGS.links)
     except ConfigError as e:
         exit_config_error(str(e))
     out = runs.out_dir(FLAGS.out, "bench")
+    if FLAGS.links:
+        return bench_on_links(plan, out)
     try:
         results = run_plan(plan, out)
     except KeyboardInterrupt:  # the run under way gets the same Ctrl-C and stops its own tasks
@@ -184,24 +203,31 @@ def make_plan():
     return [key for key in QUICK_PLAN if key in plan] if FLAGS.quick else plan
 
 
-def run_plan(plan, out):
-    """{(model, system, workers): [result per repeat]}: each result has ms_per_step, the run's summary and logdir."""
-    results = {key: [] for key in plan}
+def run_plan(plan, out, links=()):
+    """{(model, system, workers): [result per repeat]}: each result has ms_per_step, the run's summary and logdir.
+    With `links`, the keys end with the link: every (model, system, workers) unshaped, then on each link."""
+    keys = [(*key, link) for key in plan for link in (UNSHAPED, *links)] if links else plan
+    results = {key: [] for key in keys}
     started = time.time()
-    total = repeats() * len(plan)
+    total = repeats() * len(keys)
     for repeat in range(repeats()):
-        for index, key in enumerate(plan):
-            model, system, workers = key
-            logdir = os.path.join(out, f"{model}-{system}-{workers}w-r{repeat + 1}")
-            done = repeat * len(plan) + index
+        for index, key in enumerate(keys):
+            model, system, workers, *link = key
+            logdir = os.path.join(out, "-".join([model, system, f"{workers}w", *link, f"r{repeat + 1}"]))
+            done = repeat * len(keys) + index
             eta = "" if not done else f", about {(time.time() - started) / done * (total - done) / 60:.1f} min left"
-            print(f"[bench] {done + 1}/{total}: {model}, {SYSTEMS[system].title}, {workers} worker(s){eta}", flush=True)
+            on_link = f", link {link[0]}" if link else ""
+            print(
+                f"[bench] {done + 1}/{total}: {model}, {SYSTEMS[system].title}, {workers} worker(s){on_link}{eta}",
+                flush=True,
+            )
             command, given = command_for(model, system, workers)
+            shaped = [f"--link_rate={rate}" for rate in link if rate != UNSHAPED]
             try:
-                summary = runs.run(command, logdir, given, log_path=logdir + ".log")
+                summary = runs.run(command, logdir, [*given, *shaped], log_path=logdir + ".log")
             except runs.RunFailed as e:
                 print(
-                    f"error: {model}, {system} with {workers} worker(s) {e}\n(full output: {logdir}.log)",
+                    f"error: {model}, {system} with {workers} worker(s){on_link} {e}\n(full output: {logdir}.log)",
                     file=sys.stderr,
                 )
                 sys.exit(1)
@@ -367,18 +393,9 @@ def shown_flags(argv):
     return [arg for arg in argv if not arg.startswith("--out=")]
 
 
-def write_report(path, generated):
-    """`generated` in place of the old one between BEGIN and END in `path`, keeping the text around it;
-    appended if there is none, in a new file if there is no file."""
-    text = ""
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + generated + text[text.index(END) + len(END) :]
-    else:
-        text = f"{text.rstrip()}\n\n{generated}\n" if text else f"# Benchmarks\n\n{generated}\n"
-    write_atomically(path, text)
+def write_report(path, generated, begin=BEGIN, end=END):
+    """`generated` in place of the old one between `begin` and `end` in `path` (files.write_between)."""
+    write_between(path, generated, begin, end, new_file_title="# Benchmarks")
 
 
 def machine():
@@ -409,6 +426,92 @@ def plot_throughput(tables, png):
         axis.legend(fontsize=7)
     figure.tight_layout()
     figures.save(figure, png, dpi=100)
+
+
+def bench_on_links(plan, out):
+    results = run_plan(plan, out, FLAGS.links)
+    tables = {model: links_table_rows(model, results) for model in dict.fromkeys(model for model, _, _ in plan)}
+    for model, rows in tables.items():
+        print(f"\n{MODELS[model].title}, on links\n" + "\n".join("  ".join(_links_cells(row)) for row in rows))
+    if FLAGS.report:
+        write_report(FLAGS.report, links_markdown(tables, sys.argv[1:]), LINKS_BEGIN, LINKS_END)
+        print(f"\nwrote {FLAGS.report}")
+    print(f"\n[bench] the runs are in {out}")
+
+
+def check_links_plan(plan, links):
+    """ConfigError for a bad rate, or a system that cannot run on a link."""
+    for rate in links:
+        bits_per_second(rate, "links")
+    unshaped = sorted({system for _, system, _ in plan if not SYSTEMS[system].mode})
+    if links and unshaped:
+        raise ConfigError(
+            f"--links: {', '.join(unshaped)} run(s) without the launcher's simulated hosts, so no link can shape "
+            "them; leave them out of --systems"
+        )
+
+
+def links_table_rows(model, results):
+    """One row per (system, workers, link) of `model`: the median, its spread, and the network model's two
+    bounds (overlapped, serial) from the unshaped median and the unshaped run's bytes."""
+    rows = []
+    for (m, system, workers, link), repeats in results.items():
+        if m != model:
+            continue
+        ms = [r["ms_per_step"] for r in repeats]
+        summary = repeats[0]["summary"]
+        row = {"system": system, "workers": workers, "link": link, "ms": statistics.median(ms)}
+        row.update(spread=(min(ms), max(ms)), predicted=None)
+        row.update(sent=summary.get("bytes_sent_per_step", 0), received=summary.get("bytes_received_per_step", 0))
+        if link != UNSHAPED:
+            unshaped = statistics.median(r["ms_per_step"] for r in results[m, system, workers, UNSHAPED])
+            mode = SYSTEMS[system].mode
+            sharing = workers // len(summary.get("central_exchanges_by_group", [0]))  # a ps's workers
+            shape = (mode, sharing, summary["num_ps"] or 1, row["sent"], row["received"], bits_per_second(link))
+            row["predicted"] = (network_model.predicted_ms(unshaped, *shape), network_model.serial_ms(unshaped, *shape))
+        rows.append(row)
+    return rows
+
+
+def outside_model(row):
+    """How far the measured median is outside the model's bounds, relative to it: 0 inside them."""
+    overlapped, serial = row["predicted"]
+    nearest = min(max(row["ms"], overlapped), serial)
+    return (nearest - row["ms"]) / row["ms"]
+
+
+def _links_cells(row):
+    low, high = row["spread"]
+    predicted = row["predicted"]
+    return [
+        SYSTEMS[row["system"]].title,
+        str(row["workers"]),
+        row["link"],
+        f"{row['ms']:.2f}",
+        f"{low:.2f}-{high:.2f}",
+        "" if predicted is None else f"{predicted[0]:.2f}-{predicted[1]:.2f}",
+        "" if predicted is None else (f"{outside_model(row):+.0%}" if outside_model(row) else "within"),
+        f"{row['sent'] / 1000:.1f}",
+        f"{row['received'] / 1000:.1f}",
+    ]
+
+
+def links_markdown(tables, argv):
+    parts = [
+        LINKS_BEGIN,
+        f"Measured {time.strftime('%Y-%m-%d %H:%M')} on {machine()}, by",
+        "",
+        "```bash\n" + " ".join(["python -m parallel_tf.bench", *shown_flags(argv)]) + "\n```",
+        "",
+        f"Repeats: {repeats()}, interleaved; median ms/step (steady state), spread min-max. model ms: the network "
+        "model's overlapped and serial bounds from the unshaped median and bytes (parallel_tf/tools/network_model.py);"
+        " outside the model: how far the median lies outside them, (nearest bound − measured) / measured.",
+    ]
+    for model, rows in tables.items():
+        parts += ["", f"### {MODELS[model].title}, {steps_of(model)} steps, on links", ""]
+        lines = [LINKS_HEADER, ["---"] * len(LINKS_HEADER), *(_links_cells(row) for row in rows)]
+        parts += ["\n".join("| " + " | ".join(cells) + " |" for cells in lines)]
+    return "\n".join([*parts, LINKS_END])
 
 
 def run_command_line():

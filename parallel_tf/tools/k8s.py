@@ -121,6 +121,8 @@ def main(argv):
         run_check.check_flag_scopes(FLAGS.mode, run_check.DECLARED_SCOPES)
         modes.check_shape_flags(FLAGS.mode)
         hierarchical.check_groups_by_host(False, "a TFJob")
+        if FLAGS.link_rate:
+            raise ConfigError("--link_rate: a TFJob's network is the cluster's own; only the local launcher shapes one")
         if not FLAGS.image:
             raise ConfigError("--image is required: the container image the pods run")
         name = FLAGS.name or f"{recipe}-{FLAGS.mode}".replace("_", "-").lower()

@@ -122,9 +122,13 @@ class Settings:
         return techniques.spare_workers(self.techniques, self.options, self.cluster)
 
     def mode_options(self):
-        """The values of every option of this run's mode: what, besides the common flags, decides its
-        arithmetic. Recorded in run.json (a resume must match) and summary.json."""
-        return {name: self.options[name] for name, scope in run_check.MODE_OPTION_SCOPES.items() if self.mode in scope}
+        """The values of every option of this run's mode that decides its arithmetic: what, besides the
+        common flags, run.json records (a resume must match) and summary.json."""
+        return {
+            name: self.options[name]
+            for name, scope in run_check.MODE_OPTION_SCOPES.items()
+            if self.mode in scope and not run_check.DECLARED_BY[name].timing_only
+        }
 
     def declared(self):
         """{name: what it did} for every technique and option this run has on (summary.json): its flags'

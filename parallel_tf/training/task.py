@@ -22,6 +22,7 @@ from parallel_tf.data import datasets
 from parallel_tf.errors import ConfigError, TaskFailure, one_line
 from parallel_tf.graph import devices
 from parallel_tf.training import logdir
+from parallel_tf.training.options import link
 from parallel_tf.training.recipe import Recipe
 from parallel_tf.training.run_flags import define_task_flags
 from parallel_tf.training.server import serve, start_server, task_name
@@ -48,6 +49,7 @@ def main(recipe, argv):
             datasets.check_loader_flags(recipe.datasets[settings.dataset], settings)
             print(f"{CHECKED_DATASET}{settings.dataset}")  # the launcher downloads it before fencing
             return
+        link.check_shaped(settings, os.environ)  # not in the launcher's check: it shapes the link after
         if flags.FLAGS.cluster_resolver == "slurm":  # before TensorFlow sees a GPU
             _narrow_gpus(slurm.narrowed_gpus(os.environ, settings.job_name))
         if settings.job_name in SERVER_JOBS:

@@ -18,6 +18,7 @@ from parallel_tf.training.options import (
     eval_every,
     fetch_every,
     linear_scaling,
+    link,
     lr_decay,
     prefetch,
     push_every,
@@ -38,6 +39,7 @@ OPTIONS = (
     fetch_every,
     prefetch,
     central_every,
+    link,
 )
 BY_NAME = {option.OPTION.name: option for option in OPTIONS}
 NO_CLUSTER = "single"

@@ -1,0 +1,72 @@
+"""--link_rate=R[, --link_delay=MS] (every cluster mode): the network a local cluster runs on. The
+launcher puts every task on a simulated host of its own (or as --simulate_hosts lays them out) and
+shapes each host's interface at R in both directions with a token bucket (tc's tbf), its bucket a
+200 µs burst at R (at least 3000 bytes) so that a step's messages are paced rather than let
+through; traffic inside one host stays unshaped, as on a real machine. --link_delay adds that much
+one-way delay with netem, where the kernel has it (launch/hosts.py). The arithmetic does not change;
+the time does, which is what a study of communication measures. Only the launcher shapes a network: a
+task refuses the flag unless the launcher set its link (on Slurm, a TFJob or a cluster started by hand
+the network is real). summary.json records the link under `declared`."""
+
+import re
+
+from absl import flags
+
+from parallel_tf.cli import define_float, validate_by_parsing
+from parallel_tf.errors import ConfigError
+from parallel_tf.training.rules import Option
+
+UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+SHAPED_ENV = "PARALLEL_TF_SHAPED_LINK"  # the launcher's word to a task that its link is shaped at this rate
+
+
+def bits_per_second(rate, flag="link_rate"):
+    """100mbit -> 1e8; ConfigError naming `flag` for anything else."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(kbit|mbit|gbit)", rate)
+    if not match or float(match[1]) <= 0:
+        raise ConfigError(f"--{flag}={rate}: expected a rate such as 100mbit, 1gbit or 10gbit (kbit, mbit, gbit)")
+    return float(match[1]) * UNITS[match[2]]
+
+
+def record(settings):
+    return {
+        "link_rate": settings.link_rate,
+        "bits_per_second": bits_per_second(settings.link_rate),
+        "link_delay_ms": settings.link_delay,
+    }
+
+
+OPTION = Option(
+    name="link",
+    flags=("link_rate", "link_delay"),
+    modes=("sync", "async", "hierarchical", "allreduce"),
+    record=record,
+    timing_only=True,
+)
+
+
+def define_flags(flag_values=flags.FLAGS):
+    flags.DEFINE_string(
+        "link_rate",
+        "",
+        "Local clusters: every simulated host's network interface shaped at this rate each way (100mbit, 1gbit, "
+        "...); each task on a host of its own unless --simulate_hosts lays them out. Empty: an unshaped network.",
+        flag_values=flag_values,
+    )
+    validate_by_parsing("link_rate", lambda rate: rate and bits_per_second(rate), flag_values)
+    define_float(
+        "link_delay",
+        0.0,
+        "With --link_rate: one-way delay in milliseconds added to every host's interface (needs the kernel's netem).",
+        lower_bound=0.0,
+        flag_values=flag_values,
+    )
+
+
+def check_shaped(settings, environ):
+    """A task's check that the launcher shaped its link as --link_rate says (ConfigError otherwise)."""
+    if settings.link_rate and environ.get(SHAPED_ENV) != settings.link_rate:
+        raise ConfigError(
+            f"--link_rate={settings.link_rate}: only the launcher shapes a link, on the simulated hosts it makes; "
+            "on Slurm, a TFJob or a cluster started by hand the network is real: leave --link_rate out"
+        )
