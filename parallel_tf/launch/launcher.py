@@ -3,6 +3,7 @@
     python -m parallel_tf.launch [--recipe=mnist] [--mode=sync|async|hierarchical|allreduce] [--num_workers=2]
                                  [--num_ps=1] [--num_groups=2] [--logdir=DIR] [--cluster_spec=FILE]
                                  [--max_restarts=K [--min_workers=K]] [--simulate_hosts=H [--groups=by_host]]
+                                 [--link_rate=R [--link_delay=MS]]
                                  [run and mode flags, e.g. --train_steps=100] [the recipe's own flags]
 
 Picks free 127.0.0.1 ports (unless --cluster_spec is given), writes the spec it used into the
@@ -16,7 +17,8 @@ mistake, never restarts); with --min_workers a sync or all-reduce restart goes o
 
 On Linux the whole cluster runs in a private network namespace (--isolate_network, fence.py):
 TensorFlow's servers accept unauthenticated graphs on every interface, and this keeps them unreachable.
-Inside it, --simulate_hosts=H lays the cluster out on H simulated hosts (hosts.py).
+Inside it, --simulate_hosts=H lays the cluster out on H simulated hosts (hosts.py), and --link_rate=R
+shapes every host's link at R each way (each task on a host of its own unless H is given).
 
 Deliberately free of TensorFlow and numpy, and so single-threaded until it starts the tasks: it only
 manages processes, and the kernel lets only a single-threaded process enter a user namespace.
