@@ -32,9 +32,9 @@ def test_an_async_step_is_bound_by_the_busier_of_its_own_link_and_the_ps():
     assert predicted_ms(5.0, "async", 2, 1, 38400, 38400, 1e8) == pytest.approx(5.0 + 76800 / PER_MS_100MBIT)
 
 
-def test_a_delay_adds_once_per_dependent_round():
-    """A ps step has 2 rounds (read, write); a ring of 4 has 2·3."""
-    assert predicted_ms(0, "sync", 1, 1, 0, 0, 1e8, delay_ms=5) == 10
+def test_a_delay_adds_once_per_one_way_crossing():
+    """A ps step makes two round trips (read, write): 4 crossings; a ring of 4 passes chunks on 2·3 times."""
+    assert predicted_ms(0, "sync", 1, 1, 0, 0, 1e8, delay_ms=5) == 20
     assert predicted_ms(0, "allreduce", 4, 0, 0, 0, 1e8, delay_ms=5) == 30
 
 

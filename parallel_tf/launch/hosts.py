@@ -13,8 +13,9 @@ A link shapes every host's interface in both directions: tc's token bucket (tbf)
 host paces what it sends, and on its bridge end `vh<h>` what it receives. The bucket holds 200 µs at
 the rate (at least 3000 bytes, two packets): with a larger one a step's messages (38 KB for the MLP)
 pass unpaced, with a smaller one tbf cannot keep up above a few hundred Mbit/s (a TCP stream between
-two hosts measured 95 Mbit/s at 100mbit, 953 at 1gbit: the rest is TCP/IP headers). --link_delay
-puts netem in front of the bucket, where the kernel has it. Free of TensorFlow: the launcher uses it.
+two hosts measured 95 Mbit/s at 100mbit, up to 953 at 1gbit: the rest is TCP/IP headers).
+--link_delay puts netem in front of the sending end's bucket, where the kernel has it, so a message
+is delayed once. Free of TensorFlow: the launcher uses it.
 """
 
 import ctypes
@@ -55,11 +56,12 @@ class Link:
     bits_per_second: float
     delay_ms: float = 0.0
 
-    def qdisc_commands(self, device):
-        """The tc commands that shape what `device` sends."""
+    def qdisc_commands(self, device, delayed):
+        """The tc commands that shape what `device` sends; `delayed`: it adds the delay too (a host's own
+        interface: a message crosses the sender's and the receiver's end, and is delayed once)."""
         burst = max(MIN_BURST_BYTES, int(self.bits_per_second * BURST_SECONDS / 8))
         bucket = ["tbf", "rate", self.rate, "burst", str(burst), "latency", QUEUE]
-        if not self.delay_ms:
+        if not (self.delay_ms and delayed):
             return [["tc", "qdisc", "add", "dev", device, "root", *bucket]]
         return [
             ["tc", "qdisc", "add", "dev", device, "root", "handle", "1:", "netem", "delay", f"{self.delay_ms}ms"],
@@ -110,7 +112,7 @@ class SimulatedHosts:
     def _shape(self, host, link):
         """What host `host` sends (its eth0) and receives (the bridge's end of its pair) shaped by `link`."""
         for device, enter in (("eth0", self.enter(host)), (f"vh{host}", None)):
-            for command in link.qdisc_commands(device):
+            for command in link.qdisc_commands(device, delayed=device == "eth0"):
                 done = subprocess.run(command, capture_output=True, text=True, preexec_fn=enter)
                 if "netem" in command and "unknown" in done.stderr:
                     raise ConfigError(

@@ -23,9 +23,10 @@ through a ring's interface: what TCP's fair share does when N workers read at on
 together, so the writes cannot start early) and what two cores do when they cannot copy both ways at
 once. A step measures between the two (BENCHMARKS.md: where, and by how much outside).
 
-A link carries TCP at GOODPUT of its rate: 1448 bytes of payload in every 1514-byte Ethernet frame. The
-rounds of a step add the link's delay each: 2 for a parameter-server step (read, write), 2(N−1) for a
-ring.
+A link carries TCP at GOODPUT of its rate: 1448 bytes of payload in every 1514-byte Ethernet frame. A
+one-way delay d adds 4d to a parameter-server step (two round trips: the read, the write) and 2(N−1)d
+to a ring (its steps pass each chunk on one way). No kernel here has netem, so the delay terms are
+not checked against a measurement.
 """
 
 GOODPUT = 1448 / 1514
@@ -38,10 +39,10 @@ def predicted_ms(unshaped_ms, mode, workers, num_ps, sent, received, bits_per_se
     if mode == "allreduce":
         return unshaped_ms + max(sent, received) / bytes_per_ms + 2 * (workers - 1) * delay_ms
     if mode == "async":
-        own = unshaped_ms + (sent + received) / bytes_per_ms + 2 * delay_ms
+        own = unshaped_ms + (sent + received) / bytes_per_ms + 4 * delay_ms
         return max(own, workers * max(sent, received) / num_ps / bytes_per_ms)
     pipelined = workers * max(sent, received) + min(sent, received)
-    return unshaped_ms + pipelined / num_ps / bytes_per_ms + 2 * delay_ms
+    return unshaped_ms + pipelined / num_ps / bytes_per_ms + 4 * delay_ms
 
 
 def serial_ms(unshaped_ms, mode, workers, num_ps, sent, received, bits_per_second, delay_ms=0.0):
@@ -49,7 +50,7 @@ def serial_ms(unshaped_ms, mode, workers, num_ps, sent, received, bits_per_secon
     bytes_per_ms = bits_per_second * GOODPUT / 8 / 1000
     if mode == "allreduce":
         return unshaped_ms + (sent + received) / bytes_per_ms + 2 * (workers - 1) * delay_ms
-    return unshaped_ms + workers * (sent + received) / num_ps / bytes_per_ms + 2 * delay_ms
+    return unshaped_ms + workers * (sent + received) / num_ps / bytes_per_ms + 4 * delay_ms
 
 
 WORKERS = (8, 32, 128, 256)
