@@ -1,7 +1,7 @@
 """Options: every flag outside the techniques that changes what a run computes, declared as a technique
 is (rules.Option) and written as one module: its flags (`define_flags`) and `OPTION`, which says the modes
 it applies to, when it is on, what it requires and cannot run with (with the reason), and its check. The
-modes, the trainer and graph/ act on the options; rules.resolve composes them with the techniques.
+modes, the trainer and graph/ act on the options; rules.compose composes them with the techniques.
 
 An option whose modes include "single" (the one plain process) is a run option: it applies without a
 cluster. The others are mode options: recorded in run.json (a resume must match) and summary.json.

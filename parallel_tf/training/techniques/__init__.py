@@ -2,9 +2,11 @@
 
 A technique module has
     TECHNIQUE                   its declaration (training/rules.Technique): modes, flags, when it is on
-                                (`enabled`), the check of its flags' values if they need one, the flags it
-                                requires, what it cannot run with and why, its hooks, whether it builds
-                                the mode's graph. How declarations compose is rules.py's to say.
+                                (`enabled`, where it is not "its first flag left its default"), the check
+                                of its flags' values if they need one, the flags it requires, what it
+                                cannot run with and why, its hooks, whether it builds the mode's graph,
+                                the workers a run may lose (`spare_workers`). How declarations compose is
+                                rules.py's to say.
     define_flags(flag_values=FLAGS)  the absl definitions of TECHNIQUE.flags
 and the hooks it declares, each taking the run's Settings first, from these:
     build(recipe, dataset, settings) -> TrainGraph
