@@ -39,6 +39,15 @@ def test_a_recorded_run_accepts_the_same_run_and_refuses_another(tmp_path):
         check_same_run(str(tmp_path), dict(IDENTITY, seed=3))
 
 
+def test_a_resume_may_run_on_another_network(tmp_path):
+    """run.json says the link a run started on; a resume on another link (or none) is the same run."""
+    linked = dict(IDENTITY, network={"link_rate": "100mbit", "bits_per_second": 1e8, "link_delay_ms": 0.0})
+    record_run(str(tmp_path), linked)
+    assert json.loads((tmp_path / "run.json").read_text())["network"]["link_rate"] == "100mbit"
+    check_same_run(str(tmp_path), dict(linked, network={"link_rate": "1gbit", "bits_per_second": 1e9}))
+    check_same_run(str(tmp_path), IDENTITY)
+
+
 def test_default_logdirs_started_in_the_same_second_differ(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     first, second = default_logdir("mnist", "sync"), default_logdir("mnist", "sync")

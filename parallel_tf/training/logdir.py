@@ -82,6 +82,11 @@ def _steps_trained(logdir):
         return None
 
 
+# What run.json records of a run without it deciding whether a resume is the same run: the link it had
+# (--link_rate changes when things happen, not what is computed, so a resume may run on another).
+DESCRIBED = ("network",)
+
+
 def check_same_run(logdir, identity):
     """Raises ConfigError if `logdir` holds an unfinished run that is not this one (`identity`:
     recipe, seed, batch, ...), so a resume can never mix two experiments."""
@@ -90,7 +95,9 @@ def check_same_run(logdir, identity):
         return
     with open(path, encoding="utf-8") as f:
         recorded = json.load(f)
-    changed = [key for key in sorted(identity) if key in recorded and recorded[key] != identity[key]]
+    changed = [
+        key for key in sorted(identity) if key in recorded and key not in DESCRIBED and recorded[key] != identity[key]
+    ]
     if changed:
         was = ", ".join(f"{key}={recorded[key]}" for key in changed)
         now = ", ".join(f"{key}={identity[key]}" for key in changed)
@@ -118,6 +125,8 @@ def run_identity(recipe_name, settings):
         identity["num_workers"] = settings.num_workers
     if not settings.schedule.is_constant or settings.linear_scaling_batch:  # recorded only when used: older runs resume
         identity["learning_rate_schedule"] = dataclasses.asdict(settings.schedule)
+    if settings.link_rate:
+        identity["network"] = settings.declared()["link"]
     return identity
 
 

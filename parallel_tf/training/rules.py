@@ -73,8 +73,8 @@ class Declaration:
     # The summary.json counter of the times it changed something, where on it may change nothing (clipping
     # whose norm is never reached): 0 in every run of a study means the variant trained its baseline.
     effect: str = ""
-    # It changes when things happen, never what is computed (the network): not part of a run's identity
-    # (run.json: a resume may change it) nor of summary.json's mode options; `declared` records it when on.
+    # It changes when things happen, never what is computed (the network): not part of what a resume must
+    # match, nor of summary.json's mode options; `declared` records it when on.
     timing_only: bool = False
 
     def is_on(self, values, cluster, defaults):

@@ -6,7 +6,8 @@ through; traffic inside one host stays unshaped, as on a real machine. --link_de
 one-way delay with netem, where the kernel has it (launch/hosts.py). The arithmetic does not change;
 the time does, which is what a study of communication measures. Only the launcher shapes a network: a
 task refuses the flag unless the launcher set its link (on Slurm, a TFJob or a cluster started by hand
-the network is real). summary.json records the link under `declared`."""
+the network is real). summary.json records the link under `declared`, run.json the one a run started
+on (logdir.DESCRIBED: a resume may run on another)."""
 
 import re
 
