@@ -19,14 +19,14 @@ TIMEOUT = 120
 TRANSFER = """
 import socket, subprocess, sys, time
 from parallel_tf.launch import fence, hosts
-from parallel_tf.training.options.link import bits_per_second
 why = fence.enter_private_network()
 if why:
     print("SKIP", why)
     sys.exit(0)
 rate = sys.argv[1]
-size = int(bits_per_second(rate) * 0.3 / 8)
-simulated = hosts.SimulatedHosts(2, hosts.Link(rate, bits_per_second(rate)))
+link = hosts.Link(rate)
+size = int(link.bits_per_second * 0.3 / 8)
+simulated = hosts.SimulatedHosts(2, link)
 receiver = subprocess.Popen(
     [sys.executable, "-c", "import socket; s = socket.create_server(('10.77.0.2', 5000)); c, _ = s.accept();"
      "[None for _ in iter(lambda: c.recv(1 << 16), b'')]; c.sendall(b'.')"],

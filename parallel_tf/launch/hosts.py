@@ -28,6 +28,7 @@ from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
 from parallel_tf.launch.fence import CLONE_NEWNET, die_with_parent
 from parallel_tf.training import modes
+from parallel_tf.training.options.link import bits_per_second
 
 SUBNET = "10.77.0"
 BRIDGE = "ptf0"
@@ -50,11 +51,14 @@ QUEUE = "500ms"  # what a link queues before it drops: deep, so a step's burst o
 
 @dataclasses.dataclass(frozen=True)
 class Link:
-    """A shaped network interface: tc's rate (100mbit), its bits a second, and a one-way delay."""
+    """A shaped network interface: tc's rate (100mbit) and a one-way delay."""
 
     rate: str
-    bits_per_second: float
     delay_ms: float = 0.0
+
+    @property
+    def bits_per_second(self):
+        return bits_per_second(self.rate)
 
     def qdisc_commands(self, device, delayed):
         """The tc commands that shape what `device` sends; `delayed`: it adds the delay too (a host's own

@@ -229,9 +229,7 @@ def simulated_hosts(cluster):
     """The simulated hosts of --simulate_hosts (or, with a link alone, one a task), shaped by --link_rate."""
     if not (FLAGS.simulate_hosts or FLAGS.link_rate):
         return None
-    shaped = None
-    if FLAGS.link_rate:
-        shaped = hosts.Link(FLAGS.link_rate, link.bits_per_second(FLAGS.link_rate), FLAGS.link_delay)
+    shaped = hosts.Link(FLAGS.link_rate, FLAGS.link_delay) if FLAGS.link_rate else None
     return hosts.SimulatedHosts(FLAGS.simulate_hosts or len(cluster.tasks()), shaped)
 
 

@@ -32,10 +32,15 @@ not checked against a measurement.
 GOODPUT = 1448 / 1514
 
 
+def payload_bytes_per_ms(bits_per_second):
+    """What a link of this rate carries of TCP payload, in bytes a millisecond."""
+    return bits_per_second * GOODPUT / 8 / 1000
+
+
 def predicted_ms(unshaped_ms, mode, workers, num_ps, sent, received, bits_per_second, delay_ms=0.0):
     """A step's milliseconds on the link: the unshaped step's, plus what the busiest interface adds (in
     async, the ps's busier direction bounds a step on its own). With `unshaped_ms` 0: what the network adds."""
-    bytes_per_ms = bits_per_second * GOODPUT / 8 / 1000
+    bytes_per_ms = payload_bytes_per_ms(bits_per_second)
     if mode == "allreduce":
         return unshaped_ms + max(sent, received) / bytes_per_ms + 2 * (workers - 1) * delay_ms
     if mode == "async":
@@ -47,7 +52,7 @@ def predicted_ms(unshaped_ms, mode, workers, num_ps, sent, received, bits_per_se
 
 def serial_ms(unshaped_ms, mode, workers, num_ps, sent, received, bits_per_second, delay_ms=0.0):
     """The serial bound: the unshaped step, then every direction of the busiest interface in turn."""
-    bytes_per_ms = bits_per_second * GOODPUT / 8 / 1000
+    bytes_per_ms = payload_bytes_per_ms(bits_per_second)
     if mode == "allreduce":
         return unshaped_ms + (sent + received) / bytes_per_ms + 2 * (workers - 1) * delay_ms
     return unshaped_ms + workers * (sent + received) / num_ps / bytes_per_ms + 4 * delay_ms
@@ -74,7 +79,7 @@ def break_even_gbits(param_bytes, added_ms, num_ps=1, writes_in_turn=1):
     one in the overlapped bound, all N (`writes_in_turn`) in the serial one; 0.75·M/P bytes each, against
     `added_ms` of encoding and decoding."""
     saved_bytes = 0.75 * param_bytes * writes_in_turn / num_ps
-    return saved_bytes / added_ms * 1000 * 8 / GOODPUT / 1e9
+    return saved_bytes / added_ms / payload_bytes_per_ms(1e9)
 
 
 def beyond_this_machine(models, encode_ns_per_parameter):

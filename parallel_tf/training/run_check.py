@@ -38,7 +38,7 @@ def check_run(mode, cluster, values, given):
         if modes.BY_NAME[mode].check:
             modes.BY_NAME[mode].check(values, cluster)
     in_scope = {name: value for name, value in values.items() if mode in FLAG_SCOPES.get(name, (mode,))}
-    return rules.compose(DECLARATIONS, mode, cluster, in_scope, given, declared_defaults())
+    return rules.compose(DECLARATIONS, mode, cluster, in_scope, given, flag_defaults())
 
 
 def check_run_fits(cluster, mode, flag_values=FLAGS):
@@ -68,7 +68,7 @@ def check_values_in_scope(mode, values, given):
     for name, scope in DECLARED_SCOPES.items():
         if mode in scope or name not in values:
             continue
-        if name in given or as_settings_value(values[name]) != declared_defaults()[name]:
+        if name in given or as_settings_value(values[name]) != flag_defaults()[name]:
             raise not_for_mode(name, mode, scope)
 
 
@@ -99,7 +99,7 @@ def as_settings_value(value):
 
 
 @functools.cache
-def declared_defaults():
+def flag_defaults():
     """{name: default} of every run and mode-option flag, as Settings holds it."""
     scratch = flags.FlagValues()
     define_mode_option_flags(scratch)

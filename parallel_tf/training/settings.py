@@ -49,7 +49,7 @@ class Settings:
     fresh: bool = False
     operation_timeout: float = 300.0
     # every declared flag, by name: {flag: value}, as check_run settled them
-    options: dict = dataclasses.field(default_factory=lambda: dict(declared_defaults()))
+    options: dict = dataclasses.field(default_factory=lambda: declared_defaults())
     techniques: tuple = ()  # the techniques on, as check_run decided (names, in wrapping order)
     options_on: tuple = ()  # the options on (options/), as check_run decided
     num_gpus: int = 0
@@ -143,7 +143,7 @@ class Settings:
 
 def declared_defaults():
     """{flag: default} of every declared flag: the options of a run that gives none of them."""
-    return {name: run_check.declared_defaults()[name] for name in run_check.DECLARED_SCOPES}
+    return {name: run_check.flag_defaults()[name] for name in run_check.DECLARED_SCOPES}
 
 
 # The Settings fields that are a flag of the same name, read as given; settings_from_flags decides the others.
