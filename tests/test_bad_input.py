@@ -396,9 +396,9 @@ def cases(tmp):
             bench_command("--links=100"),
             "--links=100: expected a rate such as 100mbit, 1gbit or 10gbit",
         ),
-        "bench: a peer on a link": (
-            bench_command("--links=100mbit", "--systems=sync,mirrored"),
-            "--links: mirrored run(s) without the launcher's simulated hosts, so no link can shape them",
+        "bench: the one process on a link": (
+            bench_command("--links=100mbit", "--systems=process,sync"),
+            "--links: the one process sends nothing over a network, so no link can slow it",
         ),
         "k8s: a link on a TFJob": (
             k8s_command("--image=img", "--link_rate=100mbit"),
@@ -463,6 +463,10 @@ def cases(tmp):
         "peers: an optimizer other than SGD": (
             peers_command("--strategy=mirrored", f"--logdir={tmp / 'peers'}", "--optimizer=adam"),
             "--optimizer=adam: the peers train with plain SGD only",
+        ),
+        "peers: a link delay without a link": (
+            peers_command("--strategy=mirrored", f"--logdir={tmp / 'peers'}", "--link_delay=5"),
+            "--link_delay applies only with --link_rate",
         ),
         "peers: a logdir holding a run": (
             peers_command("--strategy=mirrored", f"--logdir={used}"),

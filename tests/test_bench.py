@@ -43,6 +43,36 @@ def test_targets_say_met_or_by_how_much_missed():
     ]  # the 2-worker targets were not measured, so they are not claimed
 
 
+def on_link(*ms, sent=0):
+    return [
+        {"ms_per_step": m, "summary": {"bytes_sent_per_step": sent, "bytes_received_per_step": sent, "num_ps": 0}}
+        for m in ms
+    ]
+
+
+LINKED = {
+    ("mlp", "allreduce", 2, bench.UNSHAPED): on_link(2.0, 2.0, 2.0, sent=38000),
+    ("mlp", "allreduce", 2, "100mbit"): on_link(6.0, 5.0, 7.0, sent=38000),
+    ("mlp", "mirrored", 2, bench.UNSHAPED): on_link(4.0, 4.0, 4.0),
+    ("mlp", "mirrored", 2, "100mbit"): on_link(9.0, 9.0, 9.0),
+}
+
+
+def test_links_rows_compare_with_the_peer_on_the_same_link_and_bound_ours_by_the_model():
+    rows = {(row["system"], row["link"]): row for row in bench.links_table_rows("mlp", LINKED)}
+    shaped = rows["allreduce", "100mbit"]
+    assert (shaped["ms"], shaped["spread"]) == (6.0, (5.0, 7.0))
+    assert shaped["x_peer"] == 9.0 / 6.0 and rows["allreduce", bench.UNSHAPED]["x_peer"] == 4.0 / 2.0
+    # 100 Mbit/s carries 1e8 / 8 * 1448/1514 bytes a second of TCP payload: 11.955 bytes a ms. The ring's
+    # busier direction carries 38 KB (3.179 ms) on top of the unshaped 2 ms; the serial bound both directions.
+    carried_ms = 38000 / (1e8 / 8 * 1448 / 1514 / 1000)
+    assert shaped["predicted"] == pytest.approx((2.0 + carried_ms, 2.0 + 2 * carried_ms))
+    assert carried_ms == pytest.approx(3.179, abs=1e-3) and bench.outside_model(shaped) == 0  # 6 ms is within
+    peer = rows["mirrored", "100mbit"]
+    assert peer["predicted"] is None and peer["x_peer"] is None  # the peers count no bytes to predict from
+    assert bench._links_cells(peer)[5:] == ["", "", "", "", ""]  # no ratio, bounds or bytes to show
+
+
 def test_steady_state_leaves_out_the_first_logged_interval(tmp_path):
     lines = [{"step": 10, "wall_time": 100.0}, {"step": 20, "wall_time": 100.5}, {"step": 30, "wall_time": 100.9}]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))

@@ -1,14 +1,16 @@
 """Links (--link_rate): a simulated host's interface carries what the rate says, a step that moves many
-bytes is slowed by what the network model (tools/network_model.py) says, and a link nobody shaped is
-refused. They need an unprivileged user and network namespace; where the kernel refuses one, they skip."""
+bytes is slowed by what the network model (tools/network_model.py) says, TensorFlow's own strategy (the
+bench's peer) runs on the same links, and a link nobody shaped is refused. They need an unprivileged
+user and network namespace; where the kernel refuses one, they skip."""
 
 import json
 import subprocess
 import sys
 
 import pytest
-from conftest import REPO, launcher_command
+from conftest import REPO, launcher_command, peers_command
 
+from parallel_tf.tools import bench
 from parallel_tf.tools.network_model import predicted_ms
 
 pytestmark = pytest.mark.cluster
@@ -91,3 +93,27 @@ def test_a_delay_without_netem_is_refused_in_one_line(tmp_path):
         "error: --link_delay=5 needs the kernel's netem queueing discipline (module sch_netem), which this "
         "kernel does not have; leave --link_delay out"
     )
+
+
+def test_a_peer_runs_on_the_same_link_and_is_slowed_as_a_ring_is(tmp_path):
+    """MultiWorkerMirroredStrategy, 2 workers, 10 Mbit/s: its ring sends and receives (N−1)/N of the MLP's
+    38 KB gradient twice (reduce-scatter, all-gather), 38 KB each way on each worker's interface, 32 ms a step."""
+    logdir = tmp_path / "peer"
+    command = peers_command(
+        "--strategy=mirrored",
+        "--num_workers=2",
+        "--link_rate=10mbit",
+        "--train_steps=30",
+        "--log_every=10",
+        f"--logdir={logdir}",
+    )
+    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO)
+    if "private network namespace" in done.stderr and done.returncode == 2:
+        pytest.skip(done.stderr.strip())
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[launch] each of the 2 simulated hosts' interfaces is shaped at 10mbit each way" in done.stdout
+    assert json.loads((logdir / "summary.json").read_text())["link"] == {"link_rate": "10mbit", "link_delay_ms": 0.0}
+    gradient_bytes = 4 * (64 * 128 + 128 + 128 * 10 + 10)  # the MLP's float32 parameters
+    network = predicted_ms(0, "allreduce", 2, 0, gradient_bytes, gradient_bytes, 1e7)
+    assert 30 < network < 33
+    assert network <= bench.steady_ms_per_step(logdir) <= network + 25

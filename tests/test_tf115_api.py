@@ -8,7 +8,7 @@ reach, through names of modules, a name the manifest has (what follows is that o
 attribute, not looked up); a call of exactly such a name may pass only keywords its 1.15 signature
 takes. Not followed: attributes of the objects TensorFlow returns (`optimizer.apply_gradients`), and
 names passed around as values. The marked fallbacks, which 1.15 users go without: the bench's peers
-(tools/tf_strategies.py, TensorFlow 2's own strategies through compat.tensorflow_v2()).
+(tools/tf_strategy_task.py, TensorFlow 2's own strategies through compat.tensorflow_v2()).
 """
 
 import ast
@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = json.loads((ROOT / "tests" / "data" / "tf115_api.json").read_text())["names"]
-FALLBACKS = {"parallel_tf/tools/tf_strategies.py"}  # TF 2 only, by design (docs/architecture.md: TensorFlow versions)
+FALLBACKS = {"parallel_tf/tools/tf_strategy_task.py"}  # TF 2 only, by design (docs/architecture.md)
 
 
 def problems(source):

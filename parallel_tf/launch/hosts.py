@@ -73,6 +73,11 @@ class Link:
         ]
 
 
+def one_host_each(count):
+    """The addresses of `count` tasks, each on a host of its own."""
+    return [f"{host_address(host)}:{PORT_BASE}" for host in range(count)]
+
+
 def layout(mode, num_ps, num_workers, num_groups, num_hosts=None):
     """The cluster on `num_hosts` simulated hosts: the i-th task of each job on host i mod H, on the
     next free port of that host (None: every task on a host of its own); jobs and groups assigned as

@@ -109,12 +109,24 @@ MIN_STEPS = 10  # logged every tenth of the run, and the first interval left out
 BEGIN, END = "<!-- bench:begin (written by python -m parallel_tf.bench) -->", "<!-- bench:end -->"
 # The bench under links (--links=100mbit,1gbit): each (model, system, workers) of the plan runs on an unshaped
 # network and on every link, interleaved and repeated, beside the step time the network model predicts from the
-# unshaped run (network_model.py). Only our cluster modes run on the launcher's simulated hosts, so only they
-# take a link. Its tables go into the report between markers of their own, so the main tables stay.
+# unshaped run (network_model.py); the peers run on the same links (tf_strategies.py), and each row's x peer is
+# against its peer on the same link. Its tables go into the report between markers of their own, so the main
+# tables stay.
 UNSHAPED = "none"
 LINKS_BEGIN = "<!-- bench-links:begin (written by python -m parallel_tf.bench --links=...) -->"
 LINKS_END = "<!-- bench-links:end -->"
-LINKS_HEADER = ["system", "workers", "link", "ms/step", "spread", "model ms", "outside the model", "KB sent", "KB recv"]
+LINKS_HEADER = [
+    "system",
+    "workers",
+    "link",
+    "ms/step",
+    "spread",
+    "x peer",
+    "model ms",
+    "outside the model",
+    "KB sent",
+    "KB recv",
+]
 
 
 def define_bench_flags():
@@ -440,34 +452,37 @@ def bench_on_links(plan, out):
 
 
 def check_links_plan(plan, links):
-    """ConfigError for a bad rate, or a system that cannot run on a link."""
+    """ConfigError for a bad rate, or the one process (no network to shape) on a link."""
     for rate in links:
         bits_per_second(rate, "links")
-    unshaped = sorted({system for _, system, _ in plan if not SYSTEMS[system].mode})
-    if links and unshaped:
+    if links and any(SYSTEMS[system].kind == "limit" for _, system, _ in plan):
         raise ConfigError(
-            f"--links: {', '.join(unshaped)} run(s) without the launcher's simulated hosts, so no link can shape "
-            "them; leave them out of --systems"
+            "--links: the one process sends nothing over a network, so no link can slow it; leave "
+            "process out of --systems"
         )
 
 
 def links_table_rows(model, results):
-    """One row per (system, workers, link) of `model`: the median, its spread, and the network model's two
-    bounds (overlapped, serial) from the unshaped median and the unshaped run's bytes."""
+    """One row per (system, workers, link) of `model`: the median, its spread, its throughput against the
+    peer's on the same link, and for ours the network model's two bounds (overlapped, serial) from the
+    unshaped median and the unshaped run's bytes (the peers do not count theirs)."""
+    medians = {key: statistics.median(r["ms_per_step"] for r in repeats) for key, repeats in results.items()}
     rows = []
     for (m, system, workers, link), repeats in results.items():
         if m != model:
             continue
         ms = [r["ms_per_step"] for r in repeats]
         summary = repeats[0]["summary"]
-        row = {"system": system, "workers": workers, "link": link, "ms": statistics.median(ms)}
-        row.update(spread=(min(ms), max(ms)), predicted=None)
+        peer = PEERS[SYSTEMS[system].kind]
+        peer_ms = medians.get((m, peer, workers, link)) if peer != system else None
+        row = {"system": system, "workers": workers, "link": link, "ms": medians[m, system, workers, link]}
+        row.update(spread=(min(ms), max(ms)), predicted=None, x_peer=peer_ms / row["ms"] if peer_ms else None)
         row.update(sent=summary.get("bytes_sent_per_step", 0), received=summary.get("bytes_received_per_step", 0))
-        if link != UNSHAPED:
-            unshaped = statistics.median(r["ms_per_step"] for r in results[m, system, workers, UNSHAPED])
-            mode = SYSTEMS[system].mode
+        mode = SYSTEMS[system].mode
+        if link != UNSHAPED and mode:
             sharing = workers // len(summary.get("central_exchanges_by_group", [0]))  # a ps's workers
             shape = (mode, sharing, summary["num_ps"] or 1, row["sent"], row["received"], bits_per_second(link))
+            unshaped = medians[m, system, workers, UNSHAPED]
             row["predicted"] = (network_model.predicted_ms(unshaped, *shape), network_model.serial_ms(unshaped, *shape))
         rows.append(row)
     return rows
@@ -489,10 +504,11 @@ def _links_cells(row):
         row["link"],
         f"{row['ms']:.2f}",
         f"{low:.2f}-{high:.2f}",
+        _ratio(row["x_peer"]),
         "" if predicted is None else f"{predicted[0]:.2f}-{predicted[1]:.2f}",
         "" if predicted is None else (f"{outside_model(row):+.0%}" if outside_model(row) else "within"),
-        f"{row['sent'] / 1000:.1f}",
-        f"{row['received'] / 1000:.1f}",
+        f"{row['sent'] / 1000:.1f}" if row["sent"] else "",
+        f"{row['received'] / 1000:.1f}" if row["received"] else "",
     ]
 
 
@@ -503,9 +519,11 @@ def links_markdown(tables, argv):
         "",
         "```bash\n" + " ".join(["python -m parallel_tf.bench", *shown_flags(argv)]) + "\n```",
         "",
-        f"Repeats: {repeats()}, interleaved; median ms/step (steady state), spread min-max. model ms: the network "
-        "model's overlapped and serial bounds from the unshaped median and bytes (parallel_tf/tools/network_model.py);"
-        " outside the model: how far the median lies outside them, (nearest bound − measured) / measured.",
+        f"Repeats: {repeats()}, interleaved; median ms/step (steady state), spread min-max; x peer: throughput "
+        "against TensorFlow's strategy of the same kind on the same link (above 1: faster). model ms: the network "
+        "model's overlapped and serial bounds from the unshaped median and bytes (parallel_tf/tools/network_model.py;"
+        " the peers do not count their bytes, so they have none); outside the model: how far the median lies outside"
+        " them, (nearest bound − measured) / measured.",
     ]
     for model, rows in tables.items():
         parts += ["", f"### {MODELS[model].title}, {steps_of(model)} steps, on links", ""]
