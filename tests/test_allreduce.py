@@ -94,3 +94,48 @@ def test_a_copy_that_drifted_from_the_chiefs_is_named(tmp_path):
         thread.join(60)
     assert set(failures) == {0, 1}
     assert failures[0].startswith("worker:1 ended on parameters that differ from the chief's")
+
+
+NEAR_ONE = scalar_dataset(1 + 2**-12, 3)
+
+
+@pytest.mark.parametrize("transport, w1", [("float32", 1 + 2**-14), ("float16", 1.0), ("bfloat16", 1.0)])
+def test_a_half_precision_transport_rounds_each_gradient_before_the_ring_adds_them(tmp_path, transport, w1):
+    """One step from w = 0 on x = 1 + 2^-12 and 3: the gradients w − x are −(1 + 2^-12) and −3. In float32
+    the mean is −(2 + 2^-13) and w ← 0 − ½·mean = 1 + 2^-14. float16 (10 bits after the point) and bfloat16
+    (7) round −(1 + 2^-12) to −1 before the ring adds: the mean is −2 and w = 1 exactly. The losses go in
+    float32 whatever the transport, so the logged loss is float32's; a float32 step sends [g, loss 0, loss 1]
+    (12 bytes each way with 2 workers), a half one g in 2 bytes and the two losses in 8."""
+    quadratic = scalar_recipe(half_mean_square, w0=0.0)
+    run = train(quadratic, NEAR_ONE, tmp_path / transport, "allreduce", train_steps=1, allreduce_transport=transport)
+    whole = train(quadratic, NEAR_ONE, tmp_path / "whole", "allreduce", train_steps=1)
+    assert w(run) == w1
+    assert run["metrics"][0]["loss"] == whole["metrics"][0]["loss"]
+    assert run["summary"]["bytes_sent_per_step"] == (12 if transport == "float32" else 2 + 8)
+
+
+def test_a_half_precision_run_repeats_bitwise_and_one_worker_rounds_nothing(tmp_path):
+    """The ring adds float16 in its fixed order; with one worker nothing crosses, so nothing is rounded."""
+    half = {"allreduce_transport": "float16"}
+    first, second = (sha(tmp_path / name, "allreduce", **half) for name in ("first", "second"))
+    assert first == second != sha(tmp_path / "float32", "allreduce")
+    assert sha(tmp_path / "one", "allreduce", num_workers=1, **half) == sha(tmp_path / "single", "single")
+
+
+def test_buckets_are_counted_and_two_workers_train_the_one_collective_s_bits(tmp_path):
+    """The MLP's gradients, last layer first: logits/b (40 bytes) and logits/w (5,120) pass 5 KB and close
+    a bucket, hidden/b (512) and hidden/w (32,768) the second. With two workers each element's sum is
+    a + b in whichever bucket it crosses: the one-collective run's bits."""
+    run = train(MLP, DIGITS, tmp_path / "bucketed", "allreduce", **FLAGS, allreduce_bucket_mb=0.005)
+    assert run["summary"]["allreduce_buckets"] == 2
+    assert run["summary"]["params_sha256"] == sha(tmp_path / "one", "allreduce")
+
+
+def test_buckets_of_four_workers_repeat_bitwise(tmp_path):
+    """Every variable a bucket of its own (4): the ring's order within each is fixed, so the bits repeat."""
+    runs = [
+        train(MLP, DIGITS, tmp_path / f"r{i}", "allreduce", num_workers=4, **FLAGS, allreduce_bucket_mb=1e-6)
+        for i in range(2)
+    ]
+    assert runs[0]["summary"]["allreduce_buckets"] == 4
+    assert runs[0]["summary"]["params_sha256"] == runs[1]["summary"]["params_sha256"]

@@ -244,6 +244,15 @@ def cases(tmp):
             recipe_command(good, *CLUSTER, "--fetch_every=2"),
             "--fetch_every does not apply to --mode=sync; it is for --mode=async",
         ),
+        "launcher: an all-reduce transport for parameter servers": (
+            launcher_command("--allreduce_transport=float16"),
+            "--allreduce_transport does not apply to --mode=sync; it is for --mode=allreduce",
+        ),
+        "launcher: half-precision transport with strict determinism": (
+            launcher_command("--mode=allreduce", "--allreduce_transport=bfloat16", "--strict_determinism"),
+            "--allreduce_transport=bfloat16 does not go with --strict_determinism: strict determinism gathers whole "
+            "float32 microbatch gradients, to equal sync strict bitwise",
+        ),
         "launcher: --num_groups outside hierarchical": (
             launcher_command("--mode=async", "--num_groups=2"),
             "--num_groups applies only to --mode=hierarchical, not async",

@@ -56,6 +56,8 @@ ENABLE = {
     "fetch_every": {"fetch_every": 2},
     "prefetch": {"prefetch": True},  # async's default, given: a pair that cannot prefetch is refused
     "central_every": {"central_every": 2},
+    "allreduce_buckets": {"allreduce_bucket_mb": 1e-6},  # a bucket a variable: the matrix's one
+    "allreduce_transport": {"allreduce_transport": "float16"},
     "link": {"link_rate": "100mbit"},
 }
 
@@ -172,6 +174,16 @@ def _central_every_2_steps(s):
     assert s["central_exchanges_by_group"] == [STEPS // 2]
 
 
+def _a_bucket_for_the_matrix(s):
+    assert s["allreduce_buckets"] == 1
+
+
+def _half_the_gradient_bytes(s):
+    """2 workers: the ring sends (N−1)/N of a vector twice, one vector each way: w in float16 (64 bytes) and
+    the two workers' losses in float32 (8)."""
+    assert s["bytes_sent_per_step"] == Matrix.BYTES / 2 + 8
+
+
 OBSERVE = {
     "backup_workers": _applied_r_per_step,
     "local_updates": _counted_each_local_update,
@@ -196,6 +208,8 @@ OBSERVE = {
     "fetch_every": _fetched_every_2_steps,
     "prefetch": _one_session_run_a_step,
     "central_every": _central_every_2_steps,
+    "allreduce_buckets": _a_bucket_for_the_matrix,
+    "allreduce_transport": _half_the_gradient_bytes,
     "link": None,  # only the launcher shapes a link: tests/test_links.py observes it there
 }
 OF_THE_RUN = {_evaluated_every_2_steps}  # observables that read the whole run (its metrics), not its summary
@@ -355,8 +369,10 @@ def _alone(tmp_path, mode, name):
 # The pairs the rules refuse (the others are refused for a declaration's modes): a rule that changes shows
 # here. `pytest -s -k count_of_pairs` prints each with its line.
 # of the mode × pair combinations, those trained, composed with a link only, and refused (the docs quote them)
-RUN, LINKED, REFUSED = 158, 39, 907
+RUN, LINKED, REFUSED = 171, 41, 1088
 REFUSED_BY_RULES = {
+    ("allreduce", "strict_determinism", "allreduce_buckets"),
+    ("allreduce", "strict_determinism", "allreduce_transport"),
     ("sync", "backup_workers", "local_sgd"),
     ("sync", "backup_workers", "easgd"),
     ("sync", "backup_workers", "linear_scaling"),

@@ -74,6 +74,12 @@ SYSTEMS = {
     "sync_8bit": System("sync, ordered, 8-bit gradients", "sync", mode="sync", flags=("--gradient_compression=8bit",)),
     "allreduce": System("all-reduce", "sync", mode="allreduce"),
     "allreduce_strict": System("all-reduce, strict", "sync", mode="allreduce", flags=("--strict_determinism",)),
+    "allreduce_fp16": System(
+        "all-reduce, float16 transport", "sync", mode="allreduce", flags=("--allreduce_transport=float16",)
+    ),
+    "allreduce_buckets": System(
+        "all-reduce, 1 MB buckets", "sync", mode="allreduce", flags=("--allreduce_bucket_mb=1",)
+    ),
     "async": System("async", "async", mode="async"),
     "hierarchical": System("hierarchical, 2 groups", "async", mode="hierarchical", min_workers=2),
     "mirrored": System("MultiWorkerMirroredStrategy", "sync", strategy="mirrored"),

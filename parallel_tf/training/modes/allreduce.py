@@ -2,7 +2,8 @@
 
 Each step, every worker computes the gradients of its shard, the workers add them up with one
 collective (collectives.py: all of a step's gradients packed into one vector, with each worker's loss
-in a slot of its own so the chief can log them), and every worker applies the same mean with its own
+in a slot of its own so the chief can log them; or one a bucket, --allreduce_bucket_mb, in half
+precision with --allreduce_transport), and every worker applies the same mean with its own
 optimizer, so the copies stay equal bitwise. The chief initialises (or restores) and a broadcast gives
 every worker its values; at the end every worker's parameter fingerprint is compared with the chief's.
 
@@ -38,7 +39,7 @@ def build(recipe, dataset, settings):
         if settings.strict_determinism:
             means, losses = _gathered_in_fixed_order(recipe, model, variables, collectives, settings.microbatches)
         else:
-            means, losses = _all_reduced(model, variables, collectives)
+            means, losses = _all_reduced(model, variables, collectives, settings)
         train_op = optimizer.apply_gradients(zip(means, variables, strict=True), global_step=global_step)
         with tf.control_dependencies([train_op]):
             report = StepReport(workers=tf.range(num_workers), losses=tf.identity(losses))
@@ -50,20 +51,66 @@ def build(recipe, dataset, settings):
         position=global_step,
         plan=fixed_plan(report),
         chief_waits_for_all=False,  # every step is a collective: nobody finishes a step before the others
-        counters=microbatch_passes(settings, settings.microbatches // num_workers),
+        counters={
+            **microbatch_passes(settings, settings.microbatches // num_workers),
+            **_bucket_count(settings, variables),
+        },
         initialise_on_join=lambda sess: sess.run(broadcast),
         after_last_step=lambda sess, named: _check_copies(sess, named, fingerprint, fingerprints, task_index),
     )
 
 
-def _all_reduced(model, variables, collectives):
-    """(the mean gradient of every variable, every worker's loss), from one all-reduce."""
-    num_workers = collectives.num_workers
-    flat, unpack = pack(tf.gradients(model.loss, variables))
-    loss_slots = tf.one_hot(collectives.task_index, num_workers) * model.loss  # others' slots add zeros: exact
-    total = collectives.sum(tf.concat([flat, loss_slots], axis=0))
+def _all_reduced(model, variables, collectives, settings):
+    """(the mean gradient of every variable, every worker's loss), from one all-reduce of each bucket
+    (--allreduce_bucket_mb; one for all by default) sent as --allreduce_transport. The losses ride in
+    the last bucket in float32, or, where the gradients go in another type, by a collective of their own."""
+    gradients = tf.gradients(model.loss, variables)
+    loss_slots = tf.one_hot(collectives.task_index, collectives.num_workers) * model.loss  # others add zeros: exact
+    transport = tf.as_dtype(settings.allreduce_transport)
+    means = {}
+    *early, last = buckets(variables, settings.allreduce_bucket_mb)
+    for bucket in early:
+        means.update(zip(bucket, _reduced([gradients[i] for i in bucket], collectives, transport)[0], strict=True))
+    riding = loss_slots if transport == tf.float32 else None
+    last_means, losses = _reduced([gradients[i] for i in last], collectives, transport, riding)
+    means.update(zip(last, last_means, strict=True))
+    if losses is None:
+        losses = collectives.sum(loss_slots)
+    return [means[index] for index in range(len(variables))], losses
+
+
+def _reduced(gradients, collectives, transport, riding=None):
+    """(the mean of every worker's `gradients`, added by one collective in `transport` where anything crosses
+    and divided by N in float32; the sum of `riding`, float32 slots sent in the same vector, or None)."""
+    flat, unpack = pack(gradients)
+    if collectives.num_workers > 1:  # with one worker nothing crosses, so nothing is rounded to the transport
+        flat = tf.cast(flat, transport)
+    total = collectives.sum(flat if riding is None else tf.concat([flat, riding], axis=0))
     size = flat.shape.as_list()[0]
-    return unpack(total[:size] / float(num_workers)), total[size:]
+    means = unpack(tf.cast(total[:size], tf.float32) / float(collectives.num_workers))
+    return means, None if riding is None else total[size:]
+
+
+def buckets(variables, bucket_mb):
+    """The indices of `variables` in buckets, last layer first (backprop's order): a bucket closes once its
+    gradients hold `bucket_mb` MB. 0: one bucket of them all."""
+    if not bucket_mb:
+        return [list(range(len(variables)))]
+    closed, bucket, held = [], [], 0
+    for index in reversed(range(len(variables))):
+        bucket.append(index)
+        held += variables[index].shape.num_elements() * variables[index].dtype.base_dtype.size
+        if held >= bucket_mb * 1e6:
+            closed.append(bucket)
+            bucket, held = [], 0
+    return closed + [bucket] if bucket else closed
+
+
+def _bucket_count(settings, variables):
+    """--allreduce_bucket_mb's counter: the collectives a step's gradients go in."""
+    if not settings.allreduce_bucket_mb or settings.strict_determinism:
+        return {}
+    return {"allreduce_buckets": tf.constant(len(buckets(variables, settings.allreduce_bucket_mb)), tf.int64)}
 
 
 def _gathered_in_fixed_order(recipe, model, variables, collectives, microbatches):

@@ -14,6 +14,8 @@ from absl import flags
 
 from parallel_tf.training.options import (
     aggregation,
+    allreduce_buckets,
+    allreduce_transport,
     central_every,
     eval_every,
     fetch_every,
@@ -39,6 +41,8 @@ OPTIONS = (
     fetch_every,
     prefetch,
     central_every,
+    allreduce_buckets,
+    allreduce_transport,
     link,
 )
 BY_NAME = {option.OPTION.name: option for option in OPTIONS}

@@ -1,0 +1,34 @@
+"""--allreduce_bucket_mb=X (all-reduce): the gradients go in buckets of about X MB, last layer first, one
+collective each, as PyTorch DDP's buckets (Li et al., "PyTorch Distributed", VLDB 2020): a bucket's
+collective depends only on its own gradients, so it can cross the network while backprop still
+computes the earlier layers' (seed 001: overlap communication with computation). A bucket closes once
+it holds X MB, so the boundaries are fixed by the model and a run repeats bitwise; with 1 or 2 workers
+each element's sum is a + b whatever its bucket, so the run equals the one-collective run bitwise; with
+more, the ring adds an element in an order set by its place in its bucket, which buckets move. 0 (the
+default): one collective for all. `allreduce_buckets` in summary.json counts them."""
+
+from absl import flags
+
+from parallel_tf.cli import define_float
+from parallel_tf.training.rules import Option
+
+OPTION = Option(
+    name="allreduce_buckets",
+    flags=("allreduce_bucket_mb",),
+    modes=("allreduce",),
+    conflicts={
+        "strict_determinism": "strict determinism gathers every microbatch's whole gradient in one collective "
+        "for its fixed tree"
+    },
+)
+
+
+def define_flags(flag_values=flags.FLAGS):
+    define_float(
+        "allreduce_bucket_mb",
+        0.0,
+        "allreduce: one collective per bucket of about this many MB of gradients, last layer first, each sent "
+        "as soon as its gradients exist; 0: one collective for all.",
+        lower_bound=0.0,
+        flag_values=flag_values,
+    )
