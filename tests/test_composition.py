@@ -58,6 +58,7 @@ ENABLE = {
     "central_every": {"central_every": 2},
     "allreduce_buckets": {"allreduce_bucket_mb": 1e-6},  # a bucket a variable: the matrix's one
     "allreduce_transport": {"allreduce_transport": "float16"},
+    "powersgd": {"powersgd_rank": 1},
     "link": {"link_rate": "100mbit"},
 }
 
@@ -184,6 +185,11 @@ def _half_the_gradient_bytes(s):
     assert s["bytes_sent_per_step"] == Matrix.BYTES / 2 + 8
 
 
+def _rank_1_factors(s):
+    """The 8x4 matrix as P (8 floats) and Q (4), and the two losses: 56 bytes each way with 2 workers."""
+    assert (s["powersgd_matrices"], s["bytes_sent_per_step"]) == (1, (8 + 4) * 4 + 8)
+
+
 OBSERVE = {
     "backup_workers": _applied_r_per_step,
     "local_updates": _counted_each_local_update,
@@ -210,6 +216,7 @@ OBSERVE = {
     "central_every": _central_every_2_steps,
     "allreduce_buckets": _a_bucket_for_the_matrix,
     "allreduce_transport": _half_the_gradient_bytes,
+    "powersgd": _rank_1_factors,
     "link": None,  # only the launcher shapes a link: tests/test_links.py observes it there
 }
 OF_THE_RUN = {_evaluated_every_2_steps}  # observables that read the whole run (its metrics), not its summary
@@ -369,10 +376,13 @@ def _alone(tmp_path, mode, name):
 # The pairs the rules refuse (the others are refused for a declaration's modes): a rule that changes shows
 # here. `pytest -s -k count_of_pairs` prints each with its line.
 # of the mode × pair combinations, those trained, composed with a link only, and refused (the docs quote them)
-RUN, LINKED, REFUSED = 171, 41, 1088
+RUN, LINKED, REFUSED = 177, 42, 1185
 REFUSED_BY_RULES = {
     ("allreduce", "strict_determinism", "allreduce_buckets"),
     ("allreduce", "strict_determinism", "allreduce_transport"),
+    ("allreduce", "strict_determinism", "powersgd"),
+    ("allreduce", "allreduce_buckets", "powersgd"),
+    ("allreduce", "allreduce_transport", "powersgd"),
     ("sync", "backup_workers", "local_sgd"),
     ("sync", "backup_workers", "easgd"),
     ("sync", "backup_workers", "linear_scaling"),

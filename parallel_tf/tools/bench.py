@@ -77,6 +77,12 @@ SYSTEMS = {
     "allreduce_fp16": System(
         "all-reduce, float16 transport", "sync", mode="allreduce", flags=("--allreduce_transport=float16",)
     ),
+    "allreduce_powersgd1": System(
+        "all-reduce, PowerSGD rank 1", "sync", mode="allreduce", flags=("--powersgd_rank=1",)
+    ),
+    "allreduce_powersgd4": System(
+        "all-reduce, PowerSGD rank 4", "sync", mode="allreduce", flags=("--powersgd_rank=4",)
+    ),
     "allreduce_buckets": System(
         "all-reduce, 1 MB buckets", "sync", mode="allreduce", flags=("--allreduce_bucket_mb=1",)
     ),

@@ -18,7 +18,8 @@ strict:  each worker sends its microbatch gradients whole, every worker gathers 
 """
 
 from parallel_tf.compat import tf
-from parallel_tf.errors import TaskFailure
+from parallel_tf.errors import ConfigError, TaskFailure
+from parallel_tf.graph import powersgd
 from parallel_tf.graph.aggregation import tree_sum, worker_gradients
 from parallel_tf.graph.collectives import Collectives, pack
 from parallel_tf.graph.devices import worker_device
@@ -36,24 +37,31 @@ def build(recipe, dataset, settings):
         optimizer = techniques.optimizer_for(settings, settings.schedule.at(global_step))
         collectives = Collectives(num_workers, task_index, settings.collective_group, settings.num_gpus > 0)
         variables = tf.trainable_variables()
+
+        def applied(means, losses):
+            """The report of a step that applies `means`: every worker's loss, once the update is done."""
+            train_op = optimizer.apply_gradients(zip(means, variables, strict=True), global_step=global_step)
+            with tf.control_dependencies([train_op]):
+                return StepReport(workers=tf.range(num_workers), losses=tf.identity(losses))
+
         if settings.strict_determinism:
-            means, losses = _gathered_in_fixed_order(recipe, model, variables, collectives, settings.microbatches)
+            plan = fixed_plan(applied(*_gathered_in_fixed_order(recipe, model, variables, collectives, settings)))
+        elif settings.powersgd_rank:
+            plan = _powersgd_plan(model, variables, collectives, settings, applied)
         else:
-            means, losses = _all_reduced(model, variables, collectives, settings)
-        train_op = optimizer.apply_gradients(zip(means, variables, strict=True), global_step=global_step)
-        with tf.control_dependencies([train_op]):
-            report = StepReport(workers=tf.range(num_workers), losses=tf.identity(losses))
+            plan = fixed_plan(applied(*_all_reduced(model, variables, collectives, settings)))
         broadcast = collectives.broadcast(tf.global_variables())  # the optimizer's slots too: made by apply
         fingerprint = tf.placeholder(tf.int32, [1, FINGERPRINT_INTS], name="params_fingerprint")
         fingerprints = collectives.gather(fingerprint)
     return TrainGraph(
         model=model,
         position=global_step,
-        plan=fixed_plan(report),
+        plan=plan,
         chief_waits_for_all=False,  # every step is a collective: nobody finishes a step before the others
         counters={
             **microbatch_passes(settings, settings.microbatches // num_workers),
             **_bucket_count(settings, variables),
+            **_powersgd_count(settings, variables),
         },
         initialise_on_join=lambda sess: sess.run(broadcast),
         after_last_step=lambda sess, named: _check_copies(sess, named, fingerprint, fingerprints, task_index),
@@ -65,7 +73,7 @@ def _all_reduced(model, variables, collectives, settings):
     (--allreduce_bucket_mb; one for all by default) sent as --allreduce_transport. The losses ride in
     the last bucket in float32, or, where the gradients go in another type, by a collective of their own."""
     gradients = tf.gradients(model.loss, variables)
-    loss_slots = tf.one_hot(collectives.task_index, collectives.num_workers) * model.loss  # others add zeros: exact
+    loss_slots = _loss_slots(model, collectives)
     transport = tf.as_dtype(settings.allreduce_transport)
     means = {}
     *early, last = buckets(variables, settings.allreduce_bucket_mb)
@@ -79,6 +87,11 @@ def _all_reduced(model, variables, collectives, settings):
     return [means[index] for index in range(len(variables))], losses
 
 
+def _loss_slots(model, collectives):
+    """This worker's loss in its slot of N, zeros elsewhere: summed by all, every worker's loss (exact: + 0)."""
+    return tf.one_hot(collectives.task_index, collectives.num_workers) * model.loss
+
+
 def _reduced(gradients, collectives, transport, riding=None):
     """(the mean of every worker's `gradients`, added by one collective in `transport` where anything crosses
     and divided by N in float32; the sum of `riding`, float32 slots sent in the same vector, or None)."""
@@ -89,6 +102,51 @@ def _reduced(gradients, collectives, transport, riding=None):
     size = flat.shape.as_list()[0]
     means = unpack(tf.cast(total[:size], tf.float32) / float(collectives.num_workers))
     return means, None if riding is None else total[size:]
+
+
+def _powersgd_plan(model, variables, collectives, settings, applied):
+    """PowerSGD's steps from --powersgd_start_step on, and the plain all-reduce's before: each a step graph
+    of its own, so what a step sends is counted by the kind of step it is."""
+    compressed = applied(*_powersgd_reduced(model, variables, collectives, settings))
+    start = settings.powersgd_start_step
+    if not start:
+        return fixed_plan(compressed)
+    plain = applied(*_all_reduced(model, variables, collectives, settings))
+    return lambda step: [plain if step < start else compressed]
+
+
+def _powersgd_reduced(model, variables, collectives, settings):
+    """(the mean gradient of every variable, every worker's loss): the matrices PowerSGD compresses as its
+    rank-r approximation (graph/powersgd.py), the others whole, in float32, with the losses."""
+    gradients = tf.gradients(model.loss, variables)
+    loss_slots = _loss_slots(model, collectives)
+    low_rank = powersgd.LowRank(variables, settings.powersgd_rank, settings.powersgd_min_compression, settings.seed)
+    if not low_rank.indices:
+        raise ConfigError(
+            f"--powersgd_rank={settings.powersgd_rank} compresses none of the model's matrices by "
+            f"--powersgd_min_compression={settings.powersgd_min_compression:g}: it would send them all whole"
+        )
+    compressed = low_rank.means([gradients[i] for i in low_rank.indices], collectives)
+    means = dict(zip(low_rank.indices, compressed, strict=True))
+    whole = [i for i in range(len(variables)) if i not in means]
+    if whole:
+        whole_means, losses = _reduced([gradients[i] for i in whole], collectives, tf.float32, loss_slots)
+        means.update(zip(whole, whole_means, strict=True))
+    else:
+        losses = collectives.sum(loss_slots)
+    return [means[index] for index in range(len(variables))], losses
+
+
+def _powersgd_count(settings, variables):
+    """--powersgd_rank's counter: the matrices that cross as factors."""
+    if not settings.powersgd_rank:
+        return {}
+    rank, least = settings.powersgd_rank, settings.powersgd_min_compression
+    return {
+        "powersgd_matrices": tf.constant(
+            sum(powersgd.compressible(v.shape.as_list(), rank, least) for v in variables), tf.int64
+        )
+    }
 
 
 def buckets(variables, bucket_mb):
@@ -113,9 +171,10 @@ def _bucket_count(settings, variables):
     return {"allreduce_buckets": tf.constant(len(buckets(variables, settings.allreduce_bucket_mb)), tf.int64)}
 
 
-def _gathered_in_fixed_order(recipe, model, variables, collectives, microbatches):
+def _gathered_in_fixed_order(recipe, model, variables, collectives, settings):
     """(the mean gradient of every variable over all M microbatches, summed by sync's tree in microbatch
     order, every worker's loss), from one all-gather of each worker's microbatch gradients and its loss."""
+    microbatches = settings.microbatches
     per_worker = microbatches // collectives.num_workers
     rows = []
     for gradients in worker_gradients(recipe, model, per_worker, variables):

@@ -22,6 +22,7 @@ from parallel_tf.training.options import (
     linear_scaling,
     link,
     lr_decay,
+    powersgd,
     prefetch,
     push_every,
     steps_per_run,
@@ -43,6 +44,7 @@ OPTIONS = (
     central_every,
     allreduce_buckets,
     allreduce_transport,
+    powersgd,
     link,
 )
 BY_NAME = {option.OPTION.name: option for option in OPTIONS}

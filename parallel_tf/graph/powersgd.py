@@ -1,0 +1,78 @@
+"""PowerSGD (Vogels, Karimireddy, Jaggi, "PowerSGD: Practical Low-Rank Gradient Compression for
+Distributed Optimization", NeurIPS 2019), as PyTorch DDP's powerSGD_hook runs it, in graph mode.
+
+Each matrix gradient G (a conv kernel as [kh·kw·c_in, c_out]) goes as two rank-r factors, each summed
+by an all-reduce: with M = G + e (e: what earlier steps' approximations left out, error feedback),
+
+    P = M Q;  P ← mean over workers;  P ← P with orthonormal columns (Gram-Schmidt)
+    Q ← Mᵀ P; Q ← mean over workers;  the gradient applied: P Qᵀ;  e ← M − P Qᵀ
+
+(n + m)·r floats cross instead of n·m. Q starts seeded at random, the same on every worker (the
+chief's, broadcast), and each step starts from the last one's (warm start): one power iteration a step.
+Every worker computes the same P and Q from the same sums, so the copies stay equal; the ring adds in
+a fixed order, so runs repeat bitwise. e is each worker's own (a local variable: a resume starts it
+from zero, as the parameter servers' codecs' residuals). Only matrices the factors shrink at least
+`min_compression` times go this way (DDP's min_compression_rate); the others are sent whole.
+"""
+
+import math
+
+from parallel_tf.compat import tf
+from parallel_tf.graph.collectives import pack
+from parallel_tf.graph.model import LOCAL
+
+
+def as_matrix(shape):
+    """(n, m) of a gradient of `shape` seen as a matrix, or None for a vector or scalar."""
+    return (math.prod(shape[:-1]), shape[-1]) if len(shape) >= 2 else None
+
+
+def compressible(shape, rank, min_compression):
+    """Whether rank-`rank` factors of a gradient of `shape` are at least `min_compression` times smaller."""
+    matrix = as_matrix(shape)
+    return matrix is not None and (matrix[0] + matrix[1]) * rank * min_compression <= matrix[0] * matrix[1]
+
+
+def orthonormal_columns(p):
+    """`p` [n, r] with its columns made orthonormal in order, by Gram-Schmidt (a zero column stays zero)."""
+    columns = []
+    for index in range(p.shape.as_list()[1]):
+        column = p[:, index]
+        for done in columns:
+            column -= tf.reduce_sum(done * column) * done
+        columns.append(tf.math.divide_no_nan(column, tf.norm(column)))
+    return tf.stack(columns, axis=1)
+
+
+class LowRank:
+    """The state of PowerSGD for the `variables` it compresses (`indices` of them): each one's Q and error."""
+
+    def __init__(self, variables, rank, min_compression, seed):
+        shapes = [v.shape.as_list() for v in variables]
+        self.indices = [i for i, shape in enumerate(shapes) if compressible(shape, rank, min_compression)]
+        self.shapes = [shapes[i] for i in self.indices]
+        self.qs, self.errors = [], []
+        for i, shape in zip(self.indices, self.shapes, strict=True):
+            n, m = as_matrix(shape)
+            name = variables[i].op.name.replace("/", "_")
+            initial = tf.random_normal_initializer(seed=seed + i)
+            self.qs.append(tf.get_variable(f"powersgd/q_{name}", [m, rank], initializer=initial, trainable=False))
+            error = tf.Variable(tf.zeros([n, m]), trainable=False, collections=LOCAL, name=f"powersgd/e_{name}")
+            self.errors.append(error)
+
+    def means(self, gradients, collectives):
+        """The rank-r approximations of the mean of every worker's `gradients` (those of `indices`), by two
+        all-reduces (every P, then every Q); the errors and Qs are updated before they are returned."""
+        workers = float(collectives.num_workers)
+        matrices = [
+            tf.reshape(g, as_matrix(shape)) + e for g, shape, e in zip(gradients, self.shapes, self.errors, strict=True)
+        ]
+        flat, unpack = pack([tf.matmul(m, q) for m, q in zip(matrices, self.qs, strict=True)])
+        ps = [orthonormal_columns(p) for p in unpack(collectives.sum(flat) / workers)]
+        flat, unpack = pack([tf.matmul(m, p, transpose_a=True) for m, p in zip(matrices, ps, strict=True)])
+        qs = unpack(collectives.sum(flat) / workers)
+        approximations = [tf.matmul(p, q, transpose_b=True) for p, q in zip(ps, qs, strict=True)]
+        kept = [e.assign(m - a) for e, m, a in zip(self.errors, matrices, approximations, strict=True)]
+        kept += [q.assign(new) for q, new in zip(self.qs, qs, strict=True)]
+        with tf.control_dependencies(kept):
+            return [tf.reshape(a, shape) for a, shape in zip(approximations, self.shapes, strict=True)]

@@ -1,0 +1,49 @@
+"""--powersgd_rank=r (all-reduce): every matrix gradient crosses as two rank-r factors, summed by two
+all-reduces, with error feedback and a warm start (graph/powersgd.py; Vogels, Karimireddy, Jaggi,
+NeurIPS 2019, as PyTorch DDP's powerSGD_hook runs it). --powersgd_start_step=K: plain all-reduce of
+the whole gradients for the first K steps (DDP's start_powerSGD_iter), then PowerSGD.
+--powersgd_min_compression=c: only matrices whose factors are c times smaller go as factors (DDP's
+min_compression_rate); vectors and small matrices go whole, with the losses. It changes the
+arithmetic (a rank-r approximation is applied), with one worker too; runs repeat bitwise.
+`powersgd_matrices` in summary.json counts the matrices sent as factors."""
+
+from absl import flags
+
+from parallel_tf.cli import define_float
+from parallel_tf.training.rules import Option
+
+OPTION = Option(
+    name="powersgd",
+    flags=("powersgd_rank", "powersgd_start_step", "powersgd_min_compression"),
+    modes=("allreduce",),
+    conflicts={
+        "strict_determinism": "strict determinism gathers whole float32 microbatch gradients, to equal sync "
+        "strict bitwise",
+        "allreduce_buckets": "PowerSGD sends every matrix's factors in two collectives of their own",
+        "allreduce_transport": "PowerSGD sends its factors in float32",
+    },
+)
+
+
+def define_flags(flag_values=flags.FLAGS):
+    flags.DEFINE_integer(
+        "powersgd_rank",
+        0,
+        "allreduce: every matrix gradient sent as two rank-r factors (PowerSGD, error feedback); 0: off.",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "powersgd_start_step",
+        0,
+        "With --powersgd_rank: plain all-reduce for the first this many steps (DDP's start_powerSGD_iter).",
+        lower_bound=0,
+        flag_values=flag_values,
+    )
+    define_float(
+        "powersgd_min_compression",
+        2.0,
+        "With --powersgd_rank: only matrices whose factors are this many times smaller go as factors.",
+        lower_bound=1.0,
+        flag_values=flag_values,
+    )
