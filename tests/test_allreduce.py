@@ -10,7 +10,11 @@ import pytest
 from inprocess import half_mean_square, joined_workers, scalar_dataset, scalar_recipe, slope, train
 from models import DIGITS, FLAGS, MLP, sha
 
-from parallel_tf.errors import TaskFailure
+from parallel_tf.compat import tf
+from parallel_tf.errors import ConfigError, TaskFailure
+from parallel_tf.graph import codecs, gathered_codes
+from parallel_tf.graph.collectives import Collectives
+from parallel_tf.training.modes import allreduce
 
 pytestmark = pytest.mark.inprocess
 STRICT = {"strict_determinism": True, "microbatches": 8}
@@ -139,3 +143,47 @@ def test_buckets_of_four_workers_repeat_bitwise(tmp_path):
     ]
     assert runs[0]["summary"]["allreduce_buckets"] == 4
     assert runs[0]["summary"]["params_sha256"] == runs[1]["summary"]["params_sha256"]
+
+
+def test_gathered_8bit_codes_by_hand_and_the_residual_kept():
+    """One worker, v = [0.5, −1, 0.26]: max|v| = 1, codes round(127 v) = [64 (63.5, to even), −127, 33],
+    decoded [64, −127, 33]/127; the residual keeps v minus that, which the next step's gradient adds."""
+    with tf.Graph().as_default():
+        gradient = tf.placeholder(tf.float32, [3])
+        collectives = Collectives(1, 0, group=1, on_gpu=False)
+        seed = [tf.constant([0, 0], tf.int64)]
+        (mean,), sent = gathered_codes.mean_of_codes([gradient], collectives, codecs.parse("8bit"), True, seed)
+        with tf.Session() as sess:
+            sess.run(tf.local_variables_initializer())
+            np.testing.assert_array_equal(
+                sess.run(mean, {gradient: [0.5, -1.0, 0.26]}), np.float32([64, -127, 33]) / 127
+            )
+            (residual,) = tf.local_variables()
+            np.testing.assert_allclose(sess.run(residual), [0.5 - 64 / 127, 0.0, 0.26 - 33 / 127], atol=1e-7)
+            assert [part.dtype for part in sent] == [tf.int8, tf.float32]
+
+
+def test_gathered_8bit_codes_of_two_workers_are_sync_8bit_s_bits_and_bytes(tmp_path):
+    """Each worker decodes both workers' codes and adds them as sync's parameter server does: the same bits.
+    Bytes: the MLP's 9,610 int8 codes go as 2,403 int32 words (9,612 bytes) and its 4 scales as 16, gathered
+    from the other worker, and the two losses' 8 bytes by their own all-reduce: 9,636 each way; the payload
+    itself is 9,626 bytes (n + 4 per variable)."""
+    codes = {**FLAGS, "gradient_compression": "8bit"}
+    gathered = train(MLP, DIGITS, tmp_path / "allreduce", "allreduce", **codes)["summary"]
+    assert gathered["params_sha256"] == sha(tmp_path / "sync", "sync", **codes)
+    assert gathered["bytes_sent_per_step"] == gathered["bytes_received_per_step"] == 9636
+    assert gathered["bytes_per_push"] == 9626
+
+
+@pytest.mark.parametrize("workers, refused", [(7, False), (8, True)])
+def test_gathering_codes_is_refused_where_it_sends_more_than_the_float_ring(workers, refused):
+    """The MLP's 8-bit payload, 9,626 bytes, from each of N − 1 workers, against the ring's 2(N−1)/N·4·9,610:
+    at 7 workers 57,756 against 65,897; at 8, 67,382 against 67,270."""
+    with tf.Graph().as_default():
+        variables = [tf.Variable(tf.zeros(shape)) for shape in ([64, 128], [128], [128, 10], [10])]
+        check = lambda: allreduce._check_gathering_pays(codecs.parse("8bit"), variables, workers, "8bit")  # noqa: E731
+        if not refused:
+            check()
+            return
+        with pytest.raises(ConfigError, match=r"^--gradient_compression=8bit over all-reduce gathers 67382 bytes a "):
+            check()

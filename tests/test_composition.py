@@ -376,13 +376,17 @@ def _alone(tmp_path, mode, name):
 # The pairs the rules refuse (the others are refused for a declaration's modes): a rule that changes shows
 # here. `pytest -s -k count_of_pairs` prints each with its line.
 # of the mode × pair combinations, those trained, composed with a link only, and refused (the docs quote them)
-RUN, LINKED, REFUSED = 177, 42, 1185
+RUN, LINKED, REFUSED = 183, 43, 1178
 REFUSED_BY_RULES = {
     ("allreduce", "strict_determinism", "allreduce_buckets"),
     ("allreduce", "strict_determinism", "allreduce_transport"),
     ("allreduce", "strict_determinism", "powersgd"),
     ("allreduce", "allreduce_buckets", "powersgd"),
     ("allreduce", "allreduce_transport", "powersgd"),
+    ("allreduce", "compression", "strict_determinism"),
+    ("allreduce", "compression", "allreduce_buckets"),
+    ("allreduce", "compression", "allreduce_transport"),
+    ("allreduce", "compression", "powersgd"),
     ("sync", "backup_workers", "local_sgd"),
     ("sync", "backup_workers", "easgd"),
     ("sync", "backup_workers", "linear_scaling"),

@@ -19,13 +19,14 @@ strict:  each worker sends its microbatch gradients whole, every worker gathers 
 
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError, TaskFailure
-from parallel_tf.graph import powersgd
+from parallel_tf.graph import codecs, gathered_codes, powersgd
 from parallel_tf.graph.aggregation import tree_sum, worker_gradients
 from parallel_tf.graph.collectives import Collectives, pack
 from parallel_tf.graph.devices import worker_device
 from parallel_tf.graph.model import build_model
 from parallel_tf.training import techniques
 from parallel_tf.training.rules import Mode
+from parallel_tf.training.techniques import compression
 from parallel_tf.training.train_graph import StepReport, TrainGraph, fixed_plan, microbatch_passes
 
 
@@ -46,6 +47,8 @@ def build(recipe, dataset, settings):
 
         if settings.strict_determinism:
             plan = fixed_plan(applied(*_gathered_in_fixed_order(recipe, model, variables, collectives, settings)))
+        elif settings.gradient_compression != "none":
+            plan = fixed_plan(applied(*_gathered_codes(model, variables, collectives, settings, global_step)))
         elif settings.powersgd_rank:
             plan = _powersgd_plan(model, variables, collectives, settings, applied)
         else:
@@ -102,6 +105,33 @@ def _reduced(gradients, collectives, transport, riding=None):
     size = flat.shape.as_list()[0]
     means = unpack(tf.cast(total[:size], tf.float32) / float(collectives.num_workers))
     return means, None if riding is None else total[size:]
+
+
+def _gathered_codes(model, variables, collectives, settings, global_step):
+    """(the mean gradient of every variable, every worker's loss): --gradient_compression's codes of every
+    worker gathered and decoded by all (graph/gathered_codes.py), the losses summed in float32. A random
+    codec draws for variable i at step t from (t, worker·2¹⁶ + i), as on the parameter servers."""
+    codec = codecs.parse(settings.gradient_compression)
+    _check_gathering_pays(codec, variables, collectives.num_workers, settings.gradient_compression)
+    step, worker = global_step.read_value(), collectives.task_index
+    seeds = [tf.stack([step, tf.constant(worker * (1 << 16) + i, tf.int64)]) for i in range(len(variables))]
+    feedback = compression.error_feedback(settings.options)
+    gradients = tf.gradients(model.loss, variables)
+    means, sent = gathered_codes.mean_of_codes(gradients, collectives, codec, feedback, seeds)
+    for part in sent:
+        tf.add_to_collection(compression.PAYLOADS, part)  # what compression's wrap counts
+    return means, collectives.sum(_loss_slots(model, collectives))
+
+
+def _check_gathering_pays(codec, variables, workers, flag):
+    """ConfigError where gathering every worker's codes sends no fewer bytes than the float ring would."""
+    gathered = (workers - 1) * gathered_codes.payload_bytes(codec, variables)
+    ring = 2 * (workers - 1) * 4 * sum(v.shape.num_elements() for v in variables) / workers
+    if workers > 1 and gathered >= ring:
+        raise ConfigError(
+            f"--gradient_compression={flag} over all-reduce gathers {gathered} bytes a step from the other "
+            f"{workers - 1} workers, no fewer than the float all-reduce's {ring:.0f}: use fewer workers or leave it out"
+        )
 
 
 def _powersgd_plan(model, variables, collectives, settings, applied):

@@ -16,8 +16,9 @@ OPTION = Option(
     flags=("allreduce_transport",),
     modes=("allreduce",),
     conflicts={
+        "compression": "the codes cross in their own types",
         "strict_determinism": "strict determinism gathers whole float32 microbatch gradients, to equal sync "
-        "strict bitwise"
+        "strict bitwise",
     },
 )
 

@@ -17,6 +17,7 @@ OPTION = Option(
     flags=("powersgd_rank", "powersgd_start_step", "powersgd_min_compression"),
     modes=("allreduce",),
     conflicts={
+        "compression": "one codec at a time: PowerSGD is one",
         "strict_determinism": "strict determinism gathers whole float32 microbatch gradients, to equal sync "
         "strict bitwise",
         "allreduce_buckets": "PowerSGD sends every matrix's factors in two collectives of their own",

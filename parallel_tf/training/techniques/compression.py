@@ -1,5 +1,7 @@
 """Gradient compression, with error feedback where its paper has it, sync (ordered) and async modes:
 --gradient_compression=8bit|1bit|topk:K|qsgd:S[:B]|terngrad (codecs.py says which paper each codec is).
+(All-reduce gathers every worker's codes instead: graph/gathered_codes.py, built by modes/allreduce.py;
+this module's `wrap` counts its payload as it counts a push's.)
 
 What a worker sends to the parameter servers (its gradient in sync mode, its summed gradients at an
 async push) is encoded on the worker, whatever else the run does to it afterwards (delay
@@ -47,7 +49,7 @@ def record(settings):
 TECHNIQUE = Technique(
     name="compression",
     flags=("gradient_compression", "error_feedback"),
-    modes=("sync", "async"),
+    modes=("sync", "async", "allreduce"),  # all-reduce gathers the codes (modes/allreduce.py)
     hooks=("transmit", "wrap"),
     requires={
         "aggregation": ("ordered", "SyncReplicasOptimizer's accumulators take float gradients"),
@@ -65,9 +67,10 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_string(
         "gradient_compression",
         "none",
-        "sync (ordered) and async: send gradients as 8bit (int8 and a scale), 1bit (signs and a scale), "
-        "topk:K (the K largest, with indices), qsgd:S[:B] (QSGD's unbiased random rounding to S levels, a norm "
-        "per bucket of B, default 128) or terngrad (TernGrad's ternary levels), decoded on the parameter server.",
+        "sync (ordered), async and allreduce (codes gathered): send gradients as 8bit (int8 and a scale), 1bit "
+        "(signs and a scale), topk:K (the K largest, with indices), qsgd:S[:B] (QSGD's unbiased random rounding to "
+        "S levels, a norm per bucket of B, default 128) or terngrad (TernGrad's ternary levels), decoded where they "
+        "arrive.",
         flag_values=flag_values,
     )
     validate_by_parsing("gradient_compression", codecs.parse, flag_values)
