@@ -83,6 +83,9 @@ SYSTEMS = {
     "allreduce_powersgd4": System(
         "all-reduce, PowerSGD rank 4", "sync", mode="allreduce", flags=("--powersgd_rank=4",)
     ),
+    "allreduce_8bit": System(
+        "all-reduce, 8-bit codes gathered", "sync", mode="allreduce", flags=("--gradient_compression=8bit",)
+    ),
     "allreduce_buckets": System(
         "all-reduce, 1 MB buckets", "sync", mode="allreduce", flags=("--allreduce_bucket_mb=1",)
     ),
