@@ -84,3 +84,18 @@ def pack(tensors):
         return [tf.reshape(part, shape) for part, shape in zip(tf.split(vector, sizes), shapes, strict=True)]
 
     return flat, unpack
+
+
+def buckets(variables, bucket_mb):
+    """The indices of `variables` in buckets, last layer first (backprop's order): a bucket closes once its
+    gradients hold `bucket_mb` MB. 0: one bucket of them all."""
+    if not bucket_mb:
+        return [list(range(len(variables)))]
+    closed, bucket, held = [], [], 0
+    for index in reversed(range(len(variables))):
+        bucket.append(index)
+        held += variables[index].shape.num_elements() * variables[index].dtype.base_dtype.size
+        if held >= bucket_mb * 1e6:
+            closed.append(bucket)
+            bucket, held = [], 0
+    return closed + [bucket] if bucket else closed

@@ -21,7 +21,7 @@ from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError, TaskFailure
 from parallel_tf.graph import codecs, gathered_codes, powersgd
 from parallel_tf.graph.aggregation import tree_sum, worker_gradients
-from parallel_tf.graph.collectives import Collectives, pack
+from parallel_tf.graph.collectives import Collectives, buckets, pack
 from parallel_tf.graph.devices import worker_device
 from parallel_tf.graph.model import build_model
 from parallel_tf.training import techniques
@@ -179,24 +179,9 @@ def _powersgd_count(settings, variables):
     }
 
 
-def buckets(variables, bucket_mb):
-    """The indices of `variables` in buckets, last layer first (backprop's order): a bucket closes once its
-    gradients hold `bucket_mb` MB. 0: one bucket of them all."""
-    if not bucket_mb:
-        return [list(range(len(variables)))]
-    closed, bucket, held = [], [], 0
-    for index in reversed(range(len(variables))):
-        bucket.append(index)
-        held += variables[index].shape.num_elements() * variables[index].dtype.base_dtype.size
-        if held >= bucket_mb * 1e6:
-            closed.append(bucket)
-            bucket, held = [], 0
-    return closed + [bucket] if bucket else closed
-
-
 def _bucket_count(settings, variables):
     """--allreduce_bucket_mb's counter: the collectives a step's gradients go in."""
-    if not settings.allreduce_bucket_mb or settings.strict_determinism:
+    if not settings.allreduce_bucket_mb:
         return {}
     return {"allreduce_buckets": tf.constant(len(buckets(variables, settings.allreduce_bucket_mb)), tf.int64)}
 
