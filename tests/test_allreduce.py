@@ -175,6 +175,15 @@ def test_gathered_8bit_codes_of_two_workers_are_sync_8bit_s_bits_and_bytes(tmp_p
     assert gathered["bytes_per_push"] == 9626
 
 
+def test_gathered_random_codes_of_four_workers_repeat_bitwise(tmp_path):
+    """QSGD draws each worker's roundings from (step, worker·2¹⁶ + variable), and every worker decodes and adds
+    the four payloads in worker order: a repeat draws and adds the same."""
+    codes = {**FLAGS, "gradient_compression": "qsgd:4"}
+    first, second = (train(MLP, DIGITS, tmp_path / run, "allreduce", num_workers=4, **codes) for run in "ab")
+    assert first["summary"]["params_sha256"] == second["summary"]["params_sha256"]
+    assert first["summary"]["declared"]["compression"]["algorithm"] == "QSGD"
+
+
 @pytest.mark.parametrize("workers, refused", [(7, False), (8, True)])
 def test_gathering_codes_is_refused_where_it_sends_more_than_the_float_ring(workers, refused):
     """The MLP's 8-bit payload, 9,626 bytes, from each of N − 1 workers, against the ring's 2(N−1)/N·4·9,610:
