@@ -12,6 +12,8 @@ from parallel_tf.compat import tf
 from parallel_tf.graph.aggregation import tree_sum
 from parallel_tf.graph.model import LOCAL
 
+BYTES = "bytes"  # the kind of the int8 and uint8 parts, gathered together as int32 words
+
 
 def payload_bytes(codec, variables):
     """What one worker's payload of `variables`' gradients holds, in bytes."""
@@ -61,9 +63,6 @@ def _gathered(parts, collectives):
             piece = tf.bitcast(piece, parts[i].dtype.base_dtype) if kind is BYTES else piece
             gathered[i] = tf.reshape(piece, [collectives.num_workers, *parts[i].shape.as_list()])
     return gathered
-
-
-BYTES = "bytes"
 
 
 def _gathered_rows(flat, collectives, as_words):
