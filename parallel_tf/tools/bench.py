@@ -94,6 +94,18 @@ SYSTEMS = {
     "mirrored": System("MultiWorkerMirroredStrategy", "sync", strategy="mirrored"),
     "parameter_server": System("ParameterServerStrategy", "async", strategy="parameter_server", min_workers=2),
 }
+# The ways of talking less, which pay only on a link: the full run (BENCHMARKS.md's main tables) leaves them to
+# --links.
+ON_LINKS = (
+    "sync_8bit",
+    "allreduce_fp16",
+    "allreduce_8bit",
+    "allreduce_buckets",
+    "allreduce_powersgd1",
+    "allreduce_powersgd4",
+)
+FULL_RUN = tuple(name for name in SYSTEMS if name not in ON_LINKS)
+
 PEERS = {"sync": "mirrored", "async": "parameter_server"}
 QUICK_REPEATS = 2
 # The open issues' targets: (model, system, workers, against, at least). `against` is "limit" or "peer".
@@ -146,7 +158,12 @@ LINKS_HEADER = [
 
 def define_bench_flags():
     flags.DEFINE_list("models", list(MODELS), f"Models to run: {', '.join(MODELS)}.")
-    flags.DEFINE_list("systems", list(SYSTEMS), f"Systems to run: {', '.join(SYSTEMS)}.")
+    flags.DEFINE_list(
+        "systems",
+        list(FULL_RUN),
+        f"Systems to run: {', '.join(SYSTEMS)}. Default: all but the ways of talking less ({', '.join(ON_LINKS)}), "
+        "which pay only on a link (--links).",
+    )
     flags.DEFINE_list("workers", ["1", "2", "4"], "Worker counts.")
     flags.DEFINE_integer("repeats", 3, "Runs of each (model, system, worker count), interleaved.", lower_bound=1)
     flags.DEFINE_bool(
