@@ -45,6 +45,7 @@ import dataclasses
 
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
+from parallel_tf.graph.model import LOCAL
 
 NAMES = ("8bit", "1bit", "topk:K", "qsgd:S[:B]", "terngrad")
 MAX_LEVELS = 127  # a signed level fits in an int8
@@ -200,3 +201,22 @@ def parse(name):
         f"--gradient_compression={name}: expected none, {', '.join(NAMES)} (K and B positive integers, "
         f"1 <= S <= {MAX_LEVELS})"
     )
+
+
+def seeds(step, stream, count):
+    """The seeds of a random codec's draws for tensors 0..count-1 at global step `step`: (step, stream·2¹⁶ + i),
+    so a repeat, and a resumed run, draws the same ones."""
+    return [tf.stack([step, tf.constant(stream * (1 << 16) + i, tf.int64)]) for i in range(count)]
+
+
+def encoded(codec, tensor, seed, feedback):
+    """(the payload of `tensor`, flattened, and the ops that keep what the encoding lost). With error feedback a
+    residual, a local variable (each worker its own), is added first and keeps v − D(C(v)) for the next step."""
+    v = tf.reshape(tensor, [-1])
+    if not feedback:
+        return codec.encode(v, seed), []
+    size = v.shape.num_elements()
+    residual = tf.Variable(tf.zeros([size]), trainable=False, collections=LOCAL, name="residual")
+    v = v + residual
+    payload = codec.encode(v, seed)
+    return payload, [residual.assign(v - codec.decode(payload, size))]

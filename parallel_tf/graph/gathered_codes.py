@@ -9,8 +9,8 @@ int32 word, since CollectiveGather takes no bytes), float32 (scales, top-k value
 """
 
 from parallel_tf.compat import tf
+from parallel_tf.graph import codecs
 from parallel_tf.graph.aggregation import tree_sum
-from parallel_tf.graph.model import LOCAL
 
 BYTES = "bytes"  # the kind of the int8 and uint8 parts, gathered together as int32 words
 
@@ -25,14 +25,9 @@ def mean_of_codes(gradients, collectives, codec, feedback, seeds):
     sends); `seeds[i]` draws variable i's random rounding, where the codec has one."""
     payloads, kept = [], []
     for gradient, seed in zip(gradients, seeds, strict=True):
-        flat = tf.reshape(gradient, [-1])
-        if feedback:
-            residual = tf.Variable(tf.zeros_like(flat), trainable=False, collections=LOCAL, name="residual")
-            flat += residual
-        payload = codec.encode(flat, seed)
-        if feedback:
-            kept.append(residual.assign(flat - codec.decode(payload, flat.shape.num_elements())))
+        payload, keeps = codecs.encoded(codec, gradient, seed, feedback)
         payloads.append(payload)
+        kept += keeps
     sent = [part for payload in payloads for part in payload]
     everyone = iter(_gathered(sent, collectives))
     means = []

@@ -113,8 +113,7 @@ def _gathered_codes(model, variables, collectives, settings, global_step):
     codec draws for variable i at step t from (t, worker·2¹⁶ + i), as on the parameter servers."""
     codec = codecs.parse(settings.gradient_compression)
     _check_gathering_pays(codec, variables, collectives.num_workers, settings.gradient_compression)
-    step, worker = global_step.read_value(), collectives.task_index
-    seeds = [tf.stack([step, tf.constant(worker * (1 << 16) + i, tf.int64)]) for i in range(len(variables))]
+    seeds = codecs.seeds(global_step.read_value(), collectives.task_index, len(variables))
     feedback = compression.error_feedback(settings.options)
     gradients = tf.gradients(model.loss, variables)
     means, sent = gathered_codes.mean_of_codes(gradients, collectives, codec, feedback, seeds)

@@ -24,7 +24,6 @@ from absl import flags
 from parallel_tf.cli import validate_by_parsing
 from parallel_tf.compat import tf
 from parallel_tf.graph import codecs
-from parallel_tf.graph.model import LOCAL
 from parallel_tf.training.rules import Technique
 
 
@@ -91,19 +90,14 @@ def transmit(settings, tensors, destinations, device, stream):
     codec, feedback = codecs.parse(settings.options["gradient_compression"]), error_feedback(settings.options)
     with tf.device(device):
         step = tf.train.get_or_create_global_step().read_value()
-    seeds = [tf.stack([step, tf.constant(stream * (1 << 16) + i, tf.int64)]) for i in range(len(tensors))]
+    seeds = codecs.seeds(step, stream, len(tensors))
     return [_transmit_one(codec, feedback, *sent, device) for sent in zip(tensors, destinations, seeds, strict=True)]
 
 
 def _transmit_one(codec, feedback, tensor, destination, seed, device):
     size = tensor.shape.num_elements()
     with tf.device(device):
-        v = tf.reshape(tensor, [-1])
-        if feedback:
-            residual = tf.Variable(tf.zeros([size]), trainable=False, collections=LOCAL, name="residual")
-            v = v + residual
-        payload = codec.encode(v, seed)
-        kept = [residual.assign(v - codec.decode(payload, size))] if feedback else []
+        payload, kept = codecs.encoded(codec, tensor, seed, feedback)
     for part in payload:
         tf.add_to_collection(PAYLOADS, part)
     with tf.colocate_with(destination), tf.control_dependencies(kept):  # on its parameter server
