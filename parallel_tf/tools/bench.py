@@ -306,6 +306,13 @@ def steady_ms_per_step(logdir):
     return 1000.0 * (last["wall_time"] - first["wall_time"]) / (last["step"] - first["step"])
 
 
+def peer_of(system):
+    """The peer a system's throughput is compared with: TensorFlow's strategy of its kind; None for the one
+    process and for the peers themselves."""
+    peer = PEERS.get(SYSTEMS[system].kind)
+    return peer if peer != system else None
+
+
 def table_rows(model, results, global_batch_size):
     """One row per (system, workers) of `model`: medians, spreads and ratios (None where there is no peer)."""
     medians = {
@@ -318,8 +325,8 @@ def table_rows(model, results, global_batch_size):
     for (system, n), ms in medians.items():
         spread = [r["ms_per_step"] for r in results[(model, system, n)]]
         summary = results[(model, system, n)][0]["summary"]
-        peer = PEERS.get(SYSTEMS[system].kind)
-        peer_ms = medians.get((peer, n)) if peer and peer != system else None
+        peer = peer_of(system)
+        peer_ms = medians.get((peer, n)) if peer else None
         rows.append(
             {
                 "system": system,
@@ -505,8 +512,8 @@ def links_table_rows(model, results):
             continue
         ms = [r["ms_per_step"] for r in repeats]
         summary = repeats[0]["summary"]
-        peer = PEERS[SYSTEMS[system].kind]
-        peer_ms = medians.get((m, peer, workers, link)) if peer != system else None
+        peer = peer_of(system)
+        peer_ms = medians.get((m, peer, workers, link)) if peer else None
         row = {"system": system, "workers": workers, "link": link, "ms": medians[m, system, workers, link]}
         row.update(spread=(min(ms), max(ms)), predicted=None, x_peer=peer_ms / row["ms"] if peer_ms else None)
         row.update(sent=summary.get("bytes_sent_per_step", 0), received=summary.get("bytes_received_per_step", 0))
