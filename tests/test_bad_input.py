@@ -459,7 +459,7 @@ def cases(tmp):
         ),
         "bench: an unknown system": (
             bench_command("--systems=sync,fast"),
-            "--systems: unknown fast (known: process, sync, strict",
+            "--systems: unknown fast (known: process, floor, sync, strict",
         ),
         "bench: too few steps for a steady state": (
             bench_command("--train_steps=5"),

@@ -6,10 +6,12 @@ import re
 
 import pytest
 from conftest import bench_command
-from inprocess import train
+from inprocess import half_mean_square, scalar_dataset, scalar_recipe, start_cluster, train
 from models import DIGITS, FLAGS, MLP
 
-from parallel_tf.tools import bench, runs
+from parallel_tf.compat import tf
+from parallel_tf.tools import bench, floor_task, runs
+from parallel_tf.training import traffic
 
 BATCH = 120
 
@@ -22,6 +24,8 @@ RESULTS = {
     ("mlp", "process", 1): [result(1.0), result(1.2), result(0.8)],  # median 1.0
     ("mlp", "sync", 1): [result(4.0), result(5.0), result(3.0)],  # median 4.0
     ("mlp", "mirrored", 1): [result(2.0), result(2.0), result(2.0)],
+    ("mlp", "floor", 1): [result(3.0), result(3.5), result(2.5)],  # median 3.0
+    ("mlp", "allreduce", 1): [result(1.5), result(1.5), result(1.5)],
 }
 
 
@@ -32,14 +36,19 @@ def test_rows_give_medians_spreads_and_throughput_ratios():
     assert sync["examples_per_sec"] == 1000.0 * 120 / 4.0 == 30000
     assert sync["x_limit"] == 1.0 / 4.0  # the one process does a step in a quarter of the time
     assert sync["x_peer"] == 2.0 / 4.0  # MultiWorkerMirroredStrategy's 2 ms against our 4
+    assert sync["x_floor"] == 3.0 / 4.0  # the floor's 3 ms against our 4: the protocol beyond two crossings
     assert rows["mirrored"]["x_limit"] == 0.5 and rows["mirrored"]["x_peer"] is None
     assert rows["process"]["x_limit"] == 1.0
+    # only parameter-server sync is put against the floor: all-reduce has no ps, the floor no floor
+    assert rows["allreduce"]["x_floor"] is None and rows["floor"]["x_floor"] is None
+    assert rows["floor"]["x_peer"] is None
 
 
 def test_targets_say_met_or_by_how_much_missed():
     tables = {"mlp": bench.table_rows("mlp", RESULTS, BATCH)}
     assert bench.target_lines(tables) == [
-        "- target mlp sync, ordered, 1 worker(s): at least 0.3x the one process; measured 0.25x: missed by 0.05"
+        "- target mlp sync, ordered, 1 worker(s): at least 0.8x parameter-server floor; measured 0.75x: missed by 0.05",
+        "- target mlp all-reduce, 1 worker(s): at least 0.8x the one process; measured 0.67x: missed by 0.13",
     ]  # the 2-worker targets were not measured, so they are not claimed
 
 
@@ -89,18 +98,42 @@ def test_report_replaces_only_its_own_part(tmp_path):
 
 
 @pytest.mark.cluster
-def test_bench_runs_the_peer_on_the_same_model(procs, tmp_path):
+def test_bench_runs_the_peer_on_the_same_model_and_the_floor_with_its_bytes(procs, tmp_path):
+    """The floor moves the MLP's real bytes: 64·128 + 128 + 128·10 + 10 = 9,610 floats, 38,440 bytes each way."""
     out, report = tmp_path / "runs", tmp_path / "BENCH.md"
-    command = bench_command("--models=mlp", "--systems=mirrored", "--workers=1", "--repeats=1", "--train_steps=20")
+    command = bench_command(
+        "--models=mlp", "--systems=mirrored,floor", "--workers=1", "--repeats=1", "--train_steps=20"
+    )
     run = procs.start([*command, f"--out={out}", f"--report={report}"])
     assert run.wait(300) == 0, run.output
-    assert "[bench] 1/1: mlp, MultiWorkerMirroredStrategy, 1 worker(s)" in run.output
+    assert "[bench] 1/2: mlp, MultiWorkerMirroredStrategy, 1 worker(s)" in run.output
     assert run.lines[-1] == f"[bench] the runs (summary.json, metrics.jsonl, each run's logs) are in {out}"
     assert any(re.match(r"MultiWorkerMirroredStrategy +1 +[0-9.]+ ", line) for line in run.lines), run.output
     text = report.read_text()
     assert bench.BEGIN in text and "| MultiWorkerMirroredStrategy | 1 |" in text
+    floor = runs.read_json(out / "mlp-floor-1w-r1" / "summary.json")
+    assert (floor["bytes_sent_per_step"], floor["bytes_received_per_step"]) == (38440, 38440)
+    assert re.search(r"\| parameter-server floor \| 1 \| [0-9.]+ \|.*\| 38\.4 \| 38\.4 \|", text), text
     assert (tmp_path / "BENCH.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # Same model, initial values, data order and batch: one mirrored worker trains what the one process
     # does (here against an in-process one-process run, which the elastic test in test_clusters.py also uses).
     train(MLP, DIGITS, tmp_path / "reference", "single", **{**FLAGS, "train_steps": 20})
     assert runs.max_param_difference(tmp_path / "reference", out / "mlp-mirrored-1w-r1") <= 1e-6
+
+
+@pytest.mark.inprocess
+def test_a_floor_step_writes_the_workers_gradient_next_to_the_parameters_and_applies_nothing():
+    """Worker 1 of 2, w = 1, its example x = 5: the gradient of ½(x − w)² is w − x = −4, written into row 1
+    of w's slots on the ps, crossing each way once (w down, the gradient up); row 0 and w stay as they were."""
+    _, servers = start_cluster(num_ps=1, num_workers=2)
+    with tf.Graph().as_default():
+        model, write = floor_task.floor_step(scalar_recipe(half_mean_square, 1.0), scalar_dataset(3, 5), 1, 2)
+        (slots,) = [v for v in tf.global_variables() if v.op.name.endswith("_gradient_slots")]
+        (w,) = tf.trainable_variables()
+        assert slots.device == w.device == "/job:ps/task:0/device:CPU:0"
+        assert traffic.step_bytes(write, ("worker", 1)) == (4, 4)
+        with tf.Session(servers[("worker", 1)].target) as sess:
+            sess.run(tf.global_variables_initializer())
+            sess.run(write, {model.features: [[5.0]], model.labels: [5]})
+            assert sess.run(slots).tolist() == [[0.0], [-4.0]]
+            assert sess.run(w).tolist() == [1.0]

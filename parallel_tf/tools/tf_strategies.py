@@ -1,23 +1,27 @@
-"""TensorFlow's own distribution strategies training a recipe's model: the benchmark's peers.
+"""TensorFlow's own distribution strategies training a recipe's model: the benchmark's peers; and the floor.
 
-    python -m parallel_tf.tools.tf_strategies --strategy=mirrored|parameter_server --num_workers=N
+    python -m parallel_tf.tools.tf_strategies --strategy=mirrored|parameter_server|floor --num_workers=N
         --recipe=mnist --logdir=DIR [--global_batch_size ... run flags] [the recipe's flags]
 
 mirrored          MultiWorkerMirroredStrategy: sync all-reduce (RING), one process per worker, each
                   computing on its slice of the global batch; every worker applies the mean gradient.
 parameter_server  ParameterServerStrategy: async; a coordinator (the chief) schedules each global
                   batch's N slices on N worker processes, which apply their gradient to 1 ps.
+floor             No strategy: what a parameter-server sync step cannot go below. Each of N workers
+                  reads the parameters from 1 ps, computes its gradients and writes them back, one
+                  session run a step, and trains nothing (floor_task.py).
 
-Both train what our runs train: the recipe's model function (its get_variable calls answered with
-the strategy's variables by a custom getter), the same initial values (built in TF1 graph mode
-exactly as the trainer builds them, before TF 2 behaviour is switched back on), the same data order
-(data.GlobalBatchSharder), the same global batch and plain SGD. The chief writes metrics.jsonl,
+The two strategies train what our runs train: the recipe's model function (its get_variable calls
+answered with the strategy's variables by a custom getter), the same initial values (built in TF1
+graph mode exactly as the trainer builds them, before TF 2 behaviour is switched back on), the same
+data order (data.GlobalBatchSharder), the same global batch and plain SGD. The chief writes metrics.jsonl,
 params.npz and summary.json as our chief does, so the benchmark reads both alike. TF 2 only.
 
 With --link_rate (and --link_delay) the peers run on the network ours do: every task on a simulated
 host of its own in a private network, each host's interface shaped as the launcher shapes it
 (launch/hosts.py), so the bench compares both on the same link. What a task does is in
-tf_strategy_task.py; this module starts the tasks and stays free of numpy and TensorFlow.
+tf_strategy_task.py (floor_task.py for the floor); this module starts the tasks and stays free of
+numpy and TensorFlow.
 """
 
 import json
@@ -35,7 +39,7 @@ from parallel_tf.launch.launcher import free_loopback_addresses, resolve_recipe
 from parallel_tf.training import run_flags
 from parallel_tf.training.options import link
 
-STRATEGIES = ("mirrored", "parameter_server")
+STRATEGIES = ("mirrored", "parameter_server", "floor")
 FLAGS = flags.FLAGS
 
 
@@ -68,6 +72,11 @@ def main(argv):
         parse_flags_or_exit(sys.argv)  # the recipe's and the data flags, now that they exist
         if launching:
             sys.exit(launch(recipe_path, sys.argv[1:]))
+        if FLAGS.strategy == "floor":  # a task only, as below
+            from parallel_tf.tools import floor_task
+
+            floor_task.run(recipe)
+            return
         from parallel_tf.tools import tf_strategy_task  # a task only: see its docstring
 
         tf_strategy_task.train(recipe)
@@ -85,7 +94,7 @@ def enter_private_network():
 def launch(recipe_path, given_flags):
     """Starts the tasks, each with the flags given here, on free loopback ports or, with a link, each on a
     simulated host of its own; returns the exit code."""
-    num_servers = 2 if FLAGS.strategy == "parameter_server" else 0  # the coordinator (chief) and one ps
+    num_servers = {"parameter_server": 2, "floor": 1}.get(FLAGS.strategy, 0)  # the coordinator (chief); one ps
     count = num_servers + FLAGS.num_workers
     check_shardable(FLAGS.global_batch_size, FLAGS.num_workers)
     if any(os.path.exists(os.path.join(FLAGS.logdir, name)) for name in ("metrics.jsonl", "summary.json")):
@@ -94,7 +103,9 @@ def launch(recipe_path, given_flags):
     addresses = hosts.one_host_each(count) if simulated else free_loopback_addresses(count)
     jobs = {"worker": addresses[num_servers:]}
     if num_servers:
-        jobs.update(chief=addresses[:1], ps=addresses[1:2])
+        jobs["ps"] = addresses[num_servers - 1 : num_servers]
+    if num_servers == 2:
+        jobs["chief"] = addresses[:1]
     os.makedirs(FLAGS.logdir, exist_ok=True)
     members = [(job, index, address) for job, named in jobs.items() for index, address in enumerate(named)]
     tasks = [

@@ -23,21 +23,7 @@ def train(recipe):
     """This task's part: serve (ps, or a worker of parameter_server), or train (the others)."""
     jobs = json.loads(FLAGS.cluster)
     job, index = FLAGS.job_name, FLAGS.task_index
-    settings = settings_lib.run_settings(
-        mode="single",
-        job_name="worker",
-        task_index=0,
-        cluster=None,
-        global_batch_size=FLAGS.global_batch_size,
-        train_steps=FLAGS.train_steps,
-        learning_rate=FLAGS.learning_rate,
-        optimizer="sgd",
-        seed=FLAGS.seed,
-        logdir=FLAGS.logdir,
-        dataset=FLAGS.dataset,
-        data_dir=FLAGS.data_dir,
-        log_every=FLAGS.log_every,
-    )
+    settings = plain_settings()
     dataset = recipe.datasets[settings.dataset](settings)
     initial = initial_params(recipe, dataset, settings.seed)
     tf = compat.tensorflow_v2()
@@ -67,6 +53,25 @@ def train(recipe):
     loop(tf, strategy, step_fn, dataset, sharder, settings, is_chief)
     if is_chief:
         finish(settings, variables)
+
+
+def plain_settings():
+    """The run's flags as Settings of one plain process with SGD: what the peers and the floor read of them."""
+    return settings_lib.run_settings(
+        mode="single",
+        job_name="worker",
+        task_index=0,
+        cluster=None,
+        global_batch_size=FLAGS.global_batch_size,
+        train_steps=FLAGS.train_steps,
+        learning_rate=FLAGS.learning_rate,
+        optimizer="sgd",
+        seed=FLAGS.seed,
+        logdir=FLAGS.logdir,
+        dataset=FLAGS.dataset,
+        data_dir=FLAGS.data_dir,
+        log_every=FLAGS.log_every,
+    )
 
 
 def initial_params(recipe, dataset, seed):
@@ -114,7 +119,7 @@ def sgd_step(tf, strategy, recipe, num_classes, variables, learning_rate):
 
 def all_reduce(tf, strategy, step_fn, dataset, sharder, settings, chief):
     """MultiWorkerMirroredStrategy: every worker runs every step on its slice."""
-    log = _Log(settings, chief)
+    log = Log(settings, chief)
     for step in range(settings.train_steps):
         rows = sharder.shard(step, FLAGS.task_index)
         loss = step_fn(tf.constant(dataset.train_x[rows]), tf.constant(dataset.train_y[rows]))
@@ -124,7 +129,7 @@ def all_reduce(tf, strategy, step_fn, dataset, sharder, settings, chief):
 def coordinate(tf, strategy, step_fn, dataset, sharder, settings, chief):
     """ParameterServerStrategy: the coordinator schedules each global batch's slices on any free worker."""
     coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-    log = _Log(settings, chief)
+    log = Log(settings, chief)
     for step in range(settings.train_steps):
         for shard in range(FLAGS.num_workers):
             rows = sharder.shard(step, shard)
@@ -134,7 +139,7 @@ def coordinate(tf, strategy, step_fn, dataset, sharder, settings, chief):
         log.maybe(step + 1, lambda loss=loss: (coordinator.join(), float(loss.fetch()))[1])
 
 
-class _Log:
+class Log:
     """The chief's metrics lines every --log_every steps; `loss()` waits for the step to be done."""
 
     def __init__(self, settings, chief):
