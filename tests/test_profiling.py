@@ -57,16 +57,16 @@ UP, DOWN = ("worker:0", "ps:0"), ("ps:0", "worker:0")
 
 @pytest.mark.inprocess
 def test_a_sync_step_crosses_tasks_only_where_the_algorithm_must(tmp_path):
-    """The chief of two workers, one parameter w, one run a step, from the partitions TensorFlow ran: w
-    down (4 bytes); its gradient and its loss up (4 + 4); every worker's index and loss down from the
-    barrier (8 + 8); the release, a control edge. Nothing else: the learning rate, the slot's index and
-    the barrier's constants are made on the ps, and the gradient crosses once (a stack of one gradient
-    sent it twice, once more for a constant Grappler folded next to it). A change that adds a round
-    shows here."""
+    """The chief of two workers, one parameter w, one run a step, from the partitions TensorFlow ran: w down
+    (4 bytes); its gradient and its loss up as one vector (4 + 4); the report down as one vector, every
+    worker's index and loss (2 · 4 + 2 · 4), made on the ps once the update is applied and the others are
+    released, so no control edge comes back. Nothing else: the learning rate, the slot's index and the
+    barrier's constants are made on the ps, and each tensor crosses once (graph/packing.py: one RecvTensor
+    each way per ps). A change that adds a round shows here."""
     train(scalar_recipe(half_mean_square, 0.0), scalar_dataset(1, 3), tmp_path, "sync", trace_steps=(1, 2))
     (line,) = [json.loads(line) for line in (tmp_path / "trace_breakdown.jsonl").read_text().splitlines()]
-    assert edges(line) == sorted([(*DOWN, "data")] * 3 + [(*DOWN, "control")] + [(*UP, "data")] * 2)
-    assert sorted(e["bytes"] for e in line["partition_edges"]) == [0, 4, 4, 4, 8, 8]
+    assert edges(line) == sorted([(*DOWN, "data")] * 2 + [(*UP, "data")])
+    assert sorted(e["bytes"] for e in line["partition_edges"]) == [4, 8, 16]
 
 
 FETCH = [(*DOWN, "data")] * 2  # w, and the global step it reflects

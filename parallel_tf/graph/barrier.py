@@ -83,10 +83,9 @@ def gather_at_chief(num_workers, worker_index, value, after, name):
     index, count = _constant(worker_index, device), _constant(num_workers, device)
     with tf.device(device), tf.control_dependencies(after):
         sent = queue.enqueue((index, value))
-    with tf.control_dependencies([sent]):
+    with tf.device(device), tf.control_dependencies([sent]):  # on the ps, where the step's report is made
         if worker_index == 0:
-            with tf.device(device):
-                return _taken(queue, count, num_workers)
+            return _taken(queue, count, num_workers)
         return tf.constant([worker_index]), tf.reshape(tf.identity(value), [1])
 
 

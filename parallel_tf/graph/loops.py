@@ -16,16 +16,17 @@ from parallel_tf.compat import tf
 from parallel_tf.graph.model import model_on
 
 
-def steps_in_one_run(recipe, model, step):
+def steps_in_one_run(recipe, model, step, reads):
     """((features, labels) placeholders for the run's batches stacked by step, (workers, losses) of its
-    last step). `step(model) -> (workers, losses)` builds one step on a model of that step's batch."""
+    last step). `step(model) -> (workers, losses)` builds one step on a model of that step's batch, whose
+    variables `reads()`, a custom getter made in the step, reads with `read_value()`s: once a step, inside
+    the loop (every forward pass of the step, strict's microbatches too, through the same reads)."""
     features = tf.placeholder(tf.float32, [None, *model.features.shape.as_list()], name="features_by_step")
     labels = tf.placeholder(tf.int64, [None, None], name="labels_by_step")
 
     def one_step(index, workers, losses):
         with tf.control_dependencies([workers, losses]):  # the previous step's update is applied
-            reads = _reads_in_this_step()
-            on_step = model_on(recipe, features[index], labels[index], model.num_classes, reads, reuse=True)
+            on_step = model_on(recipe, features[index], labels[index], model.num_classes, reads(), reuse=True)
             workers, losses = step(on_step)
         return index + 1, workers, losses
 
@@ -38,16 +39,3 @@ def steps_in_one_run(recipe, model, step):
         parallel_iterations=1,
     )
     return (features, labels), (workers, losses)
-
-
-def _reads_in_this_step():
-    """A custom getter: each variable's value read once in this step, inside the loop, by every forward
-    pass of it (strict's microbatches too, or each would fetch the parameters again)."""
-    values = {}
-
-    def read(getter, name, *args, **kwargs):
-        if name not in values:
-            values[name] = getter(name, *args, **kwargs).read_value()
-        return values[name]
-
-    return read

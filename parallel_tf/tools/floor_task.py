@@ -25,7 +25,8 @@ from parallel_tf.files import write_atomically
 from parallel_tf.graph import devices
 from parallel_tf.graph.aggregation import SlotAggregator
 from parallel_tf.graph.barrier import signal_done, wait_until_workers_done
-from parallel_tf.graph.model import build_model, seed_everything
+from parallel_tf.graph.model import build_model, model_on, seed_everything
+from parallel_tf.graph.packing import PackedReads, sent_packed
 from parallel_tf.tools import tf_strategy_task
 from parallel_tf.training import traffic
 
@@ -37,13 +38,18 @@ LOST_AFTER_SECS = 60  # a worker not listening for this long, and not done, is g
 
 def floor_step(recipe, dataset, worker, num_workers, num_gpus=0):
     """(model, the op of worker `worker`'s floor step): its gradients written into row `worker` of the slots
-    next to the parameters on the one ps. Built in the default graph."""
+    next to the parameters on the one ps, both ways packed as a sync step's are (graph/packing.py). Built in
+    the default graph."""
     setter = tf.train.replica_device_setter(1, ps_device=PS, worker_device=devices.worker_device(worker, num_gpus))
     with tf.device(setter):
         model = build_model(recipe, dataset)
         variables = tf.trainable_variables()
         slots = SlotAggregator(variables, num_workers)
-        return model, slots.write(worker, [tf.gradients(model.loss, variables)])
+        reads = PackedReads(variables)
+        model = model_on(recipe, model.features, model.labels, model.num_classes, reads, reuse=True)
+        gradients = tf.gradients(model.loss, reads.of(variables))
+        received, _ = sent_packed([gradients], variables)
+        return model, slots.write(worker, received)
 
 
 def run(recipe):

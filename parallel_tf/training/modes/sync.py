@@ -12,8 +12,9 @@ from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
 from parallel_tf.graph.barrier import gather_at_chief, release_workers, step_barrier
 from parallel_tf.graph.devices import device_setter, server_cpu, worker_device
 from parallel_tf.graph.loops import steps_in_one_run
-from parallel_tf.graph.model import build_model
+from parallel_tf.graph.model import build_model, model_on
 from parallel_tf.graph.optimizers import CountingOptimizer
+from parallel_tf.graph.packing import PackedReads, sent_packed
 from parallel_tf.graph.sync_replicas import sync_replicas
 from parallel_tf.training import techniques
 from parallel_tf.training.rules import Mode
@@ -44,25 +45,36 @@ def _in_fixed_order(recipe, model, global_step, settings):
     on_worker = worker_device(task_index, settings.num_gpus)
     is_chief = task_index == 0
 
+    variables = aggregator.variables
+    encoded = bool(techniques.providing(settings, "transmit"))  # a technique sends each gradient its own way
+
     def step(model):
-        """One step on `model`'s batch: (every worker's index and loss: the chief's report), once applied."""
-        gradients = worker_gradients(recipe, model, per_worker, aggregator.variables)
-        gradients = [techniques.transmit(settings, g, aggregator.variables, on_worker) for g in gradients]
+        """One step on `model`'s batch, its parameters read packed: (every worker's index and loss: the
+        chief's report), once applied."""
+        gradients = worker_gradients(recipe, model, per_worker, model.reads.of(variables))
+        loss = model.loss
+        if encoded:
+            gradients = [techniques.transmit(settings, g, variables, on_worker) for g in gradients]
+        else:  # the loss rides with the gradients
+            gradients, (loss,) = sent_packed(gradients, variables, riding=[loss])
         write = aggregator.write(task_index * per_worker, gradients)
-        workers, losses = gather_at_chief(num_workers, task_index, model.loss, after=[write], name="written")
+        workers, losses = gather_at_chief(num_workers, task_index, loss, after=[write], name="written")
         # once every gradient is written, the chief applies the update
         done = (
             aggregator.apply(_optimizer(settings, global_step), global_step, after=[workers]) if is_chief else workers
         )
         released = release_workers(num_workers, task_index, after=[done])
-        with tf.control_dependencies([released]):
-            return tf.identity(workers), tf.identity(losses)
+        with tf.device(server_cpu("ps", 0)), tf.control_dependencies([released]):
+            report = tf.concat([tf.cast(workers, tf.float32), losses], 0)  # one tensor back, not two
+        return tf.cast(report[: num_workers if is_chief else 1], tf.int32), report[num_workers if is_chief else 1 :]
 
     inputs_by_step = None
     if settings.steps_per_run == 1:
-        workers, losses = step(model)
+        workers, losses = step(
+            model_on(recipe, model.features, model.labels, model.num_classes, PackedReads(variables), True)
+        )
     else:
-        inputs_by_step, (workers, losses) = steps_in_one_run(recipe, model, step)
+        inputs_by_step, (workers, losses) = steps_in_one_run(recipe, model, step, lambda: PackedReads(variables))
     return TrainGraph(
         model=model,
         position=global_step,  # the data position is a function of the global step
