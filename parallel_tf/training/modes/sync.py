@@ -66,7 +66,8 @@ def _in_fixed_order(recipe, model, global_step, settings):
         released = release_workers(num_workers, task_index, after=[done])
         with tf.device(server_cpu("ps", 0)), tf.control_dependencies([released]):
             report = tf.concat([tf.cast(workers, tf.float32), losses], 0)  # one tensor back, not two
-        return tf.cast(report[: num_workers if is_chief else 1], tf.int32), report[num_workers if is_chief else 1 :]
+        reported = num_workers if is_chief else 1
+        return tf.cast(report[:reported], tf.int32), report[reported:]
 
     inputs_by_step = None
     if settings.steps_per_run == 1:
