@@ -94,7 +94,7 @@ def run(recipe):
     else:
         sess.run(joined.assign_add(1))
         step = 0
-        while not sess.run([write, finished], batch(step))[1]:  # the flag rides down with the parameters
+        while not sess.run([write, finished], batch(step))[1]:  # the flag read in the same run as the parameters
             step += 1
     sess.run(done)
     sess.close()
