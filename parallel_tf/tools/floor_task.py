@@ -3,7 +3,8 @@
 A worker's floor step is one session run: it reads the recipe's parameters from the ps, computes its
 gradients on its shard of the global batch (the trainer's data order) and writes them into its slot
 next to the parameters on the ps. Those are the two crossings and the compute every parameter-server
-sync step makes, with the model's real bytes, and nothing else: no gather, no apply, no wait for the
+sync step makes, with the model's real bytes packed one tensor each way as a sync step packs them
+(graph/packing.py), and nothing else: no gather, no apply, no wait for the
 other workers, which run their floor steps beside the chief's from its start to its end. So it trains
 nothing; the chief writes metrics.jsonl and summary.json as every other run does, and the bench puts
 each sync row's step time against it.
