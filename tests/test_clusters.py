@@ -219,7 +219,10 @@ def test_strict_run_goes_on_with_fewer_workers_and_ends_on_the_uninterrupted_res
     choice of workers is tests/test_cluster_config.py's)."""
     strict = ["--strict_determinism", "--microbatches=8"]
     logdir = tmp_path / "elastic"
-    flags = [*STEPS, *strict, "--checkpoint_every=20", "--max_restarts=1", "--min_workers=1"]
+    # worker:0 pauses 20 ms a step (a straggler: the same parameters), so the pair is still short of the
+    # next checkpoint when the test freezes worker:1; at 2-4 ms a step it could pass it first. (A delay for
+    # worker:1 would keep the restart from dropping it.)
+    flags = [*STEPS, *strict, "--checkpoint_every=20", "--max_restarts=1", "--min_workers=1", "--worker_delay_ms=0:20"]
     run = procs.start(launcher_command(f"--logdir={logdir}", *flags))
     kill_worker_after_checkpoint(run, logdir, 40)
     assert run.wait(RUN_TIMEOUT) == 0, run.output
