@@ -46,6 +46,7 @@ def sent_packed(gradients_by_microbatch, variables, riding=()):
     float32 scalars `riding` as the first server receives them): for each server, every microbatch's
     gradients of its variables flattened into one vector here, and split again next to the variables."""
     received = [[None] * len(variables) for _ in gradients_by_microbatch]
+    arrived = []
     index = {variable.op.name: v for v, variable in enumerate(variables)}
     for server, group in enumerate(by_server(variables)):
         parts = [(k, index[variable.op.name]) for k in range(len(gradients_by_microbatch)) for variable in group]
