@@ -1,36 +1,31 @@
-"""The same bits on every x86-64 machine with AVX2: the params_sha256 of short runs, recorded in
-tests/data/reference_hashes.json with the machine they were recorded on, and asserted on whatever
-machine runs this. compat.py caps oneDNN's kernels at AVX2 and --intra_op_threads fixes how Eigen
-splits a matrix product (2 threads, whatever the cores), so neither a CPU's AVX-512 nor its core
-count changes them. Skipped, saying why, where they cannot hold: another architecture, a CPU without
-AVX2, another TensorFlow, or ONEDNN_MAX_CPU_ISA set to something else. After a TensorFlow upgrade,
-record them anew from what the failing test prints, with the machine."""
+"""The same bits on every x86-64 machine: the params_sha256 of the runs in tests/portable_runs.py, recorded
+in tests/data/reference_hashes.json with the machines and emulated CPU models they were checked on, and
+asserted here on whatever machine runs this, under every ONEDNN_MAX_CPU_ISA cap it takes, and under QEMU's
+models of an AMD and an Intel CPU, whose cache sizes differ from each other and from this machine's
+(graph/products.py says why those matter). A machine where they differ fails: that is where the promise
+matters. Skipped, saying why, only outside the promise: another architecture, a CPU without AVX2, another
+TensorFlow. After a TensorFlow upgrade, record them anew from what the failing test prints."""
 
 import json
-import os
 import platform
+import re
+import shutil
+import sys
 
 import pytest
 from conftest import REPO
-from inprocess import train
-from models import CNN, DIGITS, FLAGS, MLP
+from portable_runs import CLUSTERS, EMULATED, PRODUCTS, hash_of_products, train_all
 
 from parallel_tf import compat
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import devices
 
-pytestmark = pytest.mark.inprocess
-
 REFERENCE = json.loads((REPO / "tests" / "data" / "reference_hashes.json").read_text())
-STRICT = "strict sync, 1, 2 and 4 workers"
-RUNS = {  # name: (recipe, mode, flags), each 30 steps of the digits (the CNN 10)
-    "one process": (MLP, "single", {}),
-    "sync, 2 workers": (MLP, "sync", {"num_workers": 2}),
-    **{f"strict sync, {n} workers": (MLP, "sync", {"num_workers": n, "strict_determinism": True}) for n in (1, 2, 4)},
-    "allreduce, 2 workers": (MLP, "allreduce", {"num_workers": 2}),
-    "CNN, one process": (CNN, "single", {"train_steps": 10}),
-}
+ISA_CAPS = ("ALL", "AVX2", "AVX", "SSE41")  # oneDNN's names, from the newest instruction set down
+EMULATED_CPUS = ("EPYC-Rome-v1", "Haswell-v1")  # L1d/L2 32 KB/512 KB and 32 KB/4 MB, as qemu 7.2 reports them
+RUNS_SCRIPT = str(REPO / "tests" / "portable_runs.py")
+RUN_TIMEOUT = 240  # an emulated process: about 20 s here, TensorFlow's import most of it
 
 
 def _why_not_portable():
@@ -38,30 +33,68 @@ def _why_not_portable():
     if platform.machine() not in ("x86_64", "AMD64"):
         return f"the references are x86-64's; this is {platform.machine()}"
     if "avx2" not in devices.kernel_path()["cpu_extensions"]:
-        return "this CPU has no AVX2, the kernels' pinned path"
-    if os.environ.get(compat.MAX_CPU_ISA, compat.PINNED_ISA) != compat.PINNED_ISA:
-        return f"{compat.MAX_CPU_ISA}={os.environ[compat.MAX_CPU_ISA]} is set, not {compat.PINNED_ISA}"
+        return "this CPU has no AVX2, below every machine the promise covers"
     if REFERENCE["recorded_on"]["tensorflow"] != tf.VERSION:
         return f"recorded with TensorFlow {REFERENCE['recorded_on']['tensorflow']}, this is {tf.VERSION}"
     return None
 
 
-def test_short_runs_end_on_the_recorded_bits_on_this_machine(tmp_path):
+@pytest.fixture
+def portable_here():
     why_not = _why_not_portable()
     if why_not:
         pytest.skip(why_not)
-    got = {}
-    for name, (recipe, mode, flags) in RUNS.items():
-        summary = train(recipe, DIGITS, tmp_path / name.replace(" ", "_"), mode, **{**FLAGS, **flags})["summary"]
-        assert summary["kernels"]["onednn_max_cpu_isa"] == compat.PINNED_ISA
-        got[name] = summary["params_sha256"]
-    strict = {got.pop(f"strict sync, {n} workers") for n in (1, 2, 4)}
-    got[STRICT] = strict.pop() if len(strict) == 1 else sorted(strict)
-    assert got == REFERENCE["params_sha256"], f"recorded on {REFERENCE['recorded_on']}; here: {got}"
+
+
+def _recorded(names):
+    return {name: REFERENCE["sha256"][name] for name in names}
+
+
+def _printed_hashes(run):
+    """The {name: params_sha256} a run of tests/portable_runs.py printed last (qemu's warnings come first)."""
+    return json.loads([line for line in run.lines if line.startswith("{")][-1])
+
+
+@pytest.mark.inprocess
+def test_runs_end_on_the_recorded_bits_on_this_machine(tmp_path, portable_here):
+    summaries = train_all({**CLUSTERS, **EMULATED}, tmp_path)
+    assert {s["kernels"]["bits"] for s in summaries.values()} == {"portable"}
+    got = {**{name: summary["params_sha256"] for name, summary in summaries.items()}, PRODUCTS: hash_of_products()}
+    assert got == _recorded(got), f"checked on {REFERENCE['checked_on']}; here ({platform.processor()}): {got}"
+
+
+@pytest.mark.cluster
+def test_the_default_run_ends_on_the_readmes_hash_under_every_isa_cap(procs, portable_here):
+    """Four processes, one per cap (TensorFlow reads it once, as it loads), two at a time on two cores."""
+    readme_hash = re.search(r"the `params_sha256` is the same, `([0-9a-f]{8})\.\.\.`", (REPO / "README.md").read_text())
+    assert REFERENCE["sha256"]["default run"].startswith(readme_hash.group(1))
+    expected = _recorded(["default run", *EMULATED, PRODUCTS])
+    for pair in (ISA_CAPS[:2], ISA_CAPS[2:]):
+        runs = {
+            cap: procs.start([sys.executable, RUNS_SCRIPT, "default", "emulated"], {"ONEDNN_MAX_CPU_ISA": cap})
+            for cap in pair
+        }
+        for cap, run in runs.items():
+            assert run.wait(RUN_TIMEOUT) == 0, run.output
+            assert _printed_hashes(run) == expected, f"ONEDNN_MAX_CPU_ISA={cap}"
+
+
+@pytest.mark.cluster
+def test_short_runs_end_on_the_native_bits_on_emulated_amd_and_intel_cpus(procs, portable_here):
+    qemu = shutil.which("qemu-x86_64")
+    if not qemu:
+        pytest.skip("qemu-x86_64 is not installed (as root: apt-get install qemu-user; .ci/run does)")
+    runs = {cpu: procs.start([qemu, "-cpu", cpu, sys.executable, RUNS_SCRIPT, "emulated"]) for cpu in EMULATED_CPUS}
+    for cpu, run in runs.items():
+        assert run.wait(RUN_TIMEOUT) == 0, run.output
+        assert _printed_hashes(run) == _recorded([*EMULATED, PRODUCTS]), f"qemu-x86_64 -cpu {cpu}"
 
 
 def test_another_thread_count_is_refused_once_tensorflow_has_loaded():
     """This process loaded TensorFlow with 2 threads (conftest): 4 would silently not apply."""
-    with pytest.raises(ConfigError, match="--intra_op_threads=4: TensorFlow loaded in this process with 2 "):
-        compat.pin_intra_op_threads(4)
-    compat.pin_intra_op_threads(2)  # the count it has: nothing to refuse
+    with pytest.raises(ConfigError, match="^--intra_op_threads=4: TensorFlow loaded in this process with TF_NUM_IN"):
+        compat.pin_before_loading(intra_op_threads=4)
+    with pytest.raises(ConfigError, match="^--kernels=fast: TensorFlow loaded in this process with TENSORFLOW_USE_"):
+        compat.pin_before_loading(kernels="fast")
+    compat.pin_before_loading(2, "portable")  # what it has: nothing to refuse
+    compat.pin_before_loading()

@@ -1,8 +1,10 @@
-"""Layers from `get_variable` and `tf.nn` ops only, so recipes run on TF 1.15 and 2.x alike."""
+"""Layers from `get_variable` and `tf.nn` ops only, so recipes run on TF 1.15 and 2.x alike, and every
+product through `products.matmul`, so they train the same bits on every x86-64 CPU."""
 
 import numpy as np
 
 from parallel_tf.compat import tf
+from parallel_tf.graph.products import conv2d_same, matmul
 
 
 def dense(inputs, units, name, activation=None):
@@ -10,7 +12,7 @@ def dense(inputs, units, name, activation=None):
     with tf.variable_scope(name):
         weights = tf.get_variable("weights", [inputs.shape[-1], units], initializer=tf.glorot_uniform_initializer())
         biases = tf.get_variable("biases", [units], initializer=tf.zeros_initializer())
-        outputs = tf.nn.bias_add(tf.matmul(inputs, weights), biases)
+        outputs = tf.nn.bias_add(matmul(inputs, weights), biases)
     return activation(outputs) if activation else outputs
 
 
@@ -28,7 +30,7 @@ def conv2d(inputs, filters, kernel_size, name, activation=relu):
             initializer=tf.glorot_uniform_initializer(),
         )
         biases = tf.get_variable("biases", [filters], initializer=tf.zeros_initializer())
-        outputs = tf.nn.bias_add(tf.nn.conv2d(inputs, kernel, strides=[1, 1, 1, 1], padding="SAME"), biases)
+        outputs = tf.nn.bias_add(conv2d_same(inputs, kernel), biases)
     return activation(outputs) if activation else outputs
 
 

@@ -20,6 +20,7 @@ import math
 from parallel_tf.compat import tf
 from parallel_tf.graph.collectives import pack
 from parallel_tf.graph.model import LOCAL
+from parallel_tf.graph.products import contract
 
 
 def as_matrix(shape):
@@ -67,11 +68,11 @@ class LowRank:
         matrices = [
             tf.reshape(g, as_matrix(shape)) + e for g, shape, e in zip(gradients, self.shapes, self.errors, strict=True)
         ]
-        flat, unpack = pack([tf.matmul(m, q) for m, q in zip(matrices, self.qs, strict=True)])
+        flat, unpack = pack([contract(m, q) for m, q in zip(matrices, self.qs, strict=True)])
         ps = [orthonormal_columns(p) for p in unpack(collectives.sum(flat) / workers)]
-        flat, unpack = pack([tf.matmul(m, p, transpose_a=True) for m, p in zip(matrices, ps, strict=True)])
+        flat, unpack = pack([contract(m, p, transpose_a=True) for m, p in zip(matrices, ps, strict=True)])
         qs = unpack(collectives.sum(flat) / workers)
-        approximations = [tf.matmul(p, q, transpose_b=True) for p, q in zip(ps, qs, strict=True)]
+        approximations = [contract(p, q, transpose_b=True) for p, q in zip(ps, qs, strict=True)]
         kept = [e.assign(m - a) for e, m, a in zip(self.errors, matrices, approximations, strict=True)]
         kept += [q.assign(new) for q, new in zip(self.qs, qs, strict=True)]
         with tf.control_dependencies(kept):

@@ -69,8 +69,10 @@ MODELS = {
 }
 SYSTEMS = {
     "process": System("one process (the limit)", "limit"),
+    "process_fast": System("one process, --kernels=fast", "limit", flags=("--kernels=fast",)),
     "floor": System("parameter-server floor", "floor", strategy="floor"),
     "sync": System("sync, ordered", "sync", mode="sync"),
+    "sync_fast": System("sync, ordered, --kernels=fast", "sync", mode="sync", flags=("--kernels=fast",)),
     "strict": System("sync, strict", "sync", mode="sync", flags=("--strict_determinism",)),
     "accumulator": System("sync, accumulator", "sync", mode="sync", flags=("--aggregation=accumulator",)),
     "sync_loop": System("sync, ordered, 10 steps a run", "sync", mode="sync", steps_per_run=10),
@@ -304,7 +306,7 @@ def command_for(model_name, system_name, workers):
     # Ours checkpoint only at the end, unless told otherwise: a save inside the measured steps would count.
     run_flags = ["--checkpoint_every=0", *run_flags]
     if system.kind == "limit":
-        return runs.single_process_command(recipe), run_flags
+        return runs.single_process_command(recipe), [*run_flags, *system.flags]
     loop = [f"--steps_per_run={per_run}"] if per_run > 1 else []
     return runs.cluster_command(recipe, system.mode, workers), [*run_flags, *system.flags, *loop]
 

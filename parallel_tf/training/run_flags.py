@@ -28,6 +28,7 @@ from parallel_tf.training import modes, options, profiling, techniques
 
 FLAGS = flags.FLAGS
 RESOLVERS = ("slurm", "tfjob")
+MAX_INTRA_OP_THREADS = 1024  # more is a typo: TensorFlow would start that many threads in every task
 
 # The run flags of every mode, besides the run options.
 CORE_RUN_FLAGS = (
@@ -44,6 +45,7 @@ CORE_RUN_FLAGS = (
     "trace_steps",
     "nan_guard",
     "intra_op_threads",
+    "kernels",
 )
 
 
@@ -232,10 +234,21 @@ def define_run_flags(flag_values=FLAGS):
     )
     flags.DEFINE_integer(
         "intra_op_threads",
-        compat.PINNED_THREADS,
-        "Threads each task's CPU kernels split an op over. Fixed, whatever the machine's cores, because Eigen "
-        "splits a matrix product's sums by it: the same count trains the same bits on every machine.",
+        None,
+        f"Threads each task's CPU kernels split an op over (default: the environment's {compat.INTRA_OP_THREADS}, "
+        f"else {compat.PINNED_THREADS}, whatever the machine's cores). Eigen splits some sums by it: the same "
+        "count trains the same bits on every machine.",
         lower_bound=1,
+        upper_bound=MAX_INTRA_OP_THREADS,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_enum(
+        "kernels",
+        None,
+        list(compat.KERNELS),
+        f"portable (default, unless the environment's {compat.CONTRACTION_KERNEL} says true): the same bits on "
+        "every x86-64 CPU with AVX2, each product's sums cut into runs no CPU's kernel cuts again "
+        "(graph/products.py); fast: TensorFlow's own products and oneDNN's sgemm, whose bits follow the CPU.",
         flag_values=flag_values,
     )
     options.define_flags(run_options=True, flag_values=flag_values)

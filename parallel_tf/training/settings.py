@@ -8,7 +8,6 @@ import os
 
 from absl import flags
 
-from parallel_tf import compat
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.cluster import slurm
 from parallel_tf.errors import ConfigError
@@ -43,7 +42,8 @@ class Settings:
     log_every: int = 50
     snapshot_every: int = 0
     nan_guard: bool = True
-    intra_op_threads: int = compat.PINNED_THREADS
+    intra_op_threads: int | None = None  # None: the environment's count, else compat.PINNED_THREADS
+    kernels: str | None = None  # None: what the environment says, else portable (compat.kernels)
     startup_timeout: float = 60.0
     checkpoint_every: int = 100
     fresh: bool = False

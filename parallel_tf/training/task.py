@@ -44,7 +44,7 @@ def main(recipe, argv):
     _configure_logging()
     try:
         settings = settings_from_flags()
-        compat.pin_intra_op_threads(settings.intra_op_threads)  # before anything loads TensorFlow
+        compat.pin_before_loading(settings.intra_op_threads, settings.kernels)  # before anything loads TensorFlow
         if flags.FLAGS.check_flags:  # every flag checked; nothing started, read or written
             datasets.check_loader_flags(recipe.datasets[settings.dataset], settings)
             print(f"{CHECKED_DATASET}{settings.dataset}")  # the launcher downloads it before fencing

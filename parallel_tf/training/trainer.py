@@ -36,7 +36,7 @@ class Trainer:
     chief's summary (None on other workers)."""
 
     def __init__(self, recipe, dataset, settings, target=""):
-        compat.pin_intra_op_threads(settings.intra_op_threads)  # refused where TensorFlow loaded with another
+        compat.pin_before_loading(settings.intra_op_threads, settings.kernels)  # refused where TF loaded otherwise
         self.recipe, self.dataset, self.settings, self.target = recipe, dataset, settings, target
         self._diverged = self._rejoined = False
         self.session_runs = 0  # the training runs this process made: with --steps_per_run, one per k steps
