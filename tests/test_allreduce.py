@@ -7,14 +7,25 @@ import threading
 
 import numpy as np
 import pytest
-from inprocess import half_mean_square, joined_workers, scalar_dataset, scalar_recipe, slope, train
+from inprocess import (
+    half_mean_square,
+    joined_workers,
+    linear,
+    scalar_dataset,
+    scalar_recipe,
+    slope,
+    train,
+    worker_settings,
+)
 from models import DIGITS, FLAGS, MLP, sha
 
+from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError, TaskFailure
 from parallel_tf.graph import codecs, gathered_codes
 from parallel_tf.graph.collectives import Collectives
-from parallel_tf.training.modes import allreduce
+from parallel_tf.training import techniques
+from parallel_tf.training.techniques import compression
 
 pytestmark = pytest.mark.inprocess
 STRICT = {"strict_determinism": True, "microbatches": 8}
@@ -107,9 +118,9 @@ NEAR_ONE = scalar_dataset(1 + 2**-12, 3)
 def test_a_half_precision_transport_rounds_each_gradient_before_the_ring_adds_them(tmp_path, transport, w1):
     """One step from w = 0 on x = 1 + 2^-12 and 3: the gradients w − x are −(1 + 2^-12) and −3. In float32
     the mean is −(2 + 2^-13) and w ← 0 − ½·mean = 1 + 2^-14. float16 (10 bits after the point) and bfloat16
-    (7) round −(1 + 2^-12) to −1 before the ring adds: the mean is −2 and w = 1 exactly. The losses go in
-    float32 whatever the transport, so the logged loss is float32's; a float32 step sends [g, loss 0, loss 1]
-    (12 bytes each way with 2 workers), a half one g in 2 bytes and the two losses in 8."""
+    (7) round each worker's share, −(1 + 2^-12)/2, to −1/2 before the ring adds: the mean is −2 and w = 1.
+    The losses go in float32 whatever the transport, so the logged loss is float32's; a float32 step sends
+    [g, loss 0, loss 1] (12 bytes each way with 2 workers), a half one g in 2 bytes and the two losses in 8."""
     quadratic = scalar_recipe(half_mean_square, w0=0.0)
     run = train(quadratic, NEAR_ONE, tmp_path / transport, "allreduce", train_steps=1, allreduce_transport=transport)
     whole = train(quadratic, NEAR_ONE, tmp_path / "whole", "allreduce", train_steps=1)
@@ -118,12 +129,45 @@ def test_a_half_precision_transport_rounds_each_gradient_before_the_ring_adds_th
     assert run["summary"]["bytes_sent_per_step"] == (12 if transport == "float32" else 2 + 8)
 
 
-def test_a_half_precision_run_repeats_bitwise_and_one_worker_rounds_nothing(tmp_path):
-    """The ring adds float16 in its fixed order; with one worker nothing crosses, so nothing is rounded."""
+def test_a_half_precision_run_repeats_bitwise(tmp_path):
+    """The ring adds float16 in its fixed order."""
     half = {"allreduce_transport": "float16"}
     first, second = (sha(tmp_path / name, "allreduce", **half) for name in ("first", "second"))
     assert first == second != sha(tmp_path / "float32", "allreduce")
-    assert sha(tmp_path / "one", "allreduce", num_workers=1, **half) == sha(tmp_path / "single", "single")
+
+
+def test_float16_shares_of_a_mean_that_fits_do_not_overflow(tmp_path):
+    """Two workers' gradients −40000 (linear loss, x = y = 40000: ∂/∂w mean(y (x − w)) = −40000): their sum,
+    −80000, is past float16's 65504, their mean is not. Each sends its half, −20000, exact in float16 (a
+    multiple of its spacing there, 16); the ring adds −40000 (spacing 32), and w ← 0 − ½·(−40000) = 20000."""
+    big = scalar_dataset(40000, 40000)
+    run = train(scalar_recipe(linear, w0=0.0), big, tmp_path, "allreduce", train_steps=1, allreduce_transport="float16")
+    assert w(run) == 20000.0
+    assert run["summary"]["final_loss"] == 40000.0 * (40000.0 - 20000.0)
+
+
+def test_one_worker_with_buckets_repeats_the_plain_runs_bits(tmp_path):
+    """Every variable a bucket of its own, one worker: a bucket's sum is there as soon as its gradient is, so
+    an update made then would change a weight backprop still reads for the layer below. Updates wait for
+    every mean: five runs, one hash, the one-collective run's (which is the one process's)."""
+    plain = sha(tmp_path / "plain", "allreduce", num_workers=1, train_steps=20)
+    bucketed = {
+        sha(tmp_path / f"r{i}", "allreduce", num_workers=1, train_steps=20, allreduce_bucket_mb=0.0001)
+        for i in range(5)
+    }
+    assert bucketed == {plain}
+
+
+def test_random_codes_draw_from_the_runs_seed_as_on_the_parameter_servers(tmp_path):
+    """QSGD's roundings at seed 1: every worker draws from stream seed·2¹⁶ + worker on all-reduce as on the
+    parameter servers, so the gathered codes of two workers train sync's bits at every seed."""
+    codes = {**FLAGS, "gradient_compression": "qsgd:4", "seed": 1}
+    gathered = train(MLP, DIGITS, tmp_path / "allreduce", "allreduce", **codes)["summary"]["params_sha256"]
+    assert (
+        gathered == sha(tmp_path / "sync", "sync", **codes) != sha(tmp_path / "seed0", "sync", **{**codes, "seed": 0})
+    )
+    settings = worker_settings("single", None, 1, None, {**FLAGS, "seed": 1})
+    assert techniques.random_stream(settings) == 1 * 2**16 + 1
 
 
 def test_buckets_are_counted_and_two_workers_train_the_one_collective_s_bits(tmp_path):
@@ -188,11 +232,30 @@ def test_gathered_random_codes_of_four_workers_repeat_bitwise(tmp_path):
 def test_gathering_codes_is_refused_where_it_sends_more_than_the_float_ring(workers, refused):
     """The MLP's 8-bit payload, 9,626 bytes, from each of N − 1 workers, against the ring's 2(N−1)/N·4·9,610:
     at 7 workers 57,756 against 65,897; at 8, 67,382 against 67,270."""
-    with tf.Graph().as_default():
-        variables = [tf.Variable(tf.zeros(shape)) for shape in ([64, 128], [128], [128, 10], [10])]
-        check = lambda: allreduce._check_gathering_pays(codecs.parse("8bit"), variables, workers, "8bit")  # noqa: E731
-        if not refused:
-            check()
-            return
-        with pytest.raises(ConfigError, match=r"^--gradient_compression=8bit over all-reduce gathers 67382 bytes a "):
-            check()
+    shapes = [[64, 128], [128], [128, 10], [10]]
+    values = {"mode": "allreduce", "gradient_compression": "8bit"}
+    cluster = cluster_lib.parse({"cluster": {"worker": [f"127.0.0.1:{1 + w}" for w in range(workers)]}}, "test")
+    check = lambda: compression.check_shapes(values, cluster, shapes)  # noqa: E731
+    if not refused:
+        check()
+        return
+    with pytest.raises(ConfigError, match=r"^--gradient_compression=8bit over all-reduce gathers 67382 bytes a "):
+        check()
+
+
+@pytest.mark.parametrize(
+    "mode, flags",
+    [
+        ("allreduce", {"powersgd_rank": 1}),
+        ("allreduce", {"gradient_compression": "8bit"}),
+        ("sync", {"gradient_compression": "8bit"}),
+    ],
+    ids=["PowerSGD", "gathered 8-bit codes", "8-bit codes to the parameter servers"],
+)
+def test_a_run_with_error_feedback_trained_on_ends_on_the_straight_runs_bits(tmp_path, mode, flags):
+    """Each worker's error (PowerSGD's e, a codec's residual) is copied into the checkpoint with the parameters
+    and set again as the worker joins: 15 steps, then on to 30, train what 30 straight do."""
+    flags = {**FLAGS, **flags}
+    train(MLP, DIGITS, tmp_path / "resumed", mode, **{**flags, "train_steps": 15})
+    resumed = train(MLP, DIGITS, tmp_path / "resumed", mode, **flags)
+    assert resumed["summary"]["params_sha256"] == sha(tmp_path / "whole", mode, **flags)

@@ -184,9 +184,37 @@ def cases(tmp):
             "ps:0's port",
         ),
         "unwritable logdir": (recipe_command(f"--logdir={a_file / 'run'}"), "cannot write there: Not a directory"),
+        "a rank that compresses none of the matrices": (
+            launcher_command("--mode=allreduce", "--powersgd_rank=200"),
+            "--powersgd_rank=200 compresses none of the model's matrices by --powersgd_min_compression=2",
+        ),
+        "gathered codes that send more than the ring": (
+            launcher_command("--mode=allreduce", "--num_workers=8", "--gradient_compression=8bit"),
+            "--gradient_compression=8bit over all-reduce gathers 67382 bytes a step from the other 7 workers",
+        ),
+        "an absurd thread count": (
+            recipe_command("--intra_op_threads=100000"),
+            "--intra_op_threads=100000",
+        ),
+        "a half-precision transport with one worker": (
+            launcher_command("--mode=allreduce", "--num_workers=1", "--allreduce_transport=float16"),
+            "--allreduce_transport=float16 with one worker: nothing crosses the ring",
+        ),
+        "a link for one all-reduce worker": (
+            launcher_command("--mode=allreduce", "--num_workers=1", "--link_rate=100mbit"),
+            "--link_rate=100mbit with one all-reduce worker: nothing crosses a link",
+        ),
+        "more simulated hosts than tasks": (
+            launcher_command("--simulate_hosts=5"),
+            "--simulate_hosts=5 is more than the cluster's 3 tasks: 2 host(s) would hold none",
+        ),
+        "a launch resuming a run with other settings": (
+            launcher_command(f"--logdir={unfinished}"),
+            f"--logdir={unfinished} holds an unfinished run that this command is not: seed 7, here 0;",
+        ),
         "resume with other settings": (
             recipe_command(f"--logdir={unfinished}"),
-            "holds an unfinished run with seed=7; this command has seed=0",
+            "holds an unfinished run that this command is not: seed 7, here 0; ",
         ),
         "empty host list": (
             recipe_command("--ps_hosts=", "--worker_hosts=127.0.0.1:2", "--job_name=worker"),
@@ -513,6 +541,7 @@ def cases(tmp):
 # "unknown flag" and "batch not divisible by workers" stay real processes: one of each kind of refusal
 # (absl's parser, our check) shows the process's exit code and single line.
 FLAGS_ONLY = {
+    "an absurd thread count",
     "an infinite learning rate",
     "decay milestones out of order",
     "a straggler's delay that is not a number",

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 
 import models
@@ -303,3 +304,61 @@ def test_parameter_server_gives_up_on_a_worker_that_never_comes(procs):
     )
     assert run.wait(60) == 1
     assert f"ps:0 failed: worker:0 at {worker_address} is not running and has not finished" in run.output
+
+
+def test_a_cosine_run_stopped_mid_way_resumes_only_with_its_schedule_and_then_ends_on_the_straight_runs_bits(
+    procs, tmp_path
+):
+    """Sync, 2 workers, --lr_schedule=cosine over 100 steps, worker:1 killed after the step-40 checkpoint and
+    no restart: the launcher stops the run. The same command without --lr_schedule would train steps 40..100
+    at a constant rate: it is refused, in one line, before any task starts. With it, the run ends on the
+    uninterrupted run's parameters (trained in-process)."""
+    logdir = tmp_path / "cosine"
+    flags = [*STEPS, "--checkpoint_every=20", "--worker_delay_ms=1:20"]
+    run = procs.start(launcher_command(f"--logdir={logdir}", *flags, "--lr_schedule=cosine"))
+    kill_worker_after_checkpoint(run, logdir, 40)
+    assert run.wait(RUN_TIMEOUT) == 1, run.output
+    without = procs.start(launcher_command(f"--logdir={logdir}", *flags))
+    assert without.wait(RUN_TIMEOUT) == 2, without.output
+    assert without.lines == [
+        f"error: --logdir={logdir} holds an unfinished run that this command is not: learning_rate_schedule "
+        + without.lines[0].split("learning_rate_schedule ", 1)[1]
+    ]
+    assert "lr_schedule cosine, here constant" in without.output and "started" not in without.output
+    resumed = procs.start(launcher_command(f"--logdir={logdir}", *flags, "--lr_schedule=cosine"))
+    assert resumed.wait(RUN_TIMEOUT) == 0, resumed.output
+    assert re.search(r"\[worker:0\] .*resuming from .*model\.ckpt-40 at step 40/100", resumed.output)
+    reference = models.sha(tmp_path / "reference", "sync", train_steps=100, lr_schedule="cosine")
+    assert read_summary(logdir)["params_sha256"] == reference
+
+
+def test_a_task_that_dies_after_the_chief_finished_the_run_leaves_it_a_success(procs, tmp_path):
+    """A recipe whose chief writes the run's summary and exits 0 while worker:1 exits 1 after it: with
+    --max_restarts=1 the launcher does not restart a finished run (the restart would refuse its logdir, as
+    holding a finished run); it says what died and exits 0 with the run's result."""
+    recipe = tmp_path / "finished_then_died.py"
+    recipe.write_text(
+        textwrap.dedent(
+            """\
+            import json, os, sys, time
+            args = dict(a.lstrip("-").split("=", 1) for a in sys.argv[1:] if "=" in a)
+            if "--check_flags" in sys.argv or args.get("job_name") == "ps":
+                sys.exit(0)
+            if args["task_index"] == "0":
+                summary = {"train_steps": 100, "eval_accuracy": 0.5, "final_loss": 1.0, "ms_per_step": 1.0,
+                           "params_sha256": "0" * 64}
+                with open(os.path.join(args["logdir"], "summary.json"), "w") as f:
+                    json.dump(summary, f)
+                sys.exit(0)
+            time.sleep(1)
+            sys.exit(1)
+            """
+        )
+    )
+    logdir = tmp_path / "run"
+    run = procs.start(launcher_command(f"--recipe={recipe}", f"--logdir={logdir}", *STEPS, "--max_restarts=1"))
+    assert run.wait(RUN_TIMEOUT) == 0, run.output
+    assert (
+        "[launch] worker:1 exited with status 1 after the chief finished the run; stopped the other tasks" in run.output
+    )
+    assert "restart" not in run.output and "params_sha256 " + "0" * 64 in run.output

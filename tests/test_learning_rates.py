@@ -165,13 +165,13 @@ def compose(mode, given):
     return run_check.check_run(mode, cluster_lib.parse(spec, "test"), {**values, **given}, set(given))
 
 
-def test_run_json_records_a_schedule_so_a_resume_must_keep_it_and_older_runs_still_resume():
-    """The schedule is part of what a resume must match (logdir.run_identity), recorded only when one is
-    used: a run without one has the identity it always had. Cosine's D defaults to the steps after
-    warm-up, so a resume that trains longer would change it, and is refused."""
+def test_run_json_records_the_schedule_so_a_resume_must_keep_it():
+    """The schedule a run's flags settle is part of what a resume must match (logdir.run_identity), recorded
+    for every run, so a run resumed without the schedule it had (or with one it had not) is refused. Cosine's
+    D defaults to the steps after warm-up, so a resume that trains longer would change it, and is refused."""
     fields = SINGLE
     plain = logdir.run_identity("mnist", settings_lib.run_settings(**fields))
-    assert "learning_rate_schedule" not in plain
+    assert plain["learning_rate_schedule"]["kind"] == "constant" and plain["lr_schedule"] == "constant"
     cosine = logdir.run_identity("mnist", settings_lib.run_settings(**fields, lr_schedule="cosine", warmup_steps=10))
     assert cosine["learning_rate_schedule"] == {
         "base": 0.1,

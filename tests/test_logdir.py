@@ -35,8 +35,25 @@ def test_a_recorded_run_accepts_the_same_run_and_refuses_another(tmp_path):
     record_run(str(tmp_path), IDENTITY)
     assert json.loads((tmp_path / "run.json").read_text()) == IDENTITY
     check_same_run(str(tmp_path), IDENTITY)  # the same command again: a resume
-    with pytest.raises(ConfigError, match="unfinished run with seed=0; this command has seed=3"):
+    with pytest.raises(
+        ConfigError, match="run that this command is not: seed 0, here 3; only --train_steps may change"
+    ):
         check_same_run(str(tmp_path), dict(IDENTITY, seed=3))
+
+
+def test_a_key_recorded_on_one_side_only_is_a_difference(tmp_path):
+    """A run recorded with a schedule, resumed by a command without one, and the other way round; a finished
+    run being trained on is called finished, and the line says what may change."""
+    record_run(str(tmp_path), dict(IDENTITY, lr_schedule="cosine"))
+    with pytest.raises(
+        ConfigError, match=r"unfinished run that this command is not: lr_schedule cosine, here \(none\)"
+    ):
+        check_same_run(str(tmp_path), IDENTITY)
+    (tmp_path / "summary.json").write_text(json.dumps({"train_steps": 200}))
+    with pytest.raises(ConfigError, match=r"a run finished at step 200 that this command is not: lr_schedule cosine"):
+        check_same_run(str(tmp_path), IDENTITY)
+    with pytest.raises(ConfigError, match=r"is not: model \(none\), here cnn; only --train_steps may change to resume"):
+        check_same_run(str(tmp_path), dict(IDENTITY, lr_schedule="cosine", model="cnn"))
 
 
 def test_a_resume_may_run_on_another_network(tmp_path):

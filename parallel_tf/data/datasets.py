@@ -166,6 +166,13 @@ def check_data_flags(dataset, settings):
             raise ConfigError(f"--{flag} does not apply to --dataset={dataset}, which needs no files")
 
 
+def known_shape(loader):
+    """(feature shape, classes) of one of this module's loaders, without reading anything (a task's
+    --check_flags builds the model from it); None for a recipe's own loader."""
+    cifar = (CIFAR10_SHAPE, 10)
+    return {digits: ((64,), 10), mnist: ((784,), 10), cifar10: cifar, synthetic_cifar10: cifar}.get(loader)
+
+
 def check_loader_flags(loader, settings):
     """check_data_flags for one of this module's loaders, before it reads anything (a task's
     --check_flags); a recipe's own loader checks its flags itself, when it loads."""

@@ -46,6 +46,7 @@ import dataclasses
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.model import LOCAL
+from parallel_tf.graph.worker_state import keep
 
 NAMES = ("8bit", "1bit", "topk:K", "qsgd:S[:B]", "terngrad")
 MAX_LEVELS = 127  # a signed level fits in an int8
@@ -211,12 +212,13 @@ def seeds(step, stream, count):
 
 def encoded(codec, tensor, seed, feedback):
     """(the payload of `tensor`, flattened, and the ops that keep what the encoding lost). With error feedback a
-    residual, a local variable (each worker its own), is added first and keeps v − D(C(v)) for the next step."""
+    residual, a local variable (each worker its own, in the checkpoint: worker_state.py), is added first and
+    keeps v − D(C(v)) for the next step."""
     v = tf.reshape(tensor, [-1])
     if not feedback:
         return codec.encode(v, seed), []
     size = v.shape.num_elements()
-    residual = tf.Variable(tf.zeros([size]), trainable=False, collections=LOCAL, name="residual")
+    residual = keep(tf.Variable(tf.zeros([size]), trainable=False, collections=LOCAL, name="residual"))
     v = v + residual
     payload = codec.encode(v, seed)
     return payload, [residual.assign(v - codec.decode(payload, size))]

@@ -8,6 +8,8 @@ The payload's parts are gathered one collective per kind: bytes (int8 codes, pac
 int32 word, since CollectiveGather takes no bytes), float32 (scales, top-k values) and int32 (indices).
 """
 
+import math
+
 from parallel_tf.compat import tf
 from parallel_tf.graph import codecs
 from parallel_tf.graph.aggregation import tree_sum
@@ -15,9 +17,14 @@ from parallel_tf.graph.aggregation import tree_sum
 BYTES = "bytes"  # the kind of the int8 and uint8 parts, gathered together as int32 words
 
 
-def payload_bytes(codec, variables):
-    """What one worker's payload of `variables`' gradients holds, in bytes."""
-    return sum(codec.payload_bytes(v.shape.num_elements()) for v in variables)
+def pays(codec, shapes, workers):
+    """(whether gathering every worker's codes of gradients of `shapes` sends fewer bytes than the float ring,
+    the bytes gathered from the others, the ring's): (N−1)·p against 2(N−1)/N·4n. With one worker nothing
+    crosses either way."""
+    elements = [math.prod(shape) for shape in shapes]
+    gathered = (workers - 1) * sum(codec.payload_bytes(n) for n in elements)
+    ring = 2 * (workers - 1) * 4 * sum(elements) / workers
+    return workers == 1 or gathered < ring, gathered, ring
 
 
 def mean_of_codes(gradients, collectives, codec, feedback, seeds):

@@ -48,6 +48,15 @@ def mean_cross_entropy(labels, logits):
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
 
 
+def trainable_shapes(recipe, feature_shape, num_classes):
+    """The shape of each trainable variable of `recipe`'s model on examples of `feature_shape`, from a graph
+    built and thrown away: what the checks that need the model read, before any task starts."""
+    with tf.Graph().as_default():
+        features = tf.placeholder(tf.float32, (None, *feature_shape))
+        model_on(recipe, features, tf.placeholder(tf.int64, (None,)), num_classes)
+        return [v.shape.as_list() for v in tf.trainable_variables()]
+
+
 def build_model(recipe, dataset, custom_getter=None):
     """Placeholders for one slice of a batch, the recipe's logits, and the recipe's loss on them.
 

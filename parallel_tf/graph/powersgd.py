@@ -10,9 +10,10 @@ by an all-reduce: with M = G + e (e: what earlier steps' approximations left out
 (n + m)·r floats cross instead of n·m. Q starts seeded at random, the same on every worker (the
 chief's, broadcast), and each step starts from the last one's (warm start): one power iteration a step.
 Every worker computes the same P and Q from the same sums, so the copies stay equal; the ring adds in
-a fixed order, so runs repeat bitwise. e is each worker's own (a local variable: a resume starts it
-from zero, as the parameter servers' codecs' residuals). Only matrices the factors shrink at least
-`min_compression` times go this way (DDP's min_compression_rate); the others are sent whole.
+a fixed order, so runs repeat bitwise. e is each worker's own (a local variable, copied into the
+checkpoint at every checkpointed step, graph/worker_state.py, so a resume starts from it). Only matrices
+the factors shrink at least `min_compression` times go this way (DDP's min_compression_rate); the others
+are sent whole.
 """
 
 import math
@@ -21,6 +22,7 @@ from parallel_tf.compat import tf
 from parallel_tf.graph.collectives import pack
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.products import contract
+from parallel_tf.graph.worker_state import keep
 
 
 def as_matrix(shape):
@@ -59,6 +61,7 @@ class LowRank:
             initial = tf.random_normal_initializer(seed=seed + i)
             self.qs.append(tf.get_variable(f"powersgd/q_{name}", [m, rank], initializer=initial, trainable=False))
             error = tf.Variable(tf.zeros([n, m]), trainable=False, collections=LOCAL, name=f"powersgd/e_{name}")
+            keep(error)  # each worker's own, in the checkpoint
             self.errors.append(error)
 
     def means(self, gradients, collectives):

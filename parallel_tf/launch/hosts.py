@@ -84,6 +84,11 @@ def layout(mode, num_ps, num_workers, num_groups, num_hosts=None):
     everywhere (cluster.assign_jobs)."""
     num_ps, num_groups = modes.server_counts(mode, num_ps, num_groups)
     counts = [num_ps, num_groups, num_workers]  # in start order
+    if num_hosts and num_hosts > sum(counts):
+        raise ConfigError(
+            f"--simulate_hosts={num_hosts} is more than the cluster's {sum(counts)} tasks: "
+            f"{num_hosts - sum(counts)} host(s) would hold none"
+        )
     used = [0] * (num_hosts or sum(counts))
     addresses = []
     for count in counts:

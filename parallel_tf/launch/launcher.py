@@ -243,7 +243,9 @@ def run_with_restarts(cluster, recipe_path, run_dir, common, simulated):
         if simulated:
             enter_host = {name: simulated.enter(hosts.host_of(address)) for name, address in cluster.tasks()}
         failed = Cluster(tasks, gpu_environments(cluster), spare_workers, enter_host).run()
-        if not failed:
+        if failed and finished(run_dir, FLAGS.train_steps):  # the chief wrote the whole run's summary first
+            say(f"{failed[0]} {describe_exit(failed[1])} after the chief finished the run; stopped the other tasks")
+        if not failed or finished(run_dir, FLAGS.train_steps):
             report_summary(run_dir)
             return 0
         name, code = failed
@@ -361,6 +363,16 @@ def gpu_environments(cluster, gpus=None):
     environments = {f"{job}:{i}": "" for job in cluster_lib.SERVER_JOBS for i in range(len(cluster.jobs.get(job, ())))}
     environments.update({f"worker:{i}": gpus[i % len(gpus)] for i in range(cluster.num_workers)})
     return environments
+
+
+def finished(run_dir, train_steps):
+    """Whether `run_dir` holds the summary of a run trained to `train_steps`: this run's, since a finished run
+    of as many steps is refused before anything starts."""
+    try:
+        with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as f:
+            return json.load(f)["train_steps"] == train_steps
+    except (OSError, ValueError, KeyError):
+        return False
 
 
 def report_summary(run_dir):

@@ -23,10 +23,9 @@ KEEP_LATEST = 3
 class Checkpoints:
     """Build in the graph (before it is finalised), on the chief only."""
 
-    def __init__(self, logdir, init_variables, every, only_finite=True):
+    def __init__(self, logdir, init_variables, only_finite=True):
         scratch = {v.name for v in tf.get_collection(SCRATCH)}
         saved = [v for v in init_variables if v.name not in scratch]
-        self.every = every
         self.prefix = os.path.join(logdir, "model.ckpt")
         self.latest = tf.train.latest_checkpoint(logdir)  # None: a fresh start
         # Relative paths in the `checkpoint` index: a logdir moved aside (--fresh) or copied still resumes.

@@ -6,6 +6,7 @@ import datetime
 import json
 import os
 
+from parallel_tf import compat
 from parallel_tf.errors import ConfigError
 
 FINISHED_MARKERS = ("summary.json",)
@@ -17,12 +18,23 @@ def default_logdir(recipe, mode):
     same second cannot share it (and one resume the other)."""
     for path in _numbered(os.path.join("runs", f"{recipe}-{mode}-{_now()}")):
         try:
-            os.makedirs(path)
+            _make_dirs(path)
             return path
         except FileExistsError:
             continue
         except OSError as e:
             raise ConfigError(f"cannot create {path} for the outputs: {e.strerror}; give --logdir") from None
+
+
+def _make_dirs(path, tries=5):
+    """os.makedirs, tried again where another run's remove_if_empty took the empty runs/ away between the
+    parent's creation and the leaf's (FileNotFoundError)."""
+    for _ in range(tries - 1):
+        try:
+            return os.makedirs(path)
+        except FileNotFoundError:
+            continue
+    return os.makedirs(path)
 
 
 def remove_if_empty(path):
@@ -45,6 +57,20 @@ def prepare_logdir(logdir, flag="--logdir", markers=FINISHED_MARKERS, fresh=Fals
     if fresh and os.path.isdir(logdir) and os.listdir(logdir):
         moved_to = next(p for p in _numbered(f"{os.path.normpath(logdir)}.old-{_now()}") if not os.path.exists(p))
         os.rename(logdir, moved_to)
+    _refuse_finished(logdir, flag, markers, train_steps)
+    try:
+        os.makedirs(logdir, exist_ok=True)
+        probe = os.path.join(logdir, ".write_test")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as e:
+        raise ConfigError(f"{flag}={logdir}: cannot write there: {e.strerror}") from None
+    return moved_to
+
+
+def _refuse_finished(logdir, flag, markers, train_steps):
+    """Raises ConfigError where `logdir` holds a finished run (`markers`) that `train_steps` would not train on."""
     for marker in markers:
         if not os.path.exists(os.path.join(logdir, marker)):
             continue
@@ -62,15 +88,6 @@ def prepare_logdir(logdir, flag="--logdir", markers=FINISHED_MARKERS, fresh=Fals
                 else ""
             )
         )
-    try:
-        os.makedirs(logdir, exist_ok=True)
-        probe = os.path.join(logdir, ".write_test")
-        with open(probe, "w"):
-            pass
-        os.remove(probe)
-    except OSError as e:
-        raise ConfigError(f"{flag}={logdir}: cannot write there: {e.strerror}") from None
-    return moved_to
 
 
 def _steps_trained(logdir):
@@ -85,32 +102,55 @@ def _steps_trained(logdir):
 # What run.json records of a run without it deciding whether a resume is the same run: the link it had
 # (--link_rate changes when things happen, not what is computed, so a resume may run on another).
 DESCRIBED = ("network",)
+ONLY_CHANGE = "only --train_steps may change"
 
 
 def check_same_run(logdir, identity):
-    """Raises ConfigError if `logdir` holds an unfinished run that is not this one (`identity`:
-    recipe, seed, batch, ...), so a resume can never mix two experiments."""
+    """Raises ConfigError if `logdir` holds a run that is not this one (`identity`: recipe, seed, batch, ...),
+    so a resume can never mix two experiments. Every key counts: one recorded on one side only is a
+    difference (a run that had no schedule against a command with one)."""
     path = os.path.join(logdir, RUN_FILE)
     if not os.path.exists(path):
         return
     with open(path, encoding="utf-8") as f:
         recorded = json.load(f)
-    changed = [
-        key for key in sorted(identity) if key in recorded and key not in DESCRIBED and recorded[key] != identity[key]
-    ]
+    identity = json.loads(json.dumps(identity))  # as run.json holds it: tuples as lists
+    changed = sorted(  # those both sides recorded first: the likeliest slip
+        (key for key in identity.keys() | recorded.keys() if recorded.get(key, _NONE) != identity.get(key, _NONE)),
+        key=lambda key: (key not in recorded or key not in identity, key),
+    )
+    changed = [key for key in changed if key not in DESCRIBED]
     if changed:
-        was = ", ".join(f"{key}={recorded[key]}" for key in changed)
-        now = ", ".join(f"{key}={identity[key]}" for key in changed)
+        trained = _steps_trained(logdir)
+        which = f"a run finished at step {trained}" if trained is not None else "an unfinished run"
+        shown = "; ".join(
+            f"{key} {recorded.get(key, '(none)')}, here {identity.get(key, '(none)')}" for key in changed[:SHOWN]
+        )
+        more = f" (and {len(changed) - SHOWN} more: {', '.join(changed[SHOWN:])})" if len(changed) > SHOWN else ""
         raise ConfigError(
-            f"--logdir={logdir} holds an unfinished run with {was}; this command has {now}: "
-            "rerun it with the same settings to resume, or pass --fresh to start over"
+            f"--logdir={logdir} holds {which} that this command is not: {shown}{more}; {ONLY_CHANGE} to resume "
+            "it: give its flags, another --logdir, or --fresh to start over"
         )
 
 
+SHOWN = 3  # differences a refusal spells out; the rest it names
+_NONE = object()  # a key one side of a comparison lacks
+
+
+def check_resumable(logdir, identity, train_steps, fresh):
+    """What a task would refuse of `logdir`, checked without writing anything (the launcher's check, before
+    any task starts): a finished run it would overwrite, or a run this command is not."""
+    if not fresh and os.path.isdir(logdir):
+        _refuse_finished(logdir, "--logdir", FINISHED_MARKERS, train_steps)
+        check_same_run(logdir, identity)
+
+
 def run_identity(recipe_name, settings):
-    """What a resumed run must share with the interrupted one for its checkpoint and data positions to
-    mean the same thing: the common flags and its mode's options. --train_steps may change (train
-    longer); sync may resume on another worker count (its data position is the global step)."""
+    """Everything that decides what a run computes, which a resumed run must share with the interrupted one:
+    the common flags, the recipe's own, every declared flag of its mode, on or off, and the learning-rate
+    schedule they settle, the kernels and the thread count. --train_steps may change (train longer), unless
+    the schedule then changes; sync and all-reduce may resume on another worker count (their data position
+    is the global step) unless a worker keeps state of its own (error feedback), one per worker."""
     identity = {
         "recipe": recipe_name,
         "dataset": settings.dataset,
@@ -119,12 +159,14 @@ def run_identity(recipe_name, settings):
         "global_batch_size": settings.global_batch_size,
         "optimizer": settings.optimizer,
         "learning_rate": settings.learning_rate,
-        **settings.mode_options(),
+        "learning_rate_schedule": dataclasses.asdict(settings.schedule),
+        "kernels": compat.kernels(settings.kernels),
+        "intra_op_threads": compat.intra_op_threads(settings.intra_op_threads),
+        **dict(settings.recipe_flags),
+        **settings.arithmetic_options(),
     }
-    if not settings.lockstep:
+    if not settings.lockstep or settings.keeps_worker_state:
         identity["num_workers"] = settings.num_workers
-    if not settings.schedule.is_constant or settings.linear_scaling_batch:  # recorded only when used: older runs resume
-        identity["learning_rate_schedule"] = dataclasses.asdict(settings.schedule)
     if settings.link_rate:
         identity["network"] = settings.declared()["link"]
     return identity

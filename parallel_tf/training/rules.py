@@ -76,6 +76,12 @@ class Declaration:
     # It changes when things happen, never what is computed (the network): not part of what a resume must
     # match, nor of summary.json's mode options; `declared` records it when on.
     timing_only: bool = False
+    # (values) -> whether, with these values, each worker keeps state of its own across steps (error feedback's
+    # residuals): checkpointed one slot a worker (graph/worker_state.py), so a resume needs as many workers.
+    worker_state: Callable[[Values], bool] | None = None
+    # (values, cluster, [shape of each trainable variable]) -> ConfigError for what only the model's shapes tell
+    # (PowerSGD's rank against its matrices): checked before any task starts, from the recipe's model
+    check_shapes: Callable[[Values, object, list], None] | None = None
 
     def is_on(self, values, cluster, defaults):
         """Whether a run with `values` uses it; `defaults`: every flag's defined default."""

@@ -41,6 +41,24 @@ def check_run(mode, cluster, values, given):
     return rules.compose(DECLARATIONS, mode, cluster, in_scope, given, flag_defaults())
 
 
+def needs_model_shapes(settings):
+    """Whether a declaration of the run checks what only the model's shapes tell (check_model)."""
+    return any(d.check_shapes for d in _on(settings))
+
+
+def check_model(settings, shapes):
+    """Each on declaration's check of the model: `shapes`, of every trainable variable (model.trainable_shapes)."""
+    values = {**settings.options, "mode": settings.mode}
+    for declaration in _on(settings):
+        if declaration.check_shapes:
+            declaration.check_shapes(values, settings.cluster, shapes)
+
+
+def _on(settings):
+    on = (*settings.techniques, *settings.options_on)
+    return [d for d in DECLARATIONS if d.name in on]
+
+
 def check_run_fits(cluster, mode, flag_values=FLAGS):
     """check_run for the tools that start a run's tasks, from their parsed `flag_values` of the run and
     mode-option groups: what the tasks will check, first."""

@@ -44,6 +44,7 @@ class Settings:
     nan_guard: bool = True
     intra_op_threads: int | None = None  # None: the environment's count, else compat.PINNED_THREADS
     kernels: str | None = None  # None: what the environment says, else portable (compat.kernels)
+    recipe_flags: tuple = ()  # ((name, value), ...) of the recipe's own flags (settings_from_flags)
     startup_timeout: float = 60.0
     checkpoint_every: int = 100
     fresh: bool = False
@@ -121,12 +122,19 @@ class Settings:
         """How many workers may die without stopping training (backup workers), else 0."""
         return techniques.spare_workers(self.techniques, self.options, self.cluster)
 
-    def mode_options(self):
-        """The values of every option of this run's mode that decides its arithmetic: what, besides the
-        common flags, run.json records (a resume must match) and summary.json."""
+    @property
+    def keeps_worker_state(self):
+        """Whether a technique or option of this run keeps state on each worker that a resume needs."""
+        on = (*self.techniques, *self.options_on)
+        return any(d.worker_state(self.options) for d in run_check.DECLARATIONS if d.name in on and d.worker_state)
+
+    def arithmetic_options(self):
+        """The value of every declared flag of this run's mode that decides its arithmetic, on or off (a
+        schedule's, a technique's): what, besides the common flags, run.json records (a resume must match)
+        and summary.json."""
         return {
             name: self.options[name]
-            for name, scope in run_check.MODE_OPTION_SCOPES.items()
+            for name, scope in run_check.DECLARED_SCOPES.items()
             if self.mode in scope and not run_check.DECLARED_BY[name].timing_only
         }
 
@@ -162,6 +170,7 @@ FIELDS_AS_GIVEN = tuple(
         "num_gpus",
         "trace_steps",
         "collective_group",
+        "recipe_flags",
     }
 )
 
@@ -190,8 +199,23 @@ def settings_from_flags(flag_values=FLAGS):
         task_index=task_index,
         cluster=cluster,
         trace_steps=profiling.parse_steps(flag_values.trace_steps),
+        recipe_flags=recipe_flags(flag_values),
         **{name: run_check.as_settings_value(flag_values[name].value) for name in FIELDS_AS_GIVEN},
         **{name: run_check.as_settings_value(flag_values[name].value) for name in run_check.DECLARED_SCOPES},
+    )
+
+
+def recipe_flags(flag_values):
+    """((name, value), ...) of the flags the recipe defines itself (--model, --augment): every flag that neither
+    this package nor absl defines. They decide what is computed, so a resume must match them."""
+    ours = ("parallel_tf.", "absl.")
+    return tuple(
+        sorted(
+            (flag.name, flag.value)
+            for module, defined in flag_values.flags_by_module_dict().items()
+            if not module.startswith(ours)
+            for flag in defined
+        )
     )
 
 

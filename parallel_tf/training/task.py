@@ -21,7 +21,8 @@ from parallel_tf.compat import tf
 from parallel_tf.data import datasets
 from parallel_tf.errors import ConfigError, TaskFailure, one_line
 from parallel_tf.graph import devices
-from parallel_tf.training import logdir
+from parallel_tf.graph.model import trainable_shapes
+from parallel_tf.training import logdir, run_check
 from parallel_tf.training.options import link
 from parallel_tf.training.recipe import Recipe
 from parallel_tf.training.run_flags import define_task_flags
@@ -47,6 +48,10 @@ def main(recipe, argv):
         compat.pin_before_loading(settings.intra_op_threads, settings.kernels)  # before anything loads TensorFlow
         if flags.FLAGS.check_flags:  # every flag checked; nothing started, read or written
             datasets.check_loader_flags(recipe.datasets[settings.dataset], settings)
+            _check_model(recipe, settings)
+            if settings.logdir and settings.is_chief:  # a resume this command is not: refused before any start
+                identity = logdir.run_identity(recipe.name, settings)
+                logdir.check_resumable(settings.logdir, identity, settings.train_steps, settings.fresh)
             print(f"{CHECKED_DATASET}{settings.dataset}")  # the launcher downloads it before fencing
             return
         link.check_shaped(settings, os.environ)  # not in the launcher's check: it shapes the link after
@@ -76,6 +81,14 @@ def train(recipe, settings):
         if made_logdir:
             logdir.remove_if_empty(settings.logdir)
         raise
+
+
+def _check_model(recipe, settings):
+    """The checks that need the model's shapes, in --check_flags, where the dataset's shape is known without
+    reading it (its loader is this package's); the trainer makes them again as it builds."""
+    shape = datasets.known_shape(recipe.datasets[settings.dataset])
+    if shape and run_check.needs_model_shapes(settings):
+        run_check.check_model(settings, trainable_shapes(recipe, *shape))
 
 
 def _start_and_train(recipe, settings):

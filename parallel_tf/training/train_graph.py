@@ -15,6 +15,7 @@ from typing import TypedDict
 
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import ModelGraph
+from parallel_tf.graph.worker_state import Stash
 
 
 class StepReport(TypedDict, total=False):
@@ -53,6 +54,8 @@ class TrainGraph:
     pause_before_step: float = 0.0  # seconds this worker sleeps before each step (a straggler, for studies)
     # (sess, {name: value} of its parameters) -> None: every worker, when done
     after_last_step: Callable[[tf.Session, dict], None] | None = None
+    # every worker's own state a resume needs (worker_state.py): copied for the chief's checkpoints, restored on joining
+    stash: Stash | None = None
     steps_per_run: int = 1  # a run of the plan trains this many steps (the last run of a training, maybe fewer)
     inputs_by_step: tuple | None = None  # with steps_per_run > 1: (features, labels) placeholders, the batches stacked
 
@@ -90,6 +93,9 @@ def with_join_fields(graph):
         fields["ready_op"] = tf.report_uninitialized_variables()
     if graph.local_init_op is None and tf.local_variables():
         fields["local_init_op"] = tf.local_variables_initializer()
+        if graph.stash:  # then each kept variable from its slot: zeros, or a resume's values
+            with tf.control_dependencies([fields["local_init_op"]]):
+                fields["local_init_op"] = graph.stash.restore()
         fields["ready_for_local_init_op"] = tf.report_uninitialized_variables(tf.global_variables())
     return dataclasses.replace(graph, **fields)
 

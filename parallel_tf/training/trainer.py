@@ -20,9 +20,10 @@ from parallel_tf.data.sharding import GlobalBatchSharder
 from parallel_tf.errors import TaskFailure, chief_did_not_initialise
 from parallel_tf.graph import devices
 from parallel_tf.graph.barrier import gather_at_chief, signal_done
-from parallel_tf.graph.model import build_held_out, seed_everything
-from parallel_tf.training import logdir, modes, outputs, profiling, traffic
+from parallel_tf.graph.model import build_held_out, seed_everything, trainable_shapes
+from parallel_tf.training import logdir, modes, outputs, profiling, run_check, traffic
 from parallel_tf.training.checkpoints import Checkpoints
+from parallel_tf.training.options.link import bits_per_second
 
 # How often a worker that joined before the chief initialised the model asks again. Each ask is one
 # session on the cluster; at 0.5 s a joining worker idled most of a second (in-process clusters: 0.19 s
@@ -48,6 +49,8 @@ class Trainer:
             len(dataset.train_x), settings.global_batch_size, settings.num_workers, settings.seed
         )
         cluster, task_index = settings.cluster, settings.task_index
+        if run_check.needs_model_shapes(settings):  # as the launcher's check did, where it knew the data's shape
+            run_check.check_model(settings, trainable_shapes(recipe, dataset.feature_shape, dataset.num_classes))
         self.graph = tf.Graph()
         with self.graph.as_default():
             seed_everything(settings.seed)
@@ -62,9 +65,7 @@ class Trainer:
                     self._all_trained = gather_at_chief(cluster.num_workers, task_index, 0.0, after=[], name="trained")
                 self._done = signal_done(cluster.servers_of(task_index), task_index)
             if settings.is_chief:
-                self.checkpoints = Checkpoints(
-                    settings.logdir, self.train_graph.init_variables, settings.checkpoint_every, settings.nan_guard
-                )
+                self.checkpoints = Checkpoints(settings.logdir, self.train_graph.init_variables, settings.nan_guard)
         self.graph.finalize()
 
     def run(self):
@@ -83,10 +84,10 @@ class Trainer:
                 sess.run(self._all_trained)  # the chief waits here for every worker's last step
             if train_graph.after_last_step:
                 train_graph.after_last_step(sess, _named_params(sess))
+            self._checkpoint(sess, settings.train_steps)
             summary = None
             if settings.is_chief:
                 summary = {**self._summarize(sess, train_seconds, time.time() - started), **bytes_per_step}
-                self.checkpoints.save(sess, settings.train_steps)
                 named = _named_params(sess)
                 summary["params_sha256"] = outputs.params_sha256(named)
                 writer.finish(summary, named)
@@ -198,6 +199,8 @@ class Trainer:
                 self.traffic.count(fetches, len(steps))
                 self.session_runs += 1
             done = min(train_graph.next_step(step, result), settings.train_steps)
+            if step == first_step and settings.link_rate and settings.is_chief:
+                self._say_what_the_link_costs(done - step)
             if not np.isfinite(result["losses"]).all():
                 self._diverged_at(done, result["losses"])
             interval_steps += done - step
@@ -213,10 +216,35 @@ class Trainer:
                 interval_start, interval_steps = now, 0
             if writer and settings.snapshot_every and _reached(step, done, settings.snapshot_every):
                 writer.snapshot(done, _named_params(sess))
-            if self.checkpoints and _reached(step, done, self.checkpoints.every) and done < settings.train_steps:
-                self.checkpoints.save(sess, done)
+            if _reached(step, done, settings.checkpoint_every) and done < settings.train_steps:
+                self._checkpoint(sess, done)
             step = done
         return time.time() - started
+
+    def _say_what_the_link_costs(self, steps):
+        """A slow --link_rate can stretch a run to hours without a word: once the first run of steps has told
+        what a step sends, the chief says what the link makes of it at least (its bytes over the rate)."""
+        settings = self.settings
+        crossing = self.traffic.mean(steps)
+        bits = 8 * max(crossing["bytes_sent_per_step"], crossing["bytes_received_per_step"])
+        seconds = bits / bits_per_second(settings.link_rate)
+        logging.info(
+            "the chief's link carries %d bytes a step each way at most: at %s, at least %.3f s a step, %s for the "
+            "%d steps",
+            bits // 8,
+            settings.link_rate,
+            seconds,
+            _duration(seconds * settings.train_steps),
+            settings.train_steps,
+        )
+
+    def _checkpoint(self, sess, done):
+        """After step `done`: every worker copies the state it keeps for itself (the graph's stash), and the
+        chief, once all have, saves the checkpoint."""
+        if self.train_graph.stash:
+            sess.run(self.train_graph.stash.copy)
+        if self.checkpoints:
+            self.checkpoints.save(sess, done)
 
     def _evaluate(self, sess):
         """The held-out loss and accuracy of the parameters as they are now (--eval_every)."""
@@ -247,12 +275,12 @@ class Trainer:
             kept = f"; {self.checkpoints.kept()}" if self.checkpoints else ""
             raise TaskFailure(
                 f"the loss is {loss} at step {step}: training diverged, so --nan_guard stopped it{kept} "
-                "(a smaller --learning_rate may help; --nonan_guard trains on)"
+                f"({_what_may_help(self.settings)}; --nonan_guard trains on)"
             )
         if not self._diverged:
             self._diverged = True
             logging.warning(
-                "the loss is %s at step %d: training has diverged (a smaller --learning_rate may help)", loss, step
+                "the loss is %s at step %d: training has diverged (%s)", loss, step, _what_may_help(self.settings)
             )
 
     def _read_counters(self, sess):
@@ -298,7 +326,7 @@ class Trainer:
             **({"straggler_pauses": self.pauses} if self.train_graph.pause_before_step else {}),
             # the updates applied: the clock a schedule runs in (async: pushes, or softsync's updates)
             "global_step": int(sess.run(tf.train.get_global_step())),
-            **settings.mode_options(),
+            **settings.arithmetic_options(),
             **self._read_counters(sess),
         }
 
@@ -346,6 +374,26 @@ def _batch_loss(step_result):
     repeatable: the global batch's in sync mode, its group's in hierarchical, its own in async."""
     order = step_result["workers"].argsort()
     return float(step_result["losses"][order].astype("float64").mean())
+
+
+def _duration(seconds):
+    return (
+        f"{seconds / 3600:.1f} h"
+        if seconds >= 3600
+        else f"{seconds / 60:.1f} min"
+        if seconds >= 60
+        else f"{seconds:.0f} s"
+    )
+
+
+def _what_may_help(settings):
+    """The likely causes of a loss that stopped being finite, for its message."""
+    if settings.allreduce_transport != "float32":
+        return (
+            f"a smaller --learning_rate may help, or --allreduce_transport=float32: a mean gradient above "
+            f"{settings.allreduce_transport}'s largest value overflows it"
+        )
+    return "a smaller --learning_rate may help"
 
 
 def _named_params(sess):

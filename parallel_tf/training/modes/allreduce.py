@@ -18,8 +18,8 @@ strict:  each worker sends its microbatch gradients whole, every worker gathers 
 """
 
 from parallel_tf.compat import tf
-from parallel_tf.errors import ConfigError, TaskFailure
-from parallel_tf.graph import codecs, gathered_codes, powersgd
+from parallel_tf.errors import TaskFailure
+from parallel_tf.graph import codecs, gathered_codes, powersgd, worker_state
 from parallel_tf.graph.aggregation import tree_sum, worker_gradients
 from parallel_tf.graph.collectives import Collectives, buckets, pack
 from parallel_tf.graph.devices import worker_device
@@ -40,8 +40,11 @@ def build(recipe, dataset, settings):
         variables = tf.trainable_variables()
 
         def applied(means, losses):
-            """The report of a step that applies `means`: every worker's loss, once the update is done."""
-            train_op = optimizer.apply_gradients(zip(means, variables, strict=True), global_step=global_step)
+            """The report of a step that applies `means`: every worker's loss, once the update is done. No
+            update starts before every mean is in, so none changes a variable backprop still reads (a
+            bucket's collective may overlap backprop; with one worker it is no wait at all)."""
+            with tf.control_dependencies(means):
+                train_op = optimizer.apply_gradients(zip(means, variables, strict=True), global_step=global_step)
             with tf.control_dependencies([train_op]):
                 return StepReport(workers=tf.range(num_workers), losses=tf.identity(losses))
 
@@ -53,6 +56,7 @@ def build(recipe, dataset, settings):
             plan = _powersgd_plan(model, variables, collectives, settings, applied)
         else:
             plan = fixed_plan(applied(*_all_reduced(model, variables, collectives, settings)))
+        stash = worker_state.gathered(collectives, worker_device(task_index, settings.num_gpus))
         broadcast = collectives.broadcast(tf.global_variables())  # the optimizer's slots too: made by apply
         fingerprint = tf.placeholder(tf.int32, [1, FINGERPRINT_INTS], name="params_fingerprint")
         fingerprints = collectives.gather(fingerprint)
@@ -67,6 +71,7 @@ def build(recipe, dataset, settings):
             **_powersgd_count(settings, variables),
         },
         initialise_on_join=lambda sess: sess.run(broadcast),
+        stash=stash,
         after_last_step=lambda sess, named: _check_copies(sess, named, fingerprint, fingerprints, task_index),
     )
 
@@ -91,46 +96,38 @@ def _all_reduced(model, variables, collectives, settings):
 
 
 def _loss_slots(model, collectives):
-    """This worker's loss in its slot of N, zeros elsewhere: summed by all, every worker's loss (exact: + 0)."""
-    return tf.one_hot(collectives.task_index, collectives.num_workers) * model.loss
+    """This worker's loss in its slot of N, zeros elsewhere: summed by all, every worker's loss (exact: + 0).
+    Put in place, not multiplied by a one-hot: 0 · inf would make the other slots NaN."""
+    return tf.scatter_nd([[collectives.task_index]], tf.reshape(model.loss, [1]), [collectives.num_workers])
 
 
 def _reduced(gradients, collectives, transport, riding=None):
-    """(the mean of every worker's `gradients`, added by one collective in `transport` where anything crosses
-    and divided by N in float32; the sum of `riding`, float32 slots sent in the same vector, or None)."""
+    """(the mean of every worker's `gradients`, added by one collective; the sum of `riding`, float32 slots sent
+    in the same vector, or None). In float32 each worker's share is divided by N after the sum; in a half-
+    precision `transport`, before it (in float32, then rounded), as PyTorch's fp16 hook does: N float16
+    gradients near the type's largest value (65504) would overflow as a sum where their mean does not."""
     flat, unpack = pack(gradients)
-    if collectives.num_workers > 1:  # with one worker nothing crosses, so nothing is rounded to the transport
-        flat = tf.cast(flat, transport)
-    total = collectives.sum(flat if riding is None else tf.concat([flat, riding], axis=0))
-    size = flat.shape.as_list()[0]
-    means = unpack(tf.cast(total[:size], tf.float32) / float(collectives.num_workers))
-    return means, None if riding is None else total[size:]
+    workers = float(collectives.num_workers)
+    if transport == tf.float32 or collectives.num_workers == 1:  # with one worker nothing crosses or is rounded
+        total = collectives.sum(flat if riding is None else tf.concat([flat, riding], axis=0))
+        size = flat.shape.as_list()[0]
+        return unpack(total[:size] / workers), None if riding is None else total[size:]
+    return unpack(tf.cast(collectives.sum(tf.cast(flat / workers, transport)), tf.float32)), None
 
 
 def _gathered_codes(model, variables, collectives, settings, global_step):
     """(the mean gradient of every variable, every worker's loss): --gradient_compression's codes of every
     worker gathered and decoded by all (graph/gathered_codes.py), the losses summed in float32. A random
-    codec draws for variable i at step t from (t, worker·2¹⁶ + i), as on the parameter servers."""
+    codec draws for variable i at step t from (t, stream·2¹⁶ + i), the stream seed·2¹⁶ + worker, as on the
+    parameter servers."""
     codec = codecs.parse(settings.gradient_compression)
-    _check_gathering_pays(codec, variables, collectives.num_workers, settings.gradient_compression)
-    seeds = codecs.seeds(global_step.read_value(), collectives.task_index, len(variables))
+    seeds = codecs.seeds(global_step.read_value(), techniques.random_stream(settings), len(variables))
     feedback = compression.error_feedback(settings.options)
     gradients = tf.gradients(model.loss, variables)
     means, sent = gathered_codes.mean_of_codes(gradients, collectives, codec, feedback, seeds)
     for part in sent:
         tf.add_to_collection(compression.PAYLOADS, part)  # what compression's wrap counts
     return means, collectives.sum(_loss_slots(model, collectives))
-
-
-def _check_gathering_pays(codec, variables, workers, flag):
-    """ConfigError where gathering every worker's codes sends no fewer bytes than the float ring would."""
-    gathered = (workers - 1) * gathered_codes.payload_bytes(codec, variables)
-    ring = 2 * (workers - 1) * 4 * sum(v.shape.num_elements() for v in variables) / workers
-    if workers > 1 and gathered >= ring:
-        raise ConfigError(
-            f"--gradient_compression={flag} over all-reduce gathers {gathered} bytes a step from the other "
-            f"{workers - 1} workers, no fewer than the float all-reduce's {ring:.0f}: use fewer workers or leave it out"
-        )
 
 
 def _powersgd_plan(model, variables, collectives, settings, applied):
@@ -150,11 +147,6 @@ def _powersgd_reduced(model, variables, collectives, settings):
     gradients = tf.gradients(model.loss, variables)
     loss_slots = _loss_slots(model, collectives)
     low_rank = powersgd.LowRank(variables, settings.powersgd_rank, settings.powersgd_min_compression, settings.seed)
-    if not low_rank.indices:
-        raise ConfigError(
-            f"--powersgd_rank={settings.powersgd_rank} compresses none of the model's matrices by "
-            f"--powersgd_min_compression={settings.powersgd_min_compression:g}: it would send them all whole"
-        )
     compressed = low_rank.means([gradients[i] for i in low_rank.indices], collectives)
     means = dict(zip(low_rank.indices, compressed, strict=True))
     whole = [i for i in range(len(variables)) if i not in means]

@@ -8,6 +8,7 @@ kept for comparison, with a step barrier after each step, which its tokens make 
 """
 
 from parallel_tf.compat import tf
+from parallel_tf.graph import worker_state
 from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
 from parallel_tf.graph.barrier import gather_at_chief, release_workers, step_barrier
 from parallel_tf.graph.devices import device_setter, server_cpu, worker_device
@@ -83,6 +84,7 @@ def _in_fixed_order(recipe, model, global_step, settings):
         steps_per_run=settings.steps_per_run,
         inputs_by_step=inputs_by_step,
         counters=microbatch_passes(settings, per_worker),
+        stash=worker_state.on_server(num_workers, task_index),  # the encoders' residuals, where kept
     )
 
 

@@ -1,20 +1,35 @@
 """--allreduce_transport=float16|bfloat16 (all-reduce): the gradients cross the ring in half precision,
 half the bytes of float32, as Horovod's fp16 compression and PyTorch DDP's fp16 and bf16 hooks send them.
-Each worker rounds its gradient to the transport type, the ring adds the N in that type, in its fixed
-order (so a run repeats bitwise), and the sum comes back to float32 to be divided by N and applied. The
-losses the chief logs go in float32 by a collective of their own, so they are not rounded. With one
-worker nothing crosses and nothing is rounded: the run is the one process's. float16 holds up to 65504,
-which a sum of large gradients can pass; bfloat16 has float32's range and 8 bits of precision. It is the
-baseline a compression result on all-reduce should beat: half the bytes for a cast."""
+Each worker divides its gradient by N (in float32) and rounds that share to the transport type, as
+PyTorch's fp16 hook divides before its all-reduce; the ring adds the N shares in that type, in its fixed
+order (so a run repeats bitwise), and the mean comes back to float32 to be applied. The losses the chief
+logs go in float32 by a collective of their own, so they are not rounded. With one worker nothing crosses
+and nothing is rounded: the run is the one process's. float16 holds up to 65504: the mean of N gradients
+near it fits where their sum would not, but a mean above it overflows (the NaN guard then names the
+transport); bfloat16 has float32's range and 8 bits of precision. It is the baseline a compression result
+on all-reduce should beat: half the bytes for a cast."""
 
 from absl import flags
 
+from parallel_tf.errors import ConfigError
 from parallel_tf.training.rules import Option
+
+
+def check(values, cluster):
+    """With one worker nothing crosses, so nothing would be rounded to the transport: it would not do what it says."""
+    transport = values["allreduce_transport"]
+    if transport != "float32" and cluster and cluster.num_workers == 1:
+        raise ConfigError(
+            f"--allreduce_transport={transport} with one worker: nothing crosses the ring, so nothing would be sent "
+            f"or rounded in {transport}; leave it out or run more workers"
+        )
+
 
 OPTION = Option(
     name="allreduce_transport",
     flags=("allreduce_transport",),
     modes=("allreduce",),
+    check=check,
     conflicts={
         "compression": "the codes cross in their own types",
         "strict_determinism": "strict determinism gathers whole float32 microbatch gradients, to equal sync "

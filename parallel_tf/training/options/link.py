@@ -37,10 +37,20 @@ def record(settings):
     }
 
 
+def check(values, cluster):
+    """An all-reduce cluster of one worker sends nothing over any link: a shaped one would change nothing."""
+    if values["link_rate"] and cluster and not cluster.num_ps and cluster.num_workers == 1:
+        raise ConfigError(
+            f"--link_rate={values['link_rate']} with one all-reduce worker: nothing crosses a link, so shaping "
+            "it changes nothing; leave it out or run more workers"
+        )
+
+
 OPTION = Option(
     name="link",
     flags=("link_rate", "link_delay"),
     modes=("sync", "async", "hierarchical", "allreduce"),
+    check=check,
     record=record,
     timing_only=True,
 )

@@ -10,12 +10,27 @@ arithmetic (a rank-r approximation is applied), with one worker too; runs repeat
 from absl import flags
 
 from parallel_tf.cli import define_float
+from parallel_tf.errors import ConfigError
+from parallel_tf.graph.powersgd import compressible
 from parallel_tf.training.rules import Option
+
+
+def check_shapes(values, cluster, shapes):
+    """A rank that compresses none of the model's matrices would send them all whole."""
+    rank, least = values["powersgd_rank"], values["powersgd_min_compression"]
+    if not any(compressible(shape, rank, least) for shape in shapes):
+        raise ConfigError(
+            f"--powersgd_rank={rank} compresses none of the model's matrices by --powersgd_min_compression="
+            f"{least:g}: it would send them all whole"
+        )
+
 
 OPTION = Option(
     name="powersgd",
     flags=("powersgd_rank", "powersgd_start_step", "powersgd_min_compression"),
     modes=("allreduce",),
+    worker_state=lambda values: True,  # each worker's error, e = M − P Qᵀ
+    check_shapes=check_shapes,
     conflicts={
         "compression": "one codec at a time: PowerSGD is one",
         "strict_determinism": "strict determinism gathers whole float32 microbatch gradients, to equal sync "

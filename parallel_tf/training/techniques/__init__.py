@@ -126,10 +126,16 @@ def push_gradients(settings, parameters, sums):
     return sums, lambda after: [op for ops_after in on_fetch for op in ops_after(after)]
 
 
+def random_stream(settings):
+    """This worker's own stream of random numbers in this run (a random codec's draws), the same whichever
+    mode sends its gradients: seed·2¹⁶ + worker."""
+    return settings.seed * MAX_WORKERS + settings.task_index
+
+
 def transmit(settings, tensors, destinations, device):
     """Gradients `tensors` of this worker (on `device`) as the parameter servers holding `destinations`
     receive them: as they are, unless a technique encodes them on the way (compression)."""
-    stream = settings.seed * MAX_WORKERS + settings.task_index  # this worker's own random numbers in this run
+    stream = random_stream(settings)
     for technique in providing(settings, "transmit"):  # at most one (rules.SINGLE_OWNER_HOOKS)
         return technique.transmit(settings, tensors, destinations, device, stream)
     return tensors

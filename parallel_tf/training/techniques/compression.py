@@ -23,7 +23,8 @@ from absl import flags
 
 from parallel_tf.cli import validate_by_parsing
 from parallel_tf.compat import tf
-from parallel_tf.graph import codecs
+from parallel_tf.errors import ConfigError
+from parallel_tf.graph import codecs, gathered_codes
 from parallel_tf.training.rules import Technique
 
 
@@ -31,6 +32,21 @@ def error_feedback(options):
     """Whether the run keeps a residual: as given, or as the codec's paper does."""
     given = options["error_feedback"]
     return codecs.parse(options["gradient_compression"]).error_feedback_by_default if given is None else given
+
+
+def check_shapes(values, cluster, shapes):
+    """On all-reduce, codes are gathered whole from every other worker (graph/gathered_codes.py): refused where
+    that sends no fewer bytes than the float all-reduce would."""
+    if values["mode"] != "allreduce":
+        return
+    name = values["gradient_compression"]
+    worth_it, gathered, ring = gathered_codes.pays(codecs.parse(name), shapes, cluster.num_workers)
+    if not worth_it:
+        raise ConfigError(
+            f"--gradient_compression={name} over all-reduce gathers {gathered} bytes a step from the other "
+            f"{cluster.num_workers - 1} workers, no fewer than the float all-reduce's {ring:.0f}: use fewer "
+            "workers or leave it out"
+        )
 
 
 def record(settings):
@@ -58,6 +74,8 @@ TECHNIQUE = Technique(
         ),
     },
     record=record,
+    worker_state=error_feedback,  # each worker's residuals
+    check_shapes=check_shapes,
 )
 PAYLOADS = "gradient_payloads"  # graph collection: the tensors that cross to the parameter servers
 
