@@ -25,13 +25,17 @@ MODES_PACKAGE = "parallel_tf.training.modes."
 OPTIONS_PACKAGE, TECHNIQUES_PACKAGE = "parallel_tf.training.options.", "parallel_tf.training.techniques."
 
 
-def parse_flags_or_exit(argv, known_only=False, command="__main__"):
+def parse_flags_or_exit(argv, known_only=False, command="__main__", hints=None):
     """An absl flags_parser. With known_only, unknown flags stay in the returned argv. `command`: the
-    name of the module that defines the command's own flags and describes it (--help)."""
+    name of the module that defines the command's own flags and describes it (--help). `hints`: {a flag the
+    command does not have: what to give instead}, said with its refusal."""
     if HELP & set(argv[1:]):
         print_help_and_exit(command)
     try:
         return flags.FLAGS(argv, known_only=known_only)
+    except flags.UnrecognizedFlagError as e:
+        hint = (hints or {}).get(e.flagname)
+        exit_config_error(f"{e}: {hint}" if hint else str(e))
     except flags.Error as e:
         exit_config_error(str(e))
 
@@ -97,6 +101,11 @@ def define_float(name, default, help, lower_bound=None, upper_bound=None, flag_v
 
 def _finite(value):
     return value is None or math.isfinite(value)
+
+
+def counted(count, noun, plural=None):
+    """'1 task', '3 tasks': a count with its noun, in the number it takes."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
 def positive_ints(flag, values):

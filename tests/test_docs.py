@@ -162,3 +162,20 @@ def _table_rows(text, header):
     """The cells of each row of the markdown table that starts with `header`."""
     lines = text.split(header, 1)[1].splitlines()[2:]
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in itertools.takewhile(bool, lines)]
+
+
+def test_the_readmes_step_times_are_the_benchmark_tables():
+    """The README quotes the MLP's 2-worker step times from BENCHMARKS.md's generated main table: the same
+    numbers, so a regenerated table cannot leave the README behind."""
+    quoted = re.search(
+        r"digits MLP, 2 workers: ([\d.]+) ms/step against sync's ([\d.]+) and MultiWorkerMirroredStrategy's ([\d.]+)",
+        (REPO / "README.md").read_text(),
+    )
+    benchmarks = (REPO / "BENCHMARKS.md").read_text()
+    generated = benchmarks[benchmarks.index("<!-- bench:begin") : benchmarks.index("<!-- bench:end")]
+    mlp = generated[generated.index("### digits MLP") : generated.index("### CIFAR-10")]
+    measured = [
+        re.search(rf"^\| {re.escape(system)} \| 2 \| ([\d.]+) \|", mlp, re.M).group(1)
+        for system in ("all-reduce", "sync, ordered", "MultiWorkerMirroredStrategy")
+    ]
+    assert list(quoted.groups()) == measured

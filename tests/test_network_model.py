@@ -1,55 +1,87 @@
-"""The network model's step times, worked out by hand. A link of R bit/s carries TCP payload at
-R·1448/1514/8 bytes a second: 11 955.1 bytes a millisecond at 100 Mbit/s, 119 550.9 at 1 Gbit/s."""
+"""The network model's step times, worked out by hand. A link shaped by tc at R bit/s carries TCP payload at
+R·1448/1514/8 bytes a second: 11 955.1 bytes a millisecond at 100 Mbit/s; a physical Ethernet link at
+R·1448/1538/8: 117 685.3 bytes a millisecond at 1 Gbit/s."""
 
 import pytest
 
-from parallel_tf.tools.network_model import break_even_gbits, communication_ms, predicted_ms
+from parallel_tf.tools.network_model import break_even_gbits, communication_ms, network_ms, overlapped_ms, serial_ms
 
 PER_MS_100MBIT = 1e8 * 1448 / 1514 / 8000  # 11 955.1
+ETHERNET_PER_MS_1GBIT = 1e9 * 1448 / 1538 / 8000  # 117 685.3
 
 
-def test_a_ring_step_adds_its_bytes_each_way_at_the_rate():
-    """4 workers, a 1 MB gradient: every interface sends and receives 2·3/4 of it, 1.5 MB: 12.55 ms at 1 Gbit/s."""
-    assert predicted_ms(2.0, "allreduce", 4, 0, 1.5e6, 1.5e6, 1e9) == pytest.approx(2.0 + 12.547, abs=1e-3)
+def test_a_ring_step_carries_its_bytes_each_way_at_the_rate_and_the_bounds_hold_the_unshaped_step():
+    """4 workers, a 1 MB gradient: every interface sends and receives 2·3/4 of it, 1.5 MB: 12.55 ms at 1 Gbit/s
+    (tc's goodput). Overlapped, the step is at least the longer of that and the unshaped 2 ms (compute may
+    overlap the transfers); serial, the unshaped step and both directions in turn."""
+    carried = 1.5e6 / (1e9 * 1448 / 1514 / 8000)
+    assert network_ms("allreduce", 4, 0, 1.5e6, 1.5e6, 1e9) == pytest.approx(carried) == pytest.approx(12.547, abs=1e-3)
+    assert overlapped_ms(2.0, "allreduce", 4, 0, 1.5e6, 1.5e6, 1e9) == pytest.approx(carried)
+    assert overlapped_ms(20.0, "allreduce", 4, 0, 1.5e6, 1.5e6, 1e9) == 20.0
+    assert serial_ms(2.0, "allreduce", 4, 0, 1.5e6, 1.5e6, 1e9) == pytest.approx(2.0 + 2 * carried)
 
 
 def test_a_sync_step_pipelines_the_reads_and_the_writes_through_the_ps():
     """2 workers read 38 400 bytes each and write 9 600 (8-bit): the ps sends 76 800 one after the other, and
-    the last worker's write, 9 600, follows: 86 400 bytes, 7.227 ms at 100 Mbit/s, on a 4 ms step."""
-    assert predicted_ms(4.0, "sync", 2, 1, 9600, 38400, 1e8) == pytest.approx(4.0 + 86400 / PER_MS_100MBIT)
+    the last worker's write, 9 600, follows: 86 400 bytes, 7.227 ms at 100 Mbit/s; a worker's own link carries
+    only its 48 000."""
+    assert network_ms("sync", 2, 1, 9600, 38400, 1e8) == pytest.approx(86400 / PER_MS_100MBIT)
     assert round(86400 / PER_MS_100MBIT, 3) == 7.227
 
 
-def test_two_parameter_servers_halve_what_each_carries():
-    one, two = (predicted_ms(0.0, "sync", 4, ps, 38400, 38400, 1e8) for ps in (1, 2))
+def test_parameter_servers_share_the_servers_load_but_not_a_workers_own_link():
+    """4 workers reading and writing 38 400 bytes: one ps carries 5 of them in turn (192 000 bytes), two
+    carry half (96 000); four would carry 48 000 each, but every worker's own link reads 38 400 and then
+    writes 38 400, so the step is bound there, at 76 800 bytes: 6.42 ms at 100 Mbit/s, not a quarter."""
+    one, two, four = (network_ms("sync", 4, ps, 38400, 38400, 1e8) for ps in (1, 2, 4))
     assert one == pytest.approx(2 * two) == pytest.approx(5 * 38400 / PER_MS_100MBIT)
+    assert four == pytest.approx(76800 / PER_MS_100MBIT) == pytest.approx(6.424, abs=1e-3)
 
 
 def test_an_async_step_is_bound_by_the_busier_of_its_own_link_and_the_ps():
-    """4 workers pushing and reading 38 400 bytes: a worker's own link takes 76 800 a step (6.42 ms) on
-    a 5 ms step, 11.42 ms; the ps serves 4 pushes in 12.85 ms, which bounds a step; with 2 workers, 6.42."""
-    assert predicted_ms(5.0, "async", 4, 1, 38400, 38400, 1e8) == pytest.approx(4 * 38400 / PER_MS_100MBIT)
-    assert predicted_ms(5.0, "async", 2, 1, 38400, 38400, 1e8) == pytest.approx(5.0 + 76800 / PER_MS_100MBIT)
+    """4 workers pushing and reading 38 400 bytes: a worker's own link takes 76 800 a step (6.42 ms); the ps
+    serves 4 pushes in 12.85 ms, which bounds a step; with 2 workers, 6.42 ms, under the 10 ms unshaped step."""
+    assert network_ms("async", 4, 1, 38400, 38400, 1e8) == pytest.approx(4 * 38400 / PER_MS_100MBIT)
+    assert overlapped_ms(10.0, "async", 2, 1, 38400, 38400, 1e8) == 10.0
 
 
 def test_a_delay_adds_once_per_one_way_crossing():
     """A ps step makes two round trips (read, write): 4 crossings; a ring of 4 passes chunks on 2·3 times."""
-    assert predicted_ms(0, "sync", 1, 1, 0, 0, 1e8, delay_ms=5) == 20
-    assert predicted_ms(0, "allreduce", 4, 0, 0, 0, 1e8, delay_ms=5) == 30
+    assert network_ms("sync", 1, 1, 0, 0, 1e8, delay_ms=5) == 20
+    assert network_ms("allreduce", 4, 0, 0, 0, 1e8, delay_ms=5) == 30
 
 
-def test_beyond_this_machine_a_ps_per_worker_halves_the_ring_and_one_ps_falls_behind():
-    """100 MB at 1 Gbit/s (119 550 bytes a ms), 8 workers: the ring moves 2·7/8 of it each way, 1 464 ms; one
-    ps sends 8 copies and takes the last write, 9 of them, 7 528 ms; a ps per worker an eighth of that, 941."""
-    assert communication_ms("ring", 8, 1e8, 1) == pytest.approx(1.75e8 / 119550.86, rel=1e-6)
-    assert communication_ms("ps", 8, 1e8, 1) == pytest.approx(9e8 / 119550.86, rel=1e-6)
-    assert communication_ms("ps x N", 8, 1e8, 1) == pytest.approx(9e8 / 8 / 119550.86, rel=1e-6)
+def test_a_mode_without_a_formula_is_refused_not_modelled_as_sync():
+    with pytest.raises(ValueError, match="no formula for --mode=gossip"):
+        network_ms("gossip", 2, 0, 1, 1, 1e8)
+
+
+def test_beyond_this_machine_every_interface_counts_the_workers_own_too():
+    """100 MB at 1 Gbit/s on Ethernet (117 685 bytes a ms), 8 workers: the ring moves 2·7/8 of it each way,
+    1 487 ms; one ps sends 8 copies and takes the last write, 9 of them, 7 648 ms; a ps per worker carries
+    9/8 of the model, but each worker reads all 100 MB and then writes 100 MB, 1 699 ms: the ring wins. A
+    worker whose reads overlap its writes (BytePS) carries 100 MB each way at once: 956 ms, 1.56x the ring."""
+    assert communication_ms("ring", 8, 1e8, 1) == pytest.approx(1.75e8 / ETHERNET_PER_MS_1GBIT, rel=1e-6)
+    assert communication_ms("ps", 8, 1e8, 1) == pytest.approx(9e8 / ETHERNET_PER_MS_1GBIT, rel=1e-6)
+    assert communication_ms("ps x N", 8, 1e8, 1) == pytest.approx(2e8 / ETHERNET_PER_MS_1GBIT, rel=1e-6)
+    assert communication_ms("ps x N, overlapping", 8, 1e8, 1) == pytest.approx(1.125e8 / ETHERNET_PER_MS_1GBIT)
+    assert round(communication_ms("ps x N", 8, 1e8, 1)) == 1699
 
 
 def test_8bit_pays_below_the_bandwidth_at_which_its_saved_bytes_take_its_encoding_time():
-    """40 000 bytes of parameters: 8-bit saves 3/4 of the last write, 30 000 bytes; at 1 ms of encoding that
-    is 240 Mbit/s of payload, 250.9 Mbit/s on the wire. With 8 ps, each saves an eighth; with 8 writes in
-    turn (the serial bound), 8 times as much."""
-    assert break_even_gbits(40000, 1.0) == pytest.approx(0.2509, abs=1e-4)
-    assert break_even_gbits(40000, 1.0, num_ps=8) == pytest.approx(0.2509 / 8, abs=1e-4)
-    assert break_even_gbits(40000, 1.0, writes_in_turn=8) == pytest.approx(0.2509 * 8, abs=1e-3)
+    """40 000 bytes of parameters, 8 workers: 8-bit saves 3/4 of the write the busiest interface carries last
+    (one ps), or of each worker's own write (a ps per worker): 30 000 bytes either way; at 1 ms of encoding that
+    is 240 Mbit/s of payload, 254.9 Mbit/s on Ethernet."""
+    assert break_even_gbits("ps", 8, 40000, 1.0) == pytest.approx(0.2549, abs=1e-4)
+    assert break_even_gbits("ps x N", 8, 40000, 1.0) == pytest.approx(0.2549, abs=1e-4)
+
+
+def test_where_one_server_holds_most_of_the_model_its_share_bounds_the_step():
+    """The CIFAR-10 CNN's 2,180,392 bytes on 4 parameter servers, whole variables placed: its dense kernel,
+    2,097,152 bytes, and a bias of 128 on one, 96.19% of the traffic. 4 workers at 100 Mbit/s: that server
+    carries 5 workers' worth of its share, 10.49 MB, 877 ms. Split evenly, a server would carry 228 ms' worth,
+    and each worker's own link, reading the model and then writing it, 365 ms, would bound the step."""
+    share = (2097152 + 128) / 2180392
+    uneven = network_ms("sync", 4, 4, 2180392, 2180392, 1e8, server_share=share)
+    assert uneven == pytest.approx(5 * 2180392 * share / PER_MS_100MBIT) == pytest.approx(877.2, abs=0.1)
+    assert network_ms("sync", 4, 4, 2180392, 2180392, 1e8) == pytest.approx(2 * 2180392 / PER_MS_100MBIT)

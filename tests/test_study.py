@@ -62,10 +62,12 @@ def test_study_refuses_a_bad_run_flag_before_any_run(procs, tmp_path):
 
 
 def test_study_stops_at_a_recipe_flag_the_runs_refuse_with_their_one_line(procs, tmp_path):
-    run = procs.start(study_command(f"--out={tmp_path}", "--model=rnn"))
+    """Refused as the recipe's flag check says, before the first run: one line, and no study directory."""
+    out = tmp_path / "study"
+    run = procs.start(study_command(f"--out={out}", "--model=rnn"))
     assert run.wait(120) == 2
-    assert run.lines[-1] == "error: run reference: flag --model=rnn: value should be one of <mlp|cnn>"
-    assert "Traceback" not in run.output
+    assert run.lines == ["error: flag --model=rnn: value should be one of <mlp|cnn>"]
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(

@@ -36,22 +36,47 @@ TIMEOUT_SECS = 60
 CHUNK_BYTES = 1 << 20
 
 
-def fetch(dataset, data_dir, base_url=None, sources=SOURCES):
-    """Makes sure every file of `dataset` is in `data_dir` with its published checksum."""
+def fetch(dataset, data_dir, base_url=None, sources=SOURCES, say=logging.info):
+    """Makes sure every file of `dataset` is in `data_dir` with its published checksum, saying what it does
+    with `say` (the launcher's own lines; a task's log). A failure leaves no directory it made empty."""
     default_url, files = sources[dataset]
     base_url = base_url or default_url
+    made = _first_missing(data_dir)
     try:
         os.makedirs(data_dir, exist_ok=True)
     except OSError as e:
         raise ConfigError(f"--data_dir={data_dir}: cannot create: {e.strerror}") from None
-    for name, md5 in files.items():
-        path = os.path.join(data_dir, name)
-        if os.path.isfile(path) and _md5(path) == md5:
-            logging.info("%s: already downloaded, checksum ok", path)
-            continue
-        url = base_url.rstrip("/") + "/" + name
-        logging.info("downloading %s", url)
-        _download_verified(url, path, md5)
+    try:
+        for name, md5 in files.items():
+            path = os.path.join(data_dir, name)
+            if os.path.isfile(path) and _md5(path) == md5:
+                say(f"{path}: already downloaded, checksum ok")
+                continue
+            url = base_url.rstrip("/") + "/" + name
+            say(f"downloading {url}")
+            _download_verified(url, path, md5)
+    except TaskFailure:
+        _remove_empty(data_dir, made)
+        raise
+
+
+def _first_missing(path):
+    """The outermost directory of `path` that does not exist yet, or None."""
+    missing = None
+    while path and not os.path.exists(path):
+        missing, path = path, os.path.dirname(path)
+    return missing
+
+
+def _remove_empty(path, up_to):
+    """Removes `path` and its parents while empty, as far as `up_to` (the first one this run made)."""
+    if up_to is None:
+        return
+    while os.path.isdir(path) and not os.listdir(path):
+        os.rmdir(path)
+        if os.path.normpath(path) == os.path.normpath(up_to):
+            return
+        path = os.path.dirname(path)
 
 
 def _download_verified(url, path, md5):

@@ -1,8 +1,8 @@
 """PowerSGD (Vogels, Karimireddy, Jaggi, "PowerSGD: Practical Low-Rank Gradient Compression for
 Distributed Optimization", NeurIPS 2019), as PyTorch DDP's powerSGD_hook runs it, in graph mode.
 
-Each matrix gradient G (a conv kernel as [kh·kw·c_in, c_out]) goes as two rank-r factors, each summed
-by an all-reduce: with M = G + e (e: what earlier steps' approximations left out, error feedback),
+Each matrix gradient G goes as two rank-r factors, each summed by an all-reduce: with M = G + e (e: what
+earlier steps' approximations left out, error feedback),
 
     P = M Q;  P ← mean over workers;  P ← P with orthonormal columns (Gram-Schmidt)
     Q ← Mᵀ P; Q ← mean over workers;  the gradient applied: P Qᵀ;  e ← M − P Qᵀ
@@ -12,8 +12,17 @@ chief's, broadcast), and each step starts from the last one's (warm start): one 
 Every worker computes the same P and Q from the same sums, so the copies stay equal; the ring adds in
 a fixed order, so runs repeat bitwise. e is each worker's own (a local variable, copied into the
 checkpoint at every checkpointed step, graph/worker_state.py, so a resume starts from it). Only matrices
-the factors shrink at least `min_compression` times go this way (DDP's min_compression_rate); the others
-are sent whole.
+the factors shrink more than `min_compression` times go this way ((n + m)·r·c < n·m, DDP's
+min_compression_rate test); the others are sent whole.
+
+Where it differs from DDP's hook, and why: the matrices are DDP's transposed. TensorFlow lays a kernel out
+[kh, kw, c_in, c_out] and a dense layer's weights [in, out], and M here is [kh·kw·c_in, c_out] (or
+[in, out]), where DDP reshapes PyTorch's [c_out, c_in, kh, kw] to [c_out, c_in·kh·kw]: the same
+factorization with P and Q's sides swapped, so not DDP's numbers step for step (one power iteration from a
+warm start approximates M's and Mᵀ's leading subspaces alike only in the limit). And the plain all-reduce
+steps before PowerSGD starts default to 0 (--powersgd_start_step), where DDP's start_powerSGD_iter
+defaults to 1000: DDP's default suits a long training whose first 1000 steps change fast; these recipes
+train 1000 steps in all. --powersgd_start_step=1000 gives DDP's.
 """
 
 import math
@@ -33,7 +42,7 @@ def as_matrix(shape):
 def compressible(shape, rank, min_compression):
     """Whether rank-`rank` factors of a gradient of `shape` are at least `min_compression` times smaller."""
     matrix = as_matrix(shape)
-    return matrix is not None and (matrix[0] + matrix[1]) * rank * min_compression <= matrix[0] * matrix[1]
+    return matrix is not None and (matrix[0] + matrix[1]) * rank * min_compression < matrix[0] * matrix[1]
 
 
 def orthonormal_columns(p):

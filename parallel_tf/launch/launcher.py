@@ -24,15 +24,17 @@ Deliberately free of TensorFlow and numpy, and so single-threaded until it start
 manages processes, and the kernel lets only a single-threaded process enter a user namespace.
 """
 
+import difflib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 
 from absl import app, flags
 
-from parallel_tf.cli import CHECKED_DATASET, exit_config_error, parse_flags_or_exit
+from parallel_tf.cli import CHECKED_DATASET, counted, exit_config_error, parse_flags_or_exit
 from parallel_tf.cluster import addresses
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.data import download
@@ -167,9 +169,17 @@ def check_task_flags(cluster, recipe_path, common):
     )
     if done.returncode == 2:
         said = (done.stderr + done.stdout).strip().splitlines() or ["the chief's command refused its flags (exit 2)"]
-        raise ConfigError(said[-1].removeprefix("error: "))
+        raise ConfigError(with_suggestion(said[-1].removeprefix("error: ")))
     if done.returncode:
         raise TaskFailure(f"checking the tasks' flags failed (exit {done.returncode}): {done.stderr.strip()}")
+
+
+def with_suggestion(refusal):
+    """The recipe's refusal of a flag it does not know, with the launcher's flags it may have meant (the
+    recipe's own parser knows only the recipe's: --num_worker gets no "Did you mean" there)."""
+    unknown = re.match(r"Unknown command line flag '([^']+)'", refusal)
+    close = difflib.get_close_matches(unknown[1], list(FLAGS), n=2) if unknown else []
+    return refusal + (f". Did you mean: {', '.join('--' + name for name in close)}?" if close else "")
 
 
 def fetch_before_fencing(recipe_flags, recipe_path):
@@ -192,7 +202,7 @@ def fetch_before_fencing(recipe_flags, recipe_path):
     dataset = data.dataset or recipes_dataset(recipe_path, recipe_flags)
     if dataset in download.SOURCES:
         say(f"downloading {dataset} into {data.data_dir} before the cluster starts")
-        download.fetch(dataset, data.data_dir, data.download_url)
+        download.fetch(dataset, data.data_dir, data.download_url, say=say)
 
 
 def recipes_dataset(recipe_path, recipe_flags):
@@ -269,8 +279,10 @@ def task_commands(cluster, recipe_path, run_dir, common):
         for job in cluster.jobs
         for index in range(len(cluster.jobs[job]))
     ]
-    counts = ", ".join(f"{len(hosts)} {'workers' if job == 'worker' else job}" for job, hosts in cluster.jobs.items())
-    say(f"{len(tasks)} tasks ({counts}), mode {FLAGS.mode}; logdir {run_dir}")
+    counts = ", ".join(
+        counted(len(hosts), job, plural=None if job == "worker" else job) for job, hosts in cluster.jobs.items()
+    )
+    say(f"{counted(len(tasks), 'task')} ({counts}), mode {FLAGS.mode}; logdir {run_dir}")
     return [(name, [*command, f"--cluster_spec={spec_path}", *common]) for name, command in tasks]
 
 

@@ -55,6 +55,7 @@ class System:
     strategy: str = None  # a peer's tf_strategies --strategy
     min_workers: int = 1
     steps_per_run: int = 1  # ours: --steps_per_run; the logging interval is rounded up to a multiple of it
+    ps_per_worker: bool = False  # ours: --num_ps=N, a parameter server for each of the N workers
 
 
 MODELS = {
@@ -72,6 +73,7 @@ SYSTEMS = {
     "process_fast": System("one process, --kernels=fast", "limit", flags=("--kernels=fast",)),
     "floor": System("parameter-server floor", "floor", strategy="floor"),
     "sync": System("sync, ordered", "sync", mode="sync"),
+    "sync_servers": System("sync, a ps per worker", "sync", mode="sync", ps_per_worker=True, min_workers=2),
     "sync_fast": System("sync, ordered, --kernels=fast", "sync", mode="sync", flags=("--kernels=fast",)),
     "strict": System("sync, strict", "sync", mode="sync", flags=("--strict_determinism",)),
     "accumulator": System("sync, accumulator", "sync", mode="sync", flags=("--aggregation=accumulator",)),
@@ -102,6 +104,7 @@ SYSTEMS = {
 # The ways of talking less, which pay only on a link: the full run (BENCHMARKS.md's main tables) leaves them to
 # --links.
 ON_LINKS = (
+    "sync_servers",
     "sync_8bit",
     "allreduce_fp16",
     "allreduce_8bit",
@@ -308,7 +311,8 @@ def command_for(model_name, system_name, workers):
     if system.kind == "limit":
         return runs.single_process_command(recipe), [*run_flags, *system.flags]
     loop = [f"--steps_per_run={per_run}"] if per_run > 1 else []
-    return runs.cluster_command(recipe, system.mode, workers), [*run_flags, *system.flags, *loop]
+    servers = [f"--num_ps={workers}"] if system.ps_per_worker else []
+    return runs.cluster_command(recipe, system.mode, workers, *servers), [*run_flags, *system.flags, *loop]
 
 
 def steady_ms_per_step(logdir):
@@ -338,7 +342,8 @@ def table_rows(model, results, global_batch_size):
         summary = results[(model, system, n)][0]["summary"]
         peer = peer_of(system)
         peer_ms = medians.get((peer, n)) if peer else None
-        floor_ms = medians.get(("floor", n)) if SYSTEMS[system].mode == "sync" else None
+        one_run_a_step = SYSTEMS[system].mode == "sync" and SYSTEMS[system].steps_per_run == 1
+        floor_ms = medians.get(("floor", n)) if one_run_a_step else None  # a run of k steps can go below it
         rows.append(
             {
                 "system": system,
@@ -504,7 +509,8 @@ def bench_on_links(plan, out):
     results = run_plan(plan, out, FLAGS.links)
     tables = {model: links_table_rows(model, results) for model in dict.fromkeys(model for model, _, _ in plan)}
     for model, rows in tables.items():
-        print(f"\n{MODELS[model].title}, on links\n" + "\n".join("  ".join(_links_cells(row)) for row in rows))
+        lines = [LINKS_HEADER, *(_links_cells(row) for row in rows)]
+        print(f"\n{MODELS[model].title}, on links\n" + "\n".join("  ".join(cells) for cells in lines))
     if FLAGS.report:
         write_report(FLAGS.report, links_markdown(tables, sys.argv[1:]), LINKS_BEGIN, LINKS_END)
         print(f"\nwrote {FLAGS.report}")
@@ -543,16 +549,32 @@ def links_table_rows(model, results):
             sharing = workers // len(summary.get("central_exchanges_by_group", [0]))  # a ps's workers
             shape = (mode, sharing, summary["num_ps"] or 1, row["sent"], row["received"], bits_per_second(link))
             unshaped = medians[m, system, workers, UNSHAPED]
-            row["predicted"] = (network_model.predicted_ms(unshaped, *shape), network_model.serial_ms(unshaped, *shape))
+            bounds = (network_model.overlapped_ms, network_model.serial_ms)
+            share = busiest_server_share(summary)
+            row["predicted"] = tuple(bound(unshaped, *shape, server_share=share) for bound in bounds)
         rows.append(row)
     return rows
 
 
+def busiest_server_share(summary):
+    """The busiest parameter server's share of a worker's traffic with the servers (whole variables are placed,
+    so one server may carry most of it), or None where the run counted none."""
+    by_server = summary.get("bytes_per_step_by_server")
+    if not by_server:
+        return None
+    carried = [counts["sent"] + counts["received"] for counts in by_server.values()]
+    return max(carried) / sum(carried)
+
+
 def outside_model(row):
-    """How far the measured median is outside the model's bounds, relative to it: 0 inside them."""
+    """Where the measured median lies against the model's bounds: "within", or how far below the overlapped
+    bound (faster than the model allows) or above the serial one (slower), relative to that bound."""
     overlapped, serial = row["predicted"]
-    nearest = min(max(row["ms"], overlapped), serial)
-    return (nearest - row["ms"]) / row["ms"]
+    if row["ms"] < overlapped:
+        return f"{(overlapped - row['ms']) / overlapped:.0%} below"
+    if row["ms"] > serial:
+        return f"{(row['ms'] - serial) / serial:.0%} above"
+    return "within"
 
 
 def _links_cells(row):
@@ -566,7 +588,7 @@ def _links_cells(row):
         f"{low:.2f}-{high:.2f}",
         _ratio(row["x_peer"]),
         "" if predicted is None else f"{predicted[0]:.2f}-{predicted[1]:.2f}",
-        "" if predicted is None else (f"{outside_model(row):+.0%}" if outside_model(row) else "within"),
+        "" if predicted is None else outside_model(row),
         f"{row['sent'] / 1000:.1f}" if row["sent"] else "",
         f"{row['received'] / 1000:.1f}" if row["received"] else "",
     ]
@@ -582,8 +604,8 @@ def links_markdown(tables, argv):
         f"Repeats: {repeats()}, interleaved; median ms/step (steady state), spread min-max; x peer: throughput "
         "against TensorFlow's strategy of the same kind on the same link (above 1: faster). model ms: the network "
         "model's overlapped and serial bounds from the unshaped median and bytes (parallel_tf/tools/network_model.py;"
-        " the peers do not count their bytes, so they have none); outside the model: how far the median lies outside"
-        " them, (nearest bound − measured) / measured.",
+        " the peers do not count their bytes, so they have none); outside the model: how far the median lies below the"
+        " overlapped bound or above the serial one, relative to that bound.",
     ]
     for model, rows in tables.items():
         parts += ["", f"### {MODELS[model].title}, {steps_of(model)} steps, on links", ""]
@@ -595,4 +617,7 @@ def links_markdown(tables, argv):
 def run_command_line():
     """`python -m parallel_tf.bench`."""
     define_bench_flags()
-    app.run(main, flags_parser=lambda argv: parse_flags_or_exit(argv, command=__name__))
+    hints = {
+        name: "the bench runs every system on links with --links=100mbit,1gbit" for name in ("link_rate", "link_delay")
+    }
+    app.run(main, flags_parser=lambda argv: parse_flags_or_exit(argv, command=__name__, hints=hints))

@@ -1,4 +1,6 @@
-"""One task of the parameter-server floor (tf_strategies.py --strategy=floor): what a sync step cannot go below.
+"""One task of the parameter-server floor (tf_strategies.py --strategy=floor): what a sync step made in a session
+run of its own cannot go below. (A run of several steps, --steps_per_run, pays one run's overhead for all of
+them, and can go below it: the bench compares only one-run-a-step systems with it.)
 
 A worker's floor step is one session run: it reads the recipe's parameters from the ps, computes its
 gradients on its shard of the global batch (the trainer's data order) and writes them into its slot
@@ -129,4 +131,13 @@ def serve(server, workers):
         on_done=lambda worker: None,
         on_lost=lost,
         patience_secs=LOST_AFTER_SECS,
+    )
+
+
+if __name__ == "__main__":
+    from parallel_tf.cli import exit_config_error
+
+    exit_config_error(
+        "floor_task.py is the task the bench's floor starts: run python -m parallel_tf.tools.tf_strategies "
+        "--strategy=floor (its --help says how)"
     )

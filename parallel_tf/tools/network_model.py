@@ -1,110 +1,158 @@
-"""A step's time on a network: what it takes where the network costs nothing, plus the time its busiest
+"""A step's time on a network: what it takes where the network costs nothing, and the time its busiest
 interface takes to carry the step's bytes at the link's rate (BytePS's analysis, Jiang et al., OSDI 2020).
 
 Each interface is shaped in each direction on its own (launch/hosts.py), so what counts is the bytes one
 direction of one interface carries. With N workers, P parameter servers, and a worker sending `sent`
 and receiving `received` bytes a step (summary.json's bytes_sent_per_step and bytes_received_per_step,
-which count a codec's payload, not float):
+which count a codec's payload, not float), every interface counted, the workers' own too:
 
     sync, hierarchical   each ps sends N·received/P (the reads) and receives N·sent/P (the writes) a step.
                          The reads go out one after another, and a worker writes as soon as it has read
-                         and computed, while the ps still sends the others theirs: the busier direction
-                         carries N·max/P, and the other adds one worker's min/P after it (in
-                         hierarchical, N is a group's workers and the ps its local one)
+                         and computed, while the ps still sends the others theirs: the ps's busier
+                         direction carries N·max/P, and the other adds one worker's min/P after it (in
+                         hierarchical, N is a group's workers and the ps its local one). Each worker's
+                         own interface carries its reads, then its writes: a step reads every parameter
+                         before it computes and writes its gradients after, so received + sent, in turn.
+                         The busier of the two interfaces is the step's.
     async                a worker reads, computes and pushes in turn, sent + received on its own
                          interface; the ps serves the N workers' pushes and reads at once, so its busier
                          direction, N·max(sent, received)/P, bounds a round of N steps too
     allreduce            the ring sends and receives 2(N−1)/N of the gradient vector on every interface
                          at once (the traffic meter already counts that): max(sent, received)
 
-That is the overlapped bound: each direction as busy as it can be while the other works. The serial
-bound has every direction of a step in turn, N·(sent + received)/P through the ps and sent + received
-through a ring's interface: what TCP's fair share does when N workers read at once (their reads end
-together, so the writes cannot start early) and what two cores do when they cannot copy both ways at
-once. A step measures between the two (BENCHMARKS.md: where, and by how much outside).
+Two bounds on a step. Overlapped: the longer of the unshaped step and those transfers, each direction as
+busy as it can be while the other works and while the workers compute (a bucket's all-reduce overlaps
+backprop; the ps serves one worker while another computes): no step can be shorter. Serial: the
+unshaped step, then every direction of the busiest interface in turn, N·(sent + received)/P through the
+ps and sent + received through a worker's or a ring's interface: what TCP's fair share does when N workers
+read at once (their reads end together, so the writes cannot start early), and what two cores do when
+they cannot copy both ways at once. A step measures between the two (BENCHMARKS.md: where, and by how much
+outside).
 
-A link carries TCP at GOODPUT of its rate: 1448 bytes of payload in every 1514-byte Ethernet frame. A
-one-way delay d adds 4d to a parameter-server step (two round trips: the read, the write) and 2(N−1)d
-to a ring (its steps pass each chunk on one way). No kernel here has netem, so the delay terms are
-not checked against a measurement.
+A link carries TCP at a share of its rate: 1448 bytes of payload in every frame. tc counts a frame's
+1514 bytes (the links of launch/hosts.py: TC_GOODPUT); a physical Ethernet link also spends its frame
+check, preamble and gap, 1538 bytes (ETHERNET_GOODPUT: the tables beyond this machine). A one-way delay d
+adds 4d to a parameter-server step (two round trips: the read, the write) and 2(N−1)d to a ring (its steps
+pass each chunk on one way). No kernel here has netem, so the delay terms are not checked against a
+measurement.
 """
 
-GOODPUT = 1448 / 1514
+TC_GOODPUT = 1448 / 1514
+ETHERNET_GOODPUT = 1448 / 1538
+MODES = ("sync", "hierarchical", "async", "allreduce")  # the modes the model has a formula for
 
 
-def payload_bytes_per_ms(bits_per_second):
+def payload_bytes_per_ms(bits_per_second, goodput=TC_GOODPUT):
     """What a link of this rate carries of TCP payload, in bytes a millisecond."""
-    return bits_per_second * GOODPUT / 8 / 1000
+    return bits_per_second * goodput / 8 / 1000
 
 
-def predicted_ms(unshaped_ms, mode, workers, num_ps, sent, received, bits_per_second, delay_ms=0.0):
-    """A step's milliseconds on the link: the unshaped step's, plus what the busiest interface adds (in
-    async, the ps's busier direction bounds a step on its own). With `unshaped_ms` 0: what the network adds."""
-    bytes_per_ms = payload_bytes_per_ms(bits_per_second)
+def busiest_bytes(mode, workers, num_ps, sent, received, overlapping=False, server_share=None):
+    """The bytes the busiest interface carries a step, each direction as busy as it can be while the other
+    works. `overlapping`: a parameter-server worker reads pieces while it writes others (BytePS's pipeline;
+    as built, a sync step reads, then writes). `server_share`: the busiest server's share of a worker's
+    traffic with the servers (summary.json's bytes_per_step_by_server); default an even 1/P."""
+    if mode not in MODES:
+        raise ValueError(f"the network model has no formula for --mode={mode}")
     if mode == "allreduce":
-        return unshaped_ms + max(sent, received) / bytes_per_ms + 2 * (workers - 1) * delay_ms
+        return max(sent, received)
+    share = 1 / num_ps if server_share is None else server_share
     if mode == "async":
-        own = unshaped_ms + (sent + received) / bytes_per_ms + 4 * delay_ms
-        return max(own, workers * max(sent, received) / num_ps / bytes_per_ms)
-    pipelined = workers * max(sent, received) + min(sent, received)
-    return unshaped_ms + pipelined / num_ps / bytes_per_ms + 4 * delay_ms
+        return max(sent + received, workers * max(sent, received) * share)
+    server = (workers * max(sent, received) + min(sent, received)) * share
+    return max(server, max(sent, received) if overlapping else sent + received)
 
 
-def serial_ms(unshaped_ms, mode, workers, num_ps, sent, received, bits_per_second, delay_ms=0.0):
+def network_ms(mode, workers, num_ps, sent, received, bits_per_second, delay_ms=0.0, server_share=None):
+    """What the busiest interface takes a step (busiest_bytes at tc's goodput), and its delays."""
+    crossings = 2 * (workers - 1) if mode == "allreduce" else 4
+    carried = busiest_bytes(mode, workers, num_ps, sent, received, server_share=server_share)
+    return carried / payload_bytes_per_ms(bits_per_second) + crossings * delay_ms
+
+
+def overlapped_ms(unshaped_ms, *shape, **options):
+    """The overlapped bound: the longer of the unshaped step and its transfers on the link (network_ms's
+    arguments after the unshaped step's milliseconds)."""
+    return max(unshaped_ms, network_ms(*shape, **options))
+
+
+def serial_ms(unshaped_ms, mode, workers, num_ps, sent, received, bits_per_second, delay_ms=0.0, server_share=None):
     """The serial bound: the unshaped step, then every direction of the busiest interface in turn."""
+    if mode not in MODES:
+        raise ValueError(f"the network model has no formula for --mode={mode}")
     bytes_per_ms = payload_bytes_per_ms(bits_per_second)
     if mode == "allreduce":
         return unshaped_ms + (sent + received) / bytes_per_ms + 2 * (workers - 1) * delay_ms
-    return unshaped_ms + workers * (sent + received) / num_ps / bytes_per_ms + 4 * delay_ms
+    share = 1 / num_ps if server_share is None else server_share
+    return unshaped_ms + workers * (sent + received) * share / bytes_per_ms + 4 * delay_ms
 
 
 WORKERS = (8, 32, 128, 256)
 GBITS = (1, 10, 25, 100)
 BEYOND_BEGIN = "<!-- network-model:begin (written by python -m parallel_tf.tools.network_model) -->"
 BEYOND_END = "<!-- network-model:end -->"
+# The layouts of the tables beyond this machine: (title, mode, parameter servers for N workers, overlapping)
+LAYOUTS = {
+    "ring": ("ring all-reduce", "allreduce", lambda n: 0, False),
+    "ps": ("one ps", "sync", lambda n: 1, False),
+    "ps x N": (
+        "a ps per worker, each on a machine of its own, a step reading then writing",
+        "sync",
+        lambda n: n,
+        False,
+    ),
+    "ps x N, overlapping": ("the same, reads overlapping writes (BytePS)", "sync", lambda n: n, True),
+}
+
+
+def step_bytes(layout, workers, param_bytes, written_bytes=None):
+    """The busiest interface's bytes in a sync step of `layout` (LAYOUTS), float32 parameters read, the
+    gradients written as `written_bytes` (default float32 too)."""
+    _, mode, servers, overlapping = LAYOUTS[layout]
+    written = param_bytes if written_bytes is None else written_bytes
+    if mode == "allreduce":
+        ring = 2 * (workers - 1) / workers
+        return busiest_bytes(mode, workers, 0, ring * written, ring * written)
+    return busiest_bytes(mode, workers, servers(workers), written, param_bytes, overlapping)
 
 
 def communication_ms(layout, workers, param_bytes, gbits):
-    """What a float32 sync step's transfers take, at `gbits` Gbit/s: a ring all-reduce, or parameter servers,
-    one ("ps") or as many as the workers ("ps x N", BytePS's layout, each on a machine of its own)."""
-    num_ps = {"ring": 0, "ps": 1, "ps x N": workers}[layout]
-    mode = "allreduce" if layout == "ring" else "sync"
-    sent = 2 * (workers - 1) / workers * param_bytes if layout == "ring" else param_bytes
-    return predicted_ms(0.0, mode, workers, num_ps, sent, sent, gbits * 1e9)
+    """What a float32 sync step's transfers take on a physical Ethernet link of `gbits` Gbit/s."""
+    return step_bytes(layout, workers, param_bytes) / payload_bytes_per_ms(gbits * 1e9, ETHERNET_GOODPUT)
 
 
-def break_even_gbits(param_bytes, added_ms, num_ps=1, writes_in_turn=1):
-    """The bandwidth below which 8-bit gradients pay for their encoding on parameter servers: the
-    parameters still go out in float, so a step saves 3/4 of the writes that wait for the reads: the last
-    one in the overlapped bound, all N (`writes_in_turn`) in the serial one; 0.75·M/P bytes each, against
-    `added_ms` of encoding and decoding."""
-    saved_bytes = 0.75 * param_bytes * writes_in_turn / num_ps
-    return saved_bytes / added_ms / payload_bytes_per_ms(1e9)
+def break_even_gbits(layout, workers, param_bytes, added_ms):
+    """The bandwidth below which 8-bit gradients pay for their encoding in `layout` (parameter servers: the
+    parameters still come down in float): the busiest interface's bytes they save, against `added_ms` of
+    encoding and decoding, on physical Ethernet."""
+    saved = step_bytes(layout, workers, param_bytes) - step_bytes(layout, workers, param_bytes, param_bytes / 4)
+    return saved / added_ms / payload_bytes_per_ms(1e9, ETHERNET_GOODPUT)
 
 
 def beyond_this_machine(models, encode_ns_per_parameter):
     """Markdown: the model's sync step transfers for `models` ({title: float32 bytes}) at 8-256 workers and
-    1-100 Gbit/s, ring against parameter servers, and where 8-bit gradients pay on parameter servers."""
+    1-100 Gbit/s in every layout, and where 8-bit gradients pay on parameter servers."""
     lines = [BEYOND_BEGIN]
     for title, param_bytes in models.items():
         lines += ["", f"#### {title}: {param_bytes / 1e6:.2f} MB of float32 parameters", ""]
-        lines += ["Transfers of one sync step, ms: ring all-reduce / one ps / a ps per worker.", ""]
+        named = " / ".join(LAYOUTS[layout][0] for layout in LAYOUTS)
+        lines += [f"Transfers of one sync step on Ethernet, ms: {named}.", ""]
         lines += ["| workers | " + " | ".join(f"{g} Gbit/s" for g in GBITS) + " |", "|---" * (len(GBITS) + 1) + "|"]
         for n in WORKERS:
-            cells = [
-                " / ".join(_ms(communication_ms(layout, n, param_bytes, g)) for layout in ("ring", "ps", "ps x N"))
-                for g in GBITS
-            ]
+            cells = [" / ".join(_ms(communication_ms(layout, n, param_bytes, g)) for layout in LAYOUTS) for g in GBITS]
             lines.append(f"| {n} | " + " | ".join(cells) + " |")
         added_ms = encode_ns_per_parameter * param_bytes / 4 / 1e6
-        one_ps = [break_even_gbits(param_bytes, added_ms, 1, writes) for writes in (1, 8)]
-        per_worker = [break_even_gbits(param_bytes, added_ms, 8, writes) for writes in (1, 8)]
+        one_ps, per_worker = (break_even_gbits(layout, 8, param_bytes, added_ms) for layout in ("ps", "ps x N"))
+        where = (
+            f"below {one_ps:.3g} Gbit/s on one ps as on a ps per worker"
+            if f"{one_ps:.3g}" == f"{per_worker:.3g}"
+            else f"below {one_ps:.3g} Gbit/s on one ps and below {per_worker:.3g} Gbit/s on a ps per worker"
+        )
         lines += [
             "",
             f"8-bit gradients cost {added_ms:.3g} ms a step to encode and decode at this machine's "
-            f"{encode_ns_per_parameter:.3g} ns a parameter. At 8 workers they pay below {one_ps[0]:.3g} to "
-            f"{one_ps[1]:.3g} Gbit/s on one ps (the overlapped and the serial bound), and below "
-            f"{per_worker[0]:.3g} to {per_worker[1]:.3g} Gbit/s on a ps per worker.",
+            f"{encode_ns_per_parameter:.3g} ns a parameter. At 8 workers they pay {where}: either way they save "
+            "3/4 of one model's writes on the busiest interface (the last write through one ps; a worker's own).",
         ]
     return "\n".join([*lines, "", BEYOND_END])
 
@@ -114,12 +162,22 @@ def _ms(value):
 
 
 def main(argv):
-    """`python -m parallel_tf.tools.network_model --cnn_bytes=B --encode_ns_per_parameter=T --report=FILE`."""
+    """`python -m parallel_tf.tools.network_model --cnn_bytes=B --encode_ns_per_parameter=T [--report=FILE]`:
+    the tables beyond this machine, printed, and written into FILE between their markers."""
     from absl import flags  # here: the model above is plain arithmetic, imported by the bench and the tests
 
+    from parallel_tf.cli import exit_config_error
     from parallel_tf.files import write_between
 
     values = flags.FLAGS
+    if len(argv) > 1:
+        exit_config_error(f"unexpected argument {argv[1]!r}; flags look like --name=value")
+    missing = [name for name in ("cnn_bytes", "encode_ns_per_parameter") if values[name].value is None]
+    if missing:
+        exit_config_error(
+            f"give {' and '.join('--' + name for name in missing)}: the CNN's float32 parameter bytes and 8-bit's "
+            "added ns a parameter, both from the bench (--help says where)"
+        )
     models = {
         "CIFAR-10 CNN (recipes/cifar10.py)": values.cnn_bytes,
         "25M parameters (ResNet-50's size)": 25e6 * 4,
@@ -133,8 +191,9 @@ def main(argv):
 if __name__ == "__main__":
     from absl import app, flags
 
+    from parallel_tf.cli import parse_flags_or_exit
+
     flags.DEFINE_float("cnn_bytes", None, "The CNN's float32 parameter bytes (the bench's all-reduce KB sent).")
     flags.DEFINE_float("encode_ns_per_parameter", None, "8-bit's added ns a parameter a step, from the bench.")
     flags.DEFINE_string("report", None, "Markdown file to write the tables into, between markers of their own.")
-    flags.mark_flags_as_required(["cnn_bytes", "encode_ns_per_parameter"])
-    app.run(main)
+    app.run(main, flags_parser=parse_flags_or_exit)

@@ -96,6 +96,7 @@ def main(argv):
         variants = _variants(FLAGS.variants) if FLAGS.variants else [(mode, mode, []) for mode in _modes(FLAGS.modes)]
         plan = _plan(recipe, variants, worker_counts, _seeds())
         _check_runs_fit(plan)
+        runs.check_recipe_flags(recipe, [*plan[0].given, *recipe_flags])  # a typo: one line, nothing made
         out = runs.out_dir(FLAGS.out, "study")
         prepare_logdir(out, flag="--out", markers=("report.json",))
     except ConfigError as e:

@@ -7,9 +7,10 @@ mirrored          MultiWorkerMirroredStrategy: sync all-reduce (RING), one proce
                   computing on its slice of the global batch; every worker applies the mean gradient.
 parameter_server  ParameterServerStrategy: async; a coordinator (the chief) schedules each global
                   batch's N slices on N worker processes, which apply their gradient to 1 ps.
-floor             No strategy: what a parameter-server sync step cannot go below. Each of N workers
-                  reads the parameters from 1 ps, computes its gradients and writes them back, one
-                  session run a step, and trains nothing (floor_task.py).
+floor             No strategy: what a parameter-server sync step made in a session run of its own
+                  cannot go below. Each of N workers reads the parameters from 1 ps, computes its
+                  gradients and writes them back, one session run a step, and trains nothing
+                  (floor_task.py).
 
 The two strategies train what our runs train: the recipe's model function (its get_variable calls
 answered with the strategy's variables by a custom getter), the same initial values (built in TF1

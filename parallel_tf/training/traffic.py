@@ -16,6 +16,7 @@ then all-gather); an all-gather of b bytes from each, (N-1)·b each way.
 
 import re
 
+from parallel_tf.cluster.config import SERVER_JOBS
 from parallel_tf.compat import tf
 
 TASK = re.compile(r"/job:([^/]+)/(?:replica:\d+/)?task:(\d+)")
@@ -38,9 +39,17 @@ def placed_on(op, here):
 
 def step_bytes(fetches, here):
     """(bytes sent, bytes received) by task `here` in a run of `fetches`."""
+    sent, received, _ = step_bytes_by_peer(fetches, here)
+    return sent, received
+
+
+def step_bytes_by_peer(fetches, here):
+    """(bytes sent, bytes received, {peer task: [sent to it, received from it]}) by task `here` in a run of
+    `fetches`; a collective's bytes count in the totals only (they go round the ring)."""
     pending = [fetch.op if isinstance(fetch, tf.Tensor) else fetch for fetch in tf.nest.flatten(fetches)]
     seen_ops, crossed = set(), set()
     sent = received = 0
+    by_peer = {}
     while pending:
         op = pending.pop()
         if op.name in seen_ops:
@@ -55,11 +64,14 @@ def step_bytes(fetches, here):
             if producer != consumer and (tensor.name, consumer) not in crossed:
                 crossed.add((tensor.name, consumer))
                 size = _size(tensor)
+                if here in (producer, consumer):
+                    peer = consumer if producer == here else producer
+                    by_peer.setdefault(peer, [0, 0])[producer != here] += size
                 sent += size if producer == here else 0
                 received += size if consumer == here else 0
             pending.append(tensor.op)
         pending.extend(op.control_inputs)
-    return sent, received
+    return sent, received, by_peer
 
 
 def _collective_bytes(op):
@@ -87,6 +99,7 @@ class Meter:
     def __init__(self, here):
         self.here = here  # (job, task), or None in a single process: nothing crosses
         self.sent = self.received = 0
+        self.by_server = {}  # "ps:0": [sent, received], over the run: the servers' share of the traffic
         self._by_fetches = {}
         self._mark = (0, 0)
 
@@ -97,10 +110,14 @@ class Meter:
             return
         key = tuple(f.name for f in tf.nest.flatten(fetches))
         if key not in self._by_fetches:
-            self._by_fetches[key] = step_bytes(fetches, self.here)
-        sent, received = self._by_fetches[key]
+            self._by_fetches[key] = step_bytes_by_peer(fetches, self.here)
+        sent, received, by_peer = self._by_fetches[key]
         self.sent += sent * steps
         self.received += received * steps
+        for (job, task), (to, back) in by_peer.items():
+            if job in SERVER_JOBS:
+                totals = self.by_server.setdefault(f"{job}:{task}", [0, 0])
+                totals[0], totals[1] = totals[0] + to * steps, totals[1] + back * steps
 
     def per_step(self, steps):
         """{bytes_sent_per_step, bytes_received_per_step}: the means over the `steps` since the last call."""
@@ -109,8 +126,16 @@ class Meter:
         return _means(sent, received, steps)
 
     def mean(self, steps):
-        """The same means over the whole run, its `steps` steps."""
-        return _means(self.sent, self.received, steps)
+        """The same means over the whole run, its `steps` steps, with each server's: {"ps:0": {sent, received}}."""
+        steps = max(steps, 1)
+        by_server = {
+            server: {"sent": round(to / steps), "received": round(back / steps)}
+            for server, (to, back) in sorted(self.by_server.items())
+        }
+        return {
+            **_means(self.sent, self.received, steps),
+            **({"bytes_per_step_by_server": by_server} if by_server else {}),
+        }
 
 
 def _means(sent, received, steps):

@@ -21,7 +21,7 @@ import dataclasses
 
 from absl import flags
 
-from parallel_tf.cli import validate_by_parsing
+from parallel_tf.cli import counted, validate_by_parsing
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import codecs, gathered_codes
@@ -44,7 +44,7 @@ def check_shapes(values, cluster, shapes):
     if not worth_it:
         raise ConfigError(
             f"--gradient_compression={name} over all-reduce gathers {gathered} bytes a step from the other "
-            f"{cluster.num_workers - 1} workers, no fewer than the float all-reduce's {ring:.0f}: use fewer "
+            f"{counted(cluster.num_workers - 1, 'worker')}, no fewer than the float all-reduce's {ring:.0f}: use fewer "
             "workers or leave it out"
         )
 
