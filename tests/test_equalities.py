@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import CIFAR_RECIPE
 from inprocess import train
-from models import DEFAULTS, DIGITS, FLAGS, MLP, recipe_module, sha
+from models import CNN, DEFAULTS, DIGITS, FLAGS, MLP, recipe_module, sha
 
 from parallel_tf.data import datasets
 from parallel_tf.data.sharding import random_crop_and_flip
@@ -43,6 +43,19 @@ def test_hierarchical_with_one_group_is_sync_accumulator_with_that_many_workers(
 def test_two_parameter_servers_train_what_one_does(tmp_path, mode):
     flags = {"num_workers": 1} if mode == "async" else {}  # async with two workers is not repeatable
     assert sha(tmp_path / "two", mode, num_ps=2, **flags) == sha(tmp_path / "one", mode, num_ps=1, **flags)
+
+
+@pytest.mark.parametrize("model", [MLP, CNN], ids=["MLP", "CNN"])
+@pytest.mark.parametrize("workers", [2, 4])
+def test_variables_split_over_1_2_and_4_servers_train_the_same_bits(tmp_path, model, workers):
+    """Sync splits its large variables over the servers (graph/partitions.py): every element is still summed
+    and updated as one server does it, and the pieces start from the whole variable's values."""
+    hashes = set()
+    for servers in (1, 2, 4):
+        run = train(model, DIGITS, tmp_path / f"{servers}", "sync", num_ps=servers, num_workers=workers, **FLAGS)
+        assert run["summary"]["variables_split_over"] == (0 if servers == 1 else servers)
+        hashes.add(run["summary"]["params_sha256"])
+    assert len(hashes) == 1
 
 
 def test_strict_determinism_trains_the_same_parameters_for_1_2_and_4_workers(tmp_path):
@@ -83,3 +96,11 @@ def test_local_steps_on_copies_repeat_bitwise(tmp_path, technique):
     layer's gradient, and repeats differed)."""
     first, second = (sha(tmp_path / name, "sync", **technique) for name in ("first", "second"))
     assert first == second
+
+
+def test_a_run_resumed_on_another_number_of_servers_ends_on_the_straight_runs_bits(tmp_path):
+    """The checkpoint holds each variable whole (its pieces saved as slices of it), so 15 steps on 2 servers
+    trained on to 30 on 4 end where 30 on 1 do."""
+    train(MLP, DIGITS, tmp_path / "resumed", "sync", num_ps=2, **{**FLAGS, "train_steps": 15})
+    resumed = train(MLP, DIGITS, tmp_path / "resumed", "sync", num_ps=4, **FLAGS)["summary"]["params_sha256"]
+    assert resumed == sha(tmp_path / "straight", "sync", num_ps=1)

@@ -58,7 +58,7 @@ def test_a_mode_without_a_formula_is_refused_not_modelled_as_sync():
 
 def test_beyond_this_machine_every_interface_counts_the_workers_own_too():
     """100 MB at 1 Gbit/s on Ethernet (117 685 bytes a ms), 8 workers: the ring moves 2·7/8 of it each way,
-    1 487 ms; one ps sends 8 copies and takes the last write, 9 of them, 7 648 ms; a ps per worker carries
+    1 487 ms, as servers on the workers' own machines do; one ps sends 8 copies and takes the last write, 9 of them, 7 648 ms; a ps per worker carries
     9/8 of the model, but each worker reads all 100 MB and then writes 100 MB, 1 699 ms: the ring wins. A
     worker whose reads overlap its writes (BytePS) carries 100 MB each way at once: 956 ms, 1.56x the ring."""
     assert communication_ms("ring", 8, 1e8, 1) == pytest.approx(1.75e8 / ETHERNET_PER_MS_1GBIT, rel=1e-6)
@@ -66,6 +66,9 @@ def test_beyond_this_machine_every_interface_counts_the_workers_own_too():
     assert communication_ms("ps x N", 8, 1e8, 1) == pytest.approx(2e8 / ETHERNET_PER_MS_1GBIT, rel=1e-6)
     assert communication_ms("ps x N, overlapping", 8, 1e8, 1) == pytest.approx(1.125e8 / ETHERNET_PER_MS_1GBIT)
     assert round(communication_ms("ps x N", 8, 1e8, 1)) == 1699
+    # A ps on every worker's machine: its interface carries its server's 7/8 out and in, and its worker's reads
+    # and writes of the other 7 pieces: the ring's 2·7/8 each way.
+    assert communication_ms("ps x N, co-located", 8, 1e8, 1) == communication_ms("ring", 8, 1e8, 1)
 
 
 def test_8bit_pays_below_the_bandwidth_at_which_its_saved_bytes_take_its_encoding_time():

@@ -68,14 +68,17 @@ def test_allreduce_moves_what_its_ring_moves_on_the_mlp(tmp_path, num_workers, f
     assert per_step(run) == (each_way, each_way)
 
 
-def test_each_servers_share_of_a_step_is_counted(tmp_path):
-    """The MLP on two parameter servers, whole variables placed: hidden/weights (64·128·4 = 32,768 bytes) on
-    ps:0, the rest (logits/weights 5,120, hidden/biases 512, logits/biases 40: 5,672) on ps:1. The chief
-    writes its gradients to each and reads the parameters back; its loss rides to ps:0 (4 bytes), and its
-    report, two indices and two losses, comes back from there (16)."""
+def test_each_server_carries_its_share_of_the_split_variables(tmp_path):
+    """The MLP on two parameter servers: variables of more than 1 KB in two pieces along their first axis,
+    hidden/weights as two [32, 128] (16,384 bytes each), logits/weights as two [64, 10] (2,560), the
+    biases whole (512, 40); each placed on the server holding fewer bytes so far, in the order they are made:
+    16,384 on ps:0, 16,384 on ps:1, 512 on ps:0, 2,560 on ps:1, 2,560 on ps:0, 40 on ps:1: 19,456 and 18,984
+    bytes, within one variable of half the model each. The chief writes its gradients to each and reads the
+    parameters back; its loss rides to ps:0 (4 bytes), and its report, two indices and two losses, comes
+    back from there (16)."""
     summary = train(MLP, DIGITS, tmp_path, "sync", num_ps=2, global_batch_size=120, train_steps=3)["summary"]
     assert summary["bytes_per_step_by_server"] == {
-        "ps:0": {"sent": 32768 + 4, "received": 32768 + 16},
-        "ps:1": {"sent": 5672, "received": 5672},
+        "ps:0": {"sent": 19456 + 4, "received": 19456 + 16},
+        "ps:1": {"sent": 18984, "received": 18984},
     }
     assert (summary["bytes_sent_per_step"], summary["bytes_received_per_step"]) == (38444, 38456)

@@ -13,7 +13,6 @@ an error; and one iteration runs at a time.
 """
 
 from parallel_tf.compat import tf
-from parallel_tf.graph.model import model_on
 
 
 def steps_in_one_run(recipe, model, step, reads):
@@ -26,7 +25,7 @@ def steps_in_one_run(recipe, model, step, reads):
 
     def one_step(index, workers, losses):
         with tf.control_dependencies([workers, losses]):  # the previous step's update is applied
-            on_step = model_on(recipe, features[index], labels[index], model.num_classes, reads(), reuse=True)
+            on_step = model.on(recipe, features[index], labels[index], reads())
             workers, losses = step(on_step)
         return index + 1, workers, losses
 

@@ -11,6 +11,8 @@ import dataclasses
 import random
 
 from parallel_tf.compat import tf
+from parallel_tf.graph.initial_values import seeded, whole_then_sliced
+from parallel_tf.graph.partitions import pieces_over, split_by, whole
 
 # Variables rewritten every step before they are read (gradient slots): not worth a checkpoint.
 SCRATCH = "parallel_tf_scratch"
@@ -32,6 +34,12 @@ class ModelGraph:
     accuracy: tf.Tensor  # fraction of the fed examples classified correctly
     num_classes: int
     reads: object = None  # the custom getter through which the forward pass read its variables, if any
+    split_over: int = 0  # the servers its large variables are split over (partitions.py); 0: whole variables
+
+    def on(self, recipe, features, labels, reads=None):
+        """The recipe's model again, on other `features` and `labels` (a microbatch, a step of a loop), its
+        variables reused, and read through `reads` (default this model's)."""
+        return model_on(recipe, features, labels, self.num_classes, reads or self.reads, True, self.split_over)
 
 
 def seed_everything(seed):
@@ -57,25 +65,26 @@ def trainable_shapes(recipe, feature_shape, num_classes):
         return [v.shape.as_list() for v in tf.trainable_variables()]
 
 
-def build_model(recipe, dataset, custom_getter=None):
-    """Placeholders for one slice of a batch, the recipe's logits, and the recipe's loss on them.
+def build_model(recipe, dataset, custom_getter=None, split_over=0):
+    """Placeholders for one slice of a batch, the recipe's logits, and the recipe's loss on them; with
+    `split_over` servers, its large variables made as pieces over them (partitions.py).
 
     The loss is a mean over the slice, so the average of N equal slices' gradients is the
     gradient of the global batch's mean loss: no learning-rate rescaling.
     """
     features = tf.placeholder(tf.float32, (None,) + dataset.feature_shape, name="features")
     labels = tf.placeholder(tf.int64, (None,), name="labels")
-    return model_on(recipe, features, labels, dataset.num_classes, custom_getter)
+    return model_on(recipe, features, labels, dataset.num_classes, custom_getter, split_over=split_over)
 
 
-def model_on(recipe, features, labels, num_classes, custom_getter=None, reuse=None):
+def model_on(recipe, features, labels, num_classes, custom_getter=None, reuse=None, split_over=0):
     """The recipe's model, loss and accuracy on given `features` and `labels` tensors."""
-    with tf.variable_scope("model", custom_getter=custom_getter, reuse=reuse):
+    with tf.variable_scope("model", custom_getter=_reading(custom_getter, _making(split_over)), reuse=reuse):
         logits = recipe.model_fn(features, num_classes)
     loss = recipe.loss_fn(labels, logits)
     correct = tf.equal(tf.argmax(logits, axis=1), labels)
     accuracy = tf.reduce_mean(tf.cast(correct, tf.float32))
-    return ModelGraph(features, labels, loss, accuracy, num_classes, custom_getter)
+    return ModelGraph(features, labels, loss, accuracy, num_classes, custom_getter, split_over)
 
 
 def microbatch_gradients(recipe, model, count, variables):
@@ -87,9 +96,30 @@ def microbatch_gradients(recipe, model, count, variables):
     """
     gradients = []
     for features, labels in zip(tf.split(model.features, count), tf.split(model.labels, count), strict=True):
-        on_slice = model_on(recipe, features, labels, model.num_classes, model.reads, reuse=True)
+        on_slice = model.on(recipe, features, labels)
         gradients.append(tf.gradients(on_slice.loss, variables))
     return gradients
+
+
+def _making(split_over):
+    """The custom getter that makes each of the model's variables: its initial values seeded by its name
+    (initial_values.py), and large ones in pieces over `split_over` servers (partitions.py)."""
+    partitioner = pieces_over(split_over)
+
+    def make(getter, name, *args, **kwargs):
+        kwargs["initializer"] = seeded(kwargs.get("initializer"), name)
+        if split_by(partitioner, kwargs.get("shape"), kwargs.get("dtype")):
+            kwargs.update(partitioner=partitioner, initializer=whole_then_sliced(kwargs["initializer"]))
+        return getter(name, *args, **kwargs)
+
+    return make
+
+
+def _reading(reads, make):
+    """The custom getter that makes (or finds) each variable through `make`, then reads it through `reads`."""
+    if reads is None:
+        return make
+    return lambda getter, *args, **kwargs: reads(lambda *a, **k: make(getter, *a, **k), *args, **kwargs)
 
 
 def build_model_on_copies(recipe, dataset, copy_device, collections):
@@ -118,10 +148,10 @@ def build_held_out(recipe, dataset):
     """The model once more, on the held-out split, reading the parameters themselves: the variables the
     model's get_variable calls made, wherever the mode computes (on copies: async, hierarchical, local
     SGD, EASGD). Evaluating it reads the parameters and changes nothing a worker trains with."""
-    parameters = {variable.op.name: variable for variable in tf.global_variables()}
+    variables = tf.global_variables()
 
     def the_parameter(getter, name, *args, **kwargs):
-        return parameters[name]
+        return whole(name, variables)
 
     with tf.name_scope("held_out"):
         return build_model(recipe, dataset, custom_getter=the_parameter)

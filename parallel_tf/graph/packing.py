@@ -24,6 +24,8 @@ class PackedReads:
         variable = getter(name, *args, **kwargs)
         if not self._values:
             self._values = _read_packed(self.variables)
+        if not isinstance(variable, tf.Variable):  # a PartitionedVariable: pieces on several servers (partitions.py)
+            return tf.concat([self._values[piece.op.name] for piece in variable], axis=0)
         return self._values[variable.op.name]
 
     def of(self, variables):

@@ -28,7 +28,7 @@ from parallel_tf.files import write_atomically
 from parallel_tf.graph import devices
 from parallel_tf.graph.aggregation import SlotAggregator
 from parallel_tf.graph.barrier import signal_done, wait_until_workers_done
-from parallel_tf.graph.model import build_model, model_on, seed_everything
+from parallel_tf.graph.model import build_model, seed_everything
 from parallel_tf.graph.packing import PackedReads, sent_packed
 from parallel_tf.tools import tf_strategy_task
 from parallel_tf.training import traffic
@@ -49,7 +49,7 @@ def floor_step(recipe, dataset, worker, num_workers, num_gpus=0):
         variables = tf.trainable_variables()
         slots = SlotAggregator(variables, num_workers)
         reads = PackedReads(variables)
-        model = model_on(recipe, model.features, model.labels, model.num_classes, reads, reuse=True)
+        model = model.on(recipe, model.features, model.labels, reads)
         gradients = tf.gradients(model.loss, reads.of(variables))
         received, _ = sent_packed([gradients], variables)
         return model, slots.write(worker, received)

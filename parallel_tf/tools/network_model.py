@@ -37,6 +37,9 @@ pass each chunk on one way). No kernel here has netem, so the delay terms are no
 measurement.
 """
 
+import dataclasses
+from collections.abc import Callable
+
 TC_GOODPUT = 1448 / 1514
 ETHERNET_GOODPUT = 1448 / 1538
 MODES = ("sync", "hierarchical", "async", "allreduce")  # the modes the model has a formula for
@@ -91,29 +94,41 @@ WORKERS = (8, 32, 128, 256)
 GBITS = (1, 10, 25, 100)
 BEYOND_BEGIN = "<!-- network-model:begin (written by python -m parallel_tf.tools.network_model) -->"
 BEYOND_END = "<!-- network-model:end -->"
-# The layouts of the tables beyond this machine: (title, mode, parameter servers for N workers, overlapping)
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where a sync step's parameters live, for the tables beyond this machine."""
+
+    title: str
+    mode: str
+    servers: Callable[[int], int]  # parameter servers for N workers
+    overlapping: bool = False  # a worker reads pieces while it writes others (BytePS); as built, it reads, then writes
+    colocated: bool = False  # each server on a worker's machine: that machine's interface carries both's traffic
+
+
 LAYOUTS = {
-    "ring": ("ring all-reduce", "allreduce", lambda n: 0, False),
-    "ps": ("one ps", "sync", lambda n: 1, False),
-    "ps x N": (
-        "a ps per worker, each on a machine of its own, a step reading then writing",
-        "sync",
-        lambda n: n,
-        False,
-    ),
-    "ps x N, overlapping": ("the same, reads overlapping writes (BytePS)", "sync", lambda n: n, True),
+    "ring": Layout("ring all-reduce", "allreduce", lambda n: 0),
+    "ps": Layout("one ps", "sync", lambda n: 1),
+    "ps x N": Layout("a ps per worker on machines of their own, a step reading then writing", "sync", lambda n: n),
+    "ps x N, overlapping": Layout("the same, reads overlapping writes (BytePS)", "sync", lambda n: n, True),
+    "ps x N, co-located": Layout("a ps on every worker's machine", "sync", lambda n: n, colocated=True),
 }
 
 
 def step_bytes(layout, workers, param_bytes, written_bytes=None):
     """The busiest interface's bytes in a sync step of `layout` (LAYOUTS), float32 parameters read, the
-    gradients written as `written_bytes` (default float32 too)."""
-    _, mode, servers, overlapping = LAYOUTS[layout]
+    gradients written as `written_bytes` (default float32 too). Co-located, a machine's interface carries its
+    server's 1/N to the other N−1 workers and back, and its worker's reads and writes of the other N−1
+    servers' pieces: (N−1)/N of a read and a write each way, the ring's bytes, however they overlap."""
+    shape = LAYOUTS[layout]
     written = param_bytes if written_bytes is None else written_bytes
-    if mode == "allreduce":
+    if shape.mode == "allreduce":
         ring = 2 * (workers - 1) / workers
-        return busiest_bytes(mode, workers, 0, ring * written, ring * written)
-    return busiest_bytes(mode, workers, servers(workers), written, param_bytes, overlapping)
+        return busiest_bytes(shape.mode, workers, 0, ring * written, ring * written)
+    if shape.colocated:
+        return (workers - 1) / workers * (param_bytes + written)
+    return busiest_bytes(shape.mode, workers, shape.servers(workers), written, param_bytes, shape.overlapping)
 
 
 def communication_ms(layout, workers, param_bytes, gbits):
@@ -135,7 +150,7 @@ def beyond_this_machine(models, encode_ns_per_parameter):
     lines = [BEYOND_BEGIN]
     for title, param_bytes in models.items():
         lines += ["", f"#### {title}: {param_bytes / 1e6:.2f} MB of float32 parameters", ""]
-        named = " / ".join(LAYOUTS[layout][0] for layout in LAYOUTS)
+        named = " / ".join(layout.title for layout in LAYOUTS.values())
         lines += [f"Transfers of one sync step on Ethernet, ms: {named}.", ""]
         lines += ["| workers | " + " | ".join(f"{g} Gbit/s" for g in GBITS) + " |", "|---" * (len(GBITS) + 1) + "|"]
         for n in WORKERS:

@@ -21,6 +21,7 @@ from parallel_tf.errors import TaskFailure, chief_did_not_initialise
 from parallel_tf.graph import devices
 from parallel_tf.graph.barrier import gather_at_chief, signal_done
 from parallel_tf.graph.model import build_held_out, seed_everything, trainable_shapes
+from parallel_tf.graph.partitions import whole_values
 from parallel_tf.training import logdir, modes, outputs, profiling, run_check, traffic
 from parallel_tf.training.checkpoints import Checkpoints
 from parallel_tf.training.options.link import bits_per_second
@@ -304,6 +305,7 @@ class Trainer:
             "mode": settings.mode,
             "num_workers": settings.num_workers,
             "num_ps": settings.cluster.num_ps if settings.cluster else 0,
+            "variables_split_over": self.train_graph.model.split_over,  # servers; 0: whole variables placed
             "num_gpus": settings.num_gpus,
             # what TensorFlow's GPU kernels were asked for; on CPUs it changes nothing
             devices.DETERMINISTIC_OPS: os.environ.get(devices.DETERMINISTIC_OPS, ""),
@@ -397,5 +399,5 @@ def _what_may_help(settings):
 
 
 def _named_params(sess):
-    variables = tf.trainable_variables()
-    return dict(zip((v.name for v in variables), sess.run(variables), strict=True))
+    """{name: value} of every trainable variable, a variable split over servers put together."""
+    return whole_values(sess, tf.trainable_variables())

@@ -13,7 +13,7 @@ from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
 from parallel_tf.graph.barrier import gather_at_chief, release_workers, step_barrier
 from parallel_tf.graph.devices import device_setter, server_cpu, worker_device
 from parallel_tf.graph.loops import steps_in_one_run
-from parallel_tf.graph.model import build_model, model_on
+from parallel_tf.graph.model import build_model
 from parallel_tf.graph.optimizers import CountingOptimizer
 from parallel_tf.graph.packing import PackedReads, sent_packed
 from parallel_tf.graph.sync_replicas import sync_replicas
@@ -24,13 +24,21 @@ from parallel_tf.training.train_graph import StepReport, TrainGraph, fixed_plan,
 
 def build(recipe, dataset, settings):
     with tf.device(device_setter(settings.cluster, settings.task_index, settings.num_gpus)):
-        model = build_model(recipe, dataset)
+        model = build_model(recipe, dataset, split_over=_split_over(settings))
         global_step = tf.train.get_or_create_global_step()
         aggregate = _in_fixed_order if settings.aggregation == "ordered" else _in_arrival_order
         return aggregate(recipe, model, global_step, settings)
 
 
 MODE = Mode(name="sync", build=build, lockstep=True)
+
+
+def _split_over(settings):
+    """The servers large variables are split over (graph/partitions.py): all of them, for ordered aggregation,
+    unless a technique on needs each variable whole (a codec's scale, a clipping norm's sum); then 0."""
+    if settings.aggregation != "ordered" or techniques.need_whole_variables(settings):
+        return 0
+    return settings.cluster.num_ps if settings.cluster.num_ps > 1 else 0
 
 
 def _optimizer(settings, global_step):
@@ -72,9 +80,7 @@ def _in_fixed_order(recipe, model, global_step, settings):
 
     inputs_by_step = None
     if settings.steps_per_run == 1:
-        workers, losses = step(
-            model_on(recipe, model.features, model.labels, model.num_classes, PackedReads(variables), True)
-        )
+        workers, losses = step(model.on(recipe, model.features, model.labels, PackedReads(variables)))
     else:
         inputs_by_step, (workers, losses) = steps_in_one_run(recipe, model, step, lambda: PackedReads(variables))
     return TrainGraph(

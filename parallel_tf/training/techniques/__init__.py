@@ -126,6 +126,11 @@ def push_gradients(settings, parameters, sums):
     return sums, lambda after: [op for ops_after in on_fetch for op in ops_after(after)]
 
 
+def need_whole_variables(settings):
+    """Whether a technique on computes on each variable whole, so a mode must not split variables in pieces."""
+    return any(t.TECHNIQUE.whole_variables for t in TECHNIQUES if t.TECHNIQUE.name in settings.techniques)
+
+
 def random_stream(settings):
     """This worker's own stream of random numbers in this run (a random codec's draws), the same whichever
     mode sends its gradients: seed·2¹⁶ + worker."""

@@ -28,6 +28,7 @@ from parallel_tf.training.rules import Technique
 TECHNIQUE = Technique(
     name="clipping",
     flags=("clip_norm",),
+    whole_variables=True,  # the norm sums each variable's squares: pieces would sum them in another order
     effect="clipped_updates",
     modes=("sync", "async", "allreduce"),
     hooks=("optimizer", "wrap"),

@@ -75,6 +75,7 @@ TECHNIQUE = Technique(
     },
     record=record,
     worker_state=error_feedback,  # each worker's residuals
+    whole_variables=True,  # a codec encodes each variable with a scale (a norm, a top-k) of its own
     check_shapes=check_shapes,
 )
 PAYLOADS = "gradient_payloads"  # graph collection: the tensors that cross to the parameter servers
