@@ -57,10 +57,11 @@ def test_a_mode_without_a_formula_is_refused_not_modelled_as_sync():
 
 
 def test_beyond_this_machine_every_interface_counts_the_workers_own_too():
-    """100 MB at 1 Gbit/s on Ethernet (117 685 bytes a ms), 8 workers: the ring moves 2·7/8 of it each way,
-    1 487 ms, as servers on the workers' own machines do; one ps sends 8 copies and takes the last write, 9 of them, 7 648 ms; a ps per worker carries
-    9/8 of the model, but each worker reads all 100 MB and then writes 100 MB, 1 699 ms: the ring wins. A
-    worker whose reads overlap its writes (BytePS) carries 100 MB each way at once: 956 ms, 1.56x the ring."""
+    """100 MB at 1 Gbit/s on Ethernet (117 685 bytes a ms), 8 workers: the ring moves 2·7/8 of it each way, 1 487 ms,
+    as servers on the workers' own machines do; one ps sends 8 copies and takes the last write, 9 of them, 7 648 ms;
+    a ps per worker carries 9/8 of the model, but each worker reads all 100 MB and then writes 100 MB, 1 699 ms: the
+    ring wins. A worker whose reads overlap its writes (BytePS) carries 100 MB each way at once: 956 ms, 1.56x the
+    ring."""
     assert communication_ms("ring", 8, 1e8, 1) == pytest.approx(1.75e8 / ETHERNET_PER_MS_1GBIT, rel=1e-6)
     assert communication_ms("ps", 8, 1e8, 1) == pytest.approx(9e8 / ETHERNET_PER_MS_1GBIT, rel=1e-6)
     assert communication_ms("ps x N", 8, 1e8, 1) == pytest.approx(2e8 / ETHERNET_PER_MS_1GBIT, rel=1e-6)
