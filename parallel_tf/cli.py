@@ -20,9 +20,9 @@ def exit_config_error(message):
 
 
 HELP = {"--help", "-help", "-h", "-?", "--helpshort"}
-RUN_FLAGS_MODULE = "parallel_tf.training.run_flags"
-MODES_PACKAGE = "parallel_tf.training.modes."
-OPTIONS_PACKAGE, TECHNIQUES_PACKAGE = "parallel_tf.training.options.", "parallel_tf.training.techniques."
+# --help's sections past a command's own flags, added by the layer that defines those flags (run_flags.py), so
+# this module names none of them: each a callable giving [(heading or None, [(title, defining module)])]
+HELP_SECTIONS = []
 
 
 def parse_flags_or_exit(argv, known_only=False, command="__main__", hints=None):
@@ -42,28 +42,19 @@ def parse_flags_or_exit(argv, known_only=False, command="__main__", hints=None):
 
 def print_help_and_exit(command="__main__"):
     """--help: the usage of `command` (its module's docstring) and every flag its user can give, on
-    stdout, exit 0: its own, the run flags it passes on (parallel_tf/training/run_flags.py), then each
-    option's and technique's, under its name and the modes it applies to. absl's --help exits 1 and
-    lists only the flags the command's own module defines, leaving the rest to --helpfull."""
+    stdout, exit 0: its own, then HELP_SECTIONS' (the run flags it passes on, each option's and technique's
+    under its name and the modes it applies to). absl's --help exits 1 and lists only the flags the
+    command's own module defines, leaving the rest to --helpfull."""
     key = sys.argv[0] if command == "__main__" else command  # how absl names the module that defined a flag
     print((sys.modules[command].__doc__ or "").strip())
     by_module = flags.FLAGS.flags_by_module_dict()
     print(f"\nflags of this command:{_flags_of(key)}" if key in by_module else "")
-    if RUN_FLAGS_MODULE in by_module:
-        print(f"\nrun flags, passed on to every task:{_flags_of(RUN_FLAGS_MODULE)}")
-    for name in (name for name in by_module if name.startswith(MODES_PACKAGE)):
-        print(f"\nflags of --mode={sys.modules[name].MODE.name} only:{_flags_of(name)}")
-    for kind, package, declared_as in (
-        ("options", OPTIONS_PACKAGE, "OPTION"),
-        ("techniques", TECHNIQUES_PACKAGE, "TECHNIQUE"),
-    ):
-        declared = [name for name in by_module if name.startswith(package)]
-        if declared:
-            print(f"\n{kind}, each with the modes it applies to (docs/modes-and-techniques.md):")
-        for name in declared:
-            declaration = getattr(sys.modules[name], declared_as)
-            modes = "|".join(mode for mode in declaration.modes if mode != "single")
-            print(f"  {declaration.name} ({modes}):{_flags_of(name, indent='  ')}")
+    for heading, entries in (section for sections in HELP_SECTIONS for section in sections()):
+        shown = [(title, module) for title, module in entries if module in by_module]
+        if heading and shown:
+            print(f"\n{heading}")
+        for title, module in shown:  # under a heading indented, else each a section of its own
+            print(f"  {title}:{_flags_of(module, indent='  ')}" if heading else f"\n{title}:{_flags_of(module)}")
     if "job_name" not in flags.FLAGS:  # a tool that starts a recipe's tasks, not a task itself
         print("\nA recipe's own flags (--model, --dataset, ...): .venv/bin/python recipes/<recipe>.py --help")
     print("\n--helpfull lists every flag, absl's and TensorFlow's included.")

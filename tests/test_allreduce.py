@@ -24,7 +24,6 @@ from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError, TaskFailure
 from parallel_tf.graph import codecs, gathered_codes
 from parallel_tf.graph.collectives import Collectives
-from parallel_tf.training import techniques
 from parallel_tf.training.techniques import compression
 
 pytestmark = pytest.mark.inprocess
@@ -167,7 +166,7 @@ def test_random_codes_draw_from_the_runs_seed_as_on_the_parameter_servers(tmp_pa
         gathered == sha(tmp_path / "sync", "sync", **codes) != sha(tmp_path / "seed0", "sync", **{**codes, "seed": 0})
     )
     settings = worker_settings("single", None, 1, None, {**FLAGS, "seed": 1})
-    assert techniques.random_stream(settings) == 1 * 2**16 + 1
+    assert settings.random_stream == 1 * 2**16 + 1
 
 
 def test_buckets_are_counted_and_two_workers_train_the_one_collective_s_bits(tmp_path):

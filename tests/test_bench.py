@@ -10,7 +10,7 @@ from inprocess import half_mean_square, scalar_dataset, scalar_recipe, start_clu
 from models import DIGITS, FLAGS, MLP
 
 from parallel_tf.compat import tf
-from parallel_tf.tools import bench, floor_task, runs
+from parallel_tf.tools import bench, bench_links, bench_tables, bench_targets, floor_task, runs
 from parallel_tf.training import traffic
 
 BATCH = 120
@@ -30,7 +30,7 @@ RESULTS = {
 
 
 def test_rows_give_medians_spreads_and_throughput_ratios():
-    rows = {row["system"]: row for row in bench.table_rows("mlp", RESULTS, BATCH)}
+    rows = {row["system"]: row for row in bench_tables.table_rows("mlp", RESULTS, BATCH)}
     sync = rows["sync"]
     assert (sync["ms"], sync["spread"]) == (4.0, (3.0, 5.0))
     assert sync["examples_per_sec"] == 1000.0 * 120 / 4.0 == 30000
@@ -45,8 +45,8 @@ def test_rows_give_medians_spreads_and_throughput_ratios():
 
 
 def test_targets_say_met_or_by_how_much_missed():
-    tables = {"mlp": bench.table_rows("mlp", RESULTS, BATCH)}
-    assert bench.target_lines(tables) == [
+    tables = {"mlp": bench_tables.table_rows("mlp", RESULTS, BATCH)}
+    assert bench_targets.target_lines(tables) == [
         "- target mlp sync, ordered, 1 worker(s): at least 0.8x parameter-server floor; measured 0.75x: missed by 0.05",
         "- target mlp all-reduce, 1 worker(s): at least 0.8x the one process; measured 0.67x: missed by 0.13",
     ]  # the 2-worker targets were not measured, so they are not claimed
@@ -60,27 +60,27 @@ def on_link(*ms, sent=0):
 
 
 LINKED = {
-    ("mlp", "allreduce", 2, bench.UNSHAPED): on_link(2.0, 2.0, 2.0, sent=38000),
+    ("mlp", "allreduce", 2, bench_links.UNSHAPED): on_link(2.0, 2.0, 2.0, sent=38000),
     ("mlp", "allreduce", 2, "100mbit"): on_link(6.0, 5.0, 7.0, sent=38000),
-    ("mlp", "mirrored", 2, bench.UNSHAPED): on_link(4.0, 4.0, 4.0),
+    ("mlp", "mirrored", 2, bench_links.UNSHAPED): on_link(4.0, 4.0, 4.0),
     ("mlp", "mirrored", 2, "100mbit"): on_link(9.0, 9.0, 9.0),
 }
 
 
 def test_links_rows_compare_with_the_peer_on_the_same_link_and_bound_ours_by_the_model():
-    rows = {(row["system"], row["link"]): row for row in bench.links_table_rows("mlp", LINKED)}
+    rows = {(row["system"], row["link"]): row for row in bench_links.table_rows("mlp", LINKED)}
     shaped = rows["allreduce", "100mbit"]
     assert (shaped["ms"], shaped["spread"]) == (6.0, (5.0, 7.0))
-    assert shaped["x_peer"] == 9.0 / 6.0 and rows["allreduce", bench.UNSHAPED]["x_peer"] == 4.0 / 2.0
+    assert shaped["x_peer"] == 9.0 / 6.0 and rows["allreduce", bench_links.UNSHAPED]["x_peer"] == 4.0 / 2.0
     # 100 Mbit/s carries 1e8 / 8 * 1448/1514 bytes a second of TCP payload: 11.955 bytes a ms. The ring's
     # busier direction carries 38 KB (3.179 ms): the overlapped bound is the longer of that and the unshaped
     # 2 ms; the serial bound the unshaped step and both directions in turn.
     carried_ms = 38000 / (1e8 / 8 * 1448 / 1514 / 1000)
     assert shaped["predicted"] == pytest.approx((carried_ms, 2.0 + 2 * carried_ms))
-    assert carried_ms == pytest.approx(3.179, abs=1e-3) and bench.outside_model(shaped) == "within"  # 6 ms
+    assert carried_ms == pytest.approx(3.179, abs=1e-3) and bench_links.outside_model(shaped) == "within"  # 6 ms
     peer = rows["mirrored", "100mbit"]
     assert peer["predicted"] is None and peer["x_peer"] is None  # the peers count no bytes to predict from
-    assert bench._links_cells(peer)[5:] == ["", "", "", "", ""]  # no ratio, bounds or bytes to show
+    assert bench_links._links_cells(peer)[5:] == ["", "", "", "", ""]  # no ratio, bounds or bytes to show
 
 
 def test_steady_state_leaves_out_the_first_logged_interval(tmp_path):

@@ -151,8 +151,8 @@ def test_ordered_sync_keeps_each_gradient_slot_and_its_sum_next_to_its_variable(
         assert slot.shape.as_list() == [6, *parameter.shape.as_list()]  # one per microbatch, whatever N
     sums = {op.device for op in graph.get_operations() if op.type == "Unpack"}
     assert sums <= {p.device for p in parameters}
-    # 6 microbatches over 3 workers: worker 0 runs two forward passes of its own besides the step's model on
-    # the packed reads (graph/packing.py), whose loss it reports; the model read directly is the chief's to evaluate
+    # 6 microbatches over 3 workers: worker 0 runs two forward passes of its own besides the step's model on the
+    # packed reads (graph/server_vectors.py), whose loss it reports; the model read directly is the chief's to evaluate
     assert len([op for op in graph.get_operations() if op.type == "MatMul" and "gradients" not in op.name]) == 2 * 4
 
 

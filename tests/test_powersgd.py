@@ -1,6 +1,7 @@
-"""PowerSGD (graph/powersgd.py, --powersgd_rank): one power iteration worked out by hand on a 2x2 matrix,
-which matrices go as factors, and on in-process all-reduce clusters: bitwise repeats, the bytes of the
-factors, the plain all-reduce before --powersgd_start_step, and a rank that compresses nothing refused."""
+"""PowerSGD (graph/powersgd.py, --powersgd_rank): one power iteration worked out by hand on a 2x2 matrix, its
+factors in a float16 transport and in buckets worked out by hand, which matrices go as factors, and on
+in-process all-reduce clusters: bitwise repeats, the bytes of the factors, the plain all-reduce before
+--powersgd_start_step, and a rank that compresses nothing refused."""
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ from models import DIGITS, FLAGS, MLP
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import powersgd
-from parallel_tf.graph.collectives import Collectives
+from parallel_tf.graph.collectives import Collectives, Ring
 
 pytestmark = pytest.mark.inprocess
 
@@ -24,7 +25,7 @@ def test_one_power_iteration_by_hand():
         # rank-1 factors of a 2x2 matrix hold its 4 floats: below min_compression 1, so it goes as factors
         low_rank = powersgd.LowRank([w], rank=1, min_compression=0.5, seed=0)
         gradient = tf.placeholder(tf.float32, [2, 2])
-        (approximation,) = low_rank.means([gradient], Collectives(1, 0, group=1, on_gpu=False))
+        (approximation,) = low_rank.means([gradient], Ring(Collectives(1, 0, group=1, on_gpu=False)))
         with tf.Session() as sess:
             sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
             low_rank.qs[0].load(np.array([[1.0], [1.0]]) / np.sqrt(2), sess)
@@ -38,6 +39,58 @@ def test_one_power_iteration_by_hand():
             q = np.array([9.0, 1.0]) / np.sqrt(10)
             p = error @ q / np.linalg.norm(error @ q)
             np.testing.assert_allclose(second, np.outer(p, error.T @ p), rtol=1e-5)
+
+
+class TwoAlike:
+    """The collectives of two workers that hold the same tensors: every sum is x + x."""
+
+    num_workers, task_index = 2, 0
+
+    def sum(self, tensor):
+        return tensor + tensor
+
+
+def _approximated(matrices, q, ring):
+    """(each matrix's rank-1 approximation by one power iteration from `q` over `ring`, its error after)."""
+    with tf.Graph().as_default():
+        variables = [tf.get_variable(f"w{i}", [2, 2]) for i in range(len(matrices))]
+        low_rank = powersgd.LowRank(variables, rank=1, min_compression=0.5, seed=0)
+        approximations = low_rank.means([tf.constant(m, tf.float32) for m in matrices], ring)
+        with tf.Session() as sess:
+            sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
+            for factor in low_rank.qs:
+                factor.load(q, sess)
+            return sess.run(approximations), sess.run(low_rank.errors)
+
+
+def test_a_float16_transport_rounds_each_worker_s_share_of_p_and_of_q():
+    """M = [[4098, 0], [0, 1]], Q = [1, 0]ᵀ, two workers alike. P = M Q = [4098, 0]ᵀ: each worker's share,
+    4098 / 2 = 2049, lies between float16's 2048 and 2050 (its spacing there is 2) and rounds to even, 2048;
+    the two shares add up to a mean of 4096. Made unit, P = [1, 0]ᵀ; Q = Mᵀ P = [4098, 0]ᵀ rounds the same
+    way to 4096. So P Qᵀ = [[4096, 0], [0, 0]] is applied and the error keeps M − P Qᵀ = [[2, 0], [0, 1]],
+    where float32 applies 4098 and keeps [[0, 0], [0, 1]]."""
+    m, q = [[4098.0, 0.0], [0.0, 1.0]], [[1.0], [0.0]]
+    (half,), (half_error,) = _approximated([m], q, Ring(TwoAlike(), "float16"))
+    np.testing.assert_array_equal(half, [[4096.0, 0.0], [0.0, 0.0]])
+    np.testing.assert_array_equal(half_error, [[2.0, 0.0], [0.0, 1.0]])
+    (whole,), (whole_error,) = _approximated([m], q, Ring(TwoAlike()))
+    np.testing.assert_array_equal(whole, [[4098.0, 0.0], [0.0, 0.0]])
+    np.testing.assert_array_equal(whole_error, [[0.0, 0.0], [0.0, 1.0]])
+
+
+def test_buckets_send_each_factor_in_a_collective_of_its_own_and_change_no_bit():
+    """Two 2x2 matrices, buckets too small for more than one factor: P₁ and P₂ go in a collective each, then
+    Q₁ and Q₂, 4 in all where one bucket takes 2 (all the Ps, then all the Qs). With two workers alike each
+    mean is (x + x) / 2 = x, in whichever bucket: M₁ = [[3, 0], [0, 1]] from Q = [1, 1]ᵀ/√2 gives the
+    [[2.7, 0.3], [0.9, 0.1]] worked out above, and M₂ = 2·M₁ twice that, both ways."""
+    m1 = np.array([[3.0, 0.0], [0.0, 1.0]])
+    q = np.array([[1.0], [1.0]]) / np.sqrt(2)
+    bucketed, one = Ring(TwoAlike(), bucket_mb=1e-9), Ring(TwoAlike())
+    in_buckets, _ = _approximated([m1, 2 * m1], q, bucketed)
+    in_one, _ = _approximated([m1, 2 * m1], q, one)
+    assert (bucketed.buckets_summed, one.buckets_summed) == (4, 2)
+    np.testing.assert_array_equal(in_buckets, in_one)
+    np.testing.assert_allclose(in_buckets, [[[2.7, 0.3], [0.9, 0.1]], [[5.4, 0.6], [1.8, 0.2]]], rtol=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -61,7 +61,7 @@ def test_a_sync_step_crosses_tasks_only_where_the_algorithm_must(tmp_path):
     (4 bytes); its gradient and its loss up as one vector (4 + 4); the report down as one vector, every
     worker's index and loss (2 · 4 + 2 · 4), made on the ps once the update is applied and the others are
     released, so no control edge comes back. Nothing else: the learning rate, the slot's index and the
-    barrier's constants are made on the ps, and each tensor crosses once (graph/packing.py: one RecvTensor
+    barrier's constants are made on the ps, and each tensor crosses once (graph/server_vectors.py: one RecvTensor
     each way per ps). A change that adds a round shows here."""
     train(scalar_recipe(half_mean_square, 0.0), scalar_dataset(1, 3), tmp_path, "sync", trace_steps=(1, 2))
     (line,) = [json.loads(line) for line in (tmp_path / "trace_breakdown.jsonl").read_text().splitlines()]

@@ -10,6 +10,9 @@ own group. The ring all-reduce adds in an order fixed by the ring, so its sums r
 gather puts the pieces in worker order, which a fixed-order sum needs.
 """
 
+from __future__ import annotations  # the tf.Tensor annotations below must not import TensorFlow
+
+import dataclasses
 import math
 
 from parallel_tf.compat import tf
@@ -86,16 +89,76 @@ def pack(tensors):
     return flat, unpack
 
 
-def buckets(variables, bucket_mb):
-    """The indices of `variables` in buckets, last layer first (backprop's order): a bucket closes once its
-    gradients hold `bucket_mb` MB. 0: one bucket of them all."""
+def buckets(tensors, bucket_mb):
+    """The indices of `tensors` (variables, or their gradients) in buckets, last first (backprop's order): a
+    bucket closes once it holds `bucket_mb` MB. 0: one bucket of them all."""
     if not bucket_mb:
-        return [list(range(len(variables)))]
+        return [list(range(len(tensors)))]
     closed, bucket, held = [], [], 0
-    for index in reversed(range(len(variables))):
+    for index in reversed(range(len(tensors))):
         bucket.append(index)
-        held += variables[index].shape.num_elements() * variables[index].dtype.base_dtype.size
+        held += tensors[index].shape.num_elements() * tensors[index].dtype.base_dtype.size
         if held >= bucket_mb * 1e6:
             closed.append(bucket)
             bucket, held = [], 0
     return closed + [bucket] if bucket else closed
+
+
+@dataclasses.dataclass(frozen=True)
+class Reduction:
+    """What one way of reducing makes of a step (all-reduce's reduce hook): each variable's mean gradient over
+    the workers, in the variables' order, and every worker's loss (`losses`, N, for the chief's log)."""
+
+    means: list
+    losses: tf.Tensor
+    buckets: int = 0  # the collectives the ring summed its floats in (--allreduce_bucket_mb's counter)
+
+
+class Ring:
+    """How float tensors are averaged over the workers by the ring: packed into one vector a bucket (`bucket_mb`:
+    last tensor first, as backprop makes them, one collective each; 0: one for all), each worker's share, 1/N
+    of its tensors, sent in `transport` (float32, or half precision: divided before it is rounded, so N shares
+    near float16's largest value do not overflow where their mean would not), the means back in float32.
+    With one worker nothing crosses, so nothing is rounded to the transport."""
+
+    def __init__(self, collectives, transport="float32", bucket_mb=0.0):
+        self.collectives, self.transport, self.bucket_mb = collectives, tf.as_dtype(transport), bucket_mb
+        self.buckets_summed = 0  # so far, by means()
+
+    def reduce(self, model, variables):
+        """The plain ring's reduction: every gradient's mean, the losses riding in the last bucket."""
+        before = self.buckets_summed
+        means, losses = self.means(tf.gradients(model.loss, variables), riding=self.loss_slots(model.loss))
+        return Reduction(means, losses, self.buckets_summed - before)
+
+    def means(self, tensors, riding=None):
+        """(each of `tensors`' mean over the workers, the sum of `riding`, float32 slots that go in the last
+        bucket where it crosses in float32 and in a collective of their own where it does not)."""
+        if not tensors:
+            return [], None if riding is None else self.collectives.sum(riding)
+        means = {}
+        *early, last = buckets(tensors, self.bucket_mb)
+        self.buckets_summed += 1 + len(early)
+        for bucket in early:
+            means.update(zip(bucket, self._mean([tensors[i] for i in bucket])[0], strict=True))
+        rides = riding is not None and (self.transport == tf.float32 or self.collectives.num_workers == 1)
+        last_means, summed = self._mean([tensors[i] for i in last], riding if rides else None)
+        means.update(zip(last, last_means, strict=True))
+        if riding is not None and not rides:
+            summed = self.collectives.sum(riding)
+        return [means[index] for index in range(len(tensors))], summed
+
+    def _mean(self, tensors, riding=None):
+        flat, unpack = pack(tensors)
+        workers = float(self.collectives.num_workers)
+        if self.transport == tf.float32 or self.collectives.num_workers == 1:
+            total = self.collectives.sum(flat if riding is None else tf.concat([flat, riding], axis=0))
+            size = flat.shape.as_list()[0]
+            return unpack(total[:size] / workers), None if riding is None else total[size:]
+        return unpack(tf.cast(self.collectives.sum(tf.cast(flat / workers, self.transport)), tf.float32)), None
+
+    def loss_slots(self, loss):
+        """This worker's loss in its slot of N, zeros elsewhere: summed by all, every worker's loss (exact: + 0).
+        Put in place, not multiplied by a one-hot: 0 · inf would make the other slots NaN."""
+        collectives = self.collectives
+        return tf.scatter_nd([[collectives.task_index]], tf.reshape(loss, [1]), [collectives.num_workers])

@@ -28,7 +28,6 @@ train 1000 steps in all. --powersgd_start_step=1000 gives DDP's.
 import math
 
 from parallel_tf.compat import tf
-from parallel_tf.graph.collectives import pack
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.products import contract
 from parallel_tf.graph.worker_state import keep
@@ -73,17 +72,16 @@ class LowRank:
             keep(error)  # each worker's own, in the checkpoint
             self.errors.append(error)
 
-    def means(self, gradients, collectives):
+    def means(self, gradients, ring):
         """The rank-r approximations of the mean of every worker's `gradients` (those of `indices`), by two
-        all-reduces (every P, then every Q); the errors and Qs are updated before they are returned."""
-        workers = float(collectives.num_workers)
+        rounds of the ring (every P, then every Q: in its buckets and its transport, as DDP's hook runs on
+        its buckets and fp16 compresses its factors); the errors and Qs are updated before they are returned."""
         matrices = [
             tf.reshape(g, as_matrix(shape)) + e for g, shape, e in zip(gradients, self.shapes, self.errors, strict=True)
         ]
-        flat, unpack = pack([contract(m, q) for m, q in zip(matrices, self.qs, strict=True)])
-        ps = [orthonormal_columns(p) for p in unpack(collectives.sum(flat) / workers)]
-        flat, unpack = pack([contract(m, p, transpose_a=True) for m, p in zip(matrices, ps, strict=True)])
-        qs = unpack(collectives.sum(flat) / workers)
+        ps, _ = ring.means([contract(m, q) for m, q in zip(matrices, self.qs, strict=True)])
+        ps = [orthonormal_columns(p) for p in ps]
+        qs, _ = ring.means([contract(m, p, transpose_a=True) for m, p in zip(matrices, ps, strict=True)])
         approximations = [contract(p, q, transpose_b=True) for p, q in zip(ps, qs, strict=True)]
         kept = [e.assign(m - a) for e, m, a in zip(self.errors, matrices, approximations, strict=True)]
         kept += [q.assign(new) for q, new in zip(self.qs, qs, strict=True)]

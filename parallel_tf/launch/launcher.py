@@ -43,7 +43,6 @@ from parallel_tf.launch import fence, hosts
 from parallel_tf.launch.processes import Cluster, describe_exit, say
 from parallel_tf.training import modes, run_check, run_flags
 from parallel_tf.training.logdir import default_logdir, prepare_logdir, remove_if_empty
-from parallel_tf.training.modes import hierarchical
 from parallel_tf.training.options import link
 
 CHECK_TIMEOUT_SECS = 120
@@ -216,7 +215,7 @@ def recipes_dataset(recipe_path, recipe_flags):
 
 def groups_count():
     """--num_groups, or with --groups=by_host one group per simulated host."""
-    hierarchical.check_groups_by_host(bool(FLAGS.simulate_hosts), "a cluster without --simulate_hosts")
+    modes.check_layout(FLAGS.mode, bool(FLAGS.simulate_hosts), "a cluster without --simulate_hosts")
     return FLAGS.simulate_hosts if FLAGS.groups == "by_host" else FLAGS.num_groups
 
 

@@ -16,11 +16,7 @@ throughput against worker count into a Markdown file, between markers, so the pr
 survives a re-run.
 """
 
-import dataclasses
-import json
 import os
-import platform
-import statistics
 import sys
 import time
 
@@ -30,144 +26,23 @@ from parallel_tf.cli import exit_config_error, parse_flags_or_exit, positive_int
 from parallel_tf.errors import ConfigError
 from parallel_tf.files import write_between
 from parallel_tf.launch.launcher import resolve_recipe
-from parallel_tf.tools import figures, network_model, runs
+from parallel_tf.tools import bench_links, runs
+from parallel_tf.tools.bench_systems import FULL_RUN, MODELS, ON_LINKS, SYSTEMS
+from parallel_tf.tools.bench_tables import (
+    machine,
+    markdown_table,
+    plot_throughput,
+    print_profile,
+    table_rows,
+    text_table,
+)
+from parallel_tf.tools.bench_targets import QUICK_PLAN, target_lines
 from parallel_tf.training import profiling, run_check, run_flags
-from parallel_tf.training.options.link import bits_per_second
 
 FLAGS = flags.FLAGS
-
-
-@dataclasses.dataclass(frozen=True)
-class Model:
-    title: str
-    recipe: str
-    flags: tuple
-    train_steps: int
-    quick_steps: int
-
-
-@dataclasses.dataclass(frozen=True)
-class System:
-    title: str
-    kind: str  # "limit", "sync", "async" or "floor": whom it is compared with
-    mode: str = None  # ours: the launcher's --mode; None for the one process and the peers
-    flags: tuple = ()
-    strategy: str = None  # a peer's tf_strategies --strategy
-    min_workers: int = 1
-    steps_per_run: int = 1  # ours: --steps_per_run; the logging interval is rounded up to a multiple of it
-    ps_per_worker: bool = False  # ours: --num_ps=N, a parameter server for each of the N workers
-
-
-MODELS = {
-    "mlp": Model("digits MLP 64-128-10 (recipes/mnist.py), latency-bound", "mnist", (), 500, 300),
-    "cnn": Model(
-        "CIFAR-10 CNN on synthetic data (recipes/cifar10.py), compute-bound",
-        "cifar10",
-        ("--dataset=synthetic",),
-        40,
-        20,
-    ),
-}
-SYSTEMS = {
-    "process": System("one process (the limit)", "limit"),
-    "process_fast": System("one process, --kernels=fast", "limit", flags=("--kernels=fast",)),
-    "floor": System("parameter-server floor", "floor", strategy="floor"),
-    "sync": System("sync, ordered", "sync", mode="sync"),
-    "sync_servers": System("sync, a ps per worker", "sync", mode="sync", ps_per_worker=True, min_workers=2),
-    "sync_fast": System("sync, ordered, --kernels=fast", "sync", mode="sync", flags=("--kernels=fast",)),
-    "strict": System("sync, strict", "sync", mode="sync", flags=("--strict_determinism",)),
-    "accumulator": System("sync, accumulator", "sync", mode="sync", flags=("--aggregation=accumulator",)),
-    "sync_loop": System("sync, ordered, 10 steps a run", "sync", mode="sync", steps_per_run=10),
-    "sync_8bit": System("sync, ordered, 8-bit gradients", "sync", mode="sync", flags=("--gradient_compression=8bit",)),
-    "allreduce": System("all-reduce", "sync", mode="allreduce"),
-    "allreduce_strict": System("all-reduce, strict", "sync", mode="allreduce", flags=("--strict_determinism",)),
-    "allreduce_fp16": System(
-        "all-reduce, float16 transport", "sync", mode="allreduce", flags=("--allreduce_transport=float16",)
-    ),
-    "allreduce_powersgd1": System(
-        "all-reduce, PowerSGD rank 1", "sync", mode="allreduce", flags=("--powersgd_rank=1",)
-    ),
-    "allreduce_powersgd4": System(
-        "all-reduce, PowerSGD rank 4", "sync", mode="allreduce", flags=("--powersgd_rank=4",)
-    ),
-    "allreduce_8bit": System(
-        "all-reduce, 8-bit codes gathered", "sync", mode="allreduce", flags=("--gradient_compression=8bit",)
-    ),
-    "allreduce_buckets": System(
-        "all-reduce, 1 MB buckets", "sync", mode="allreduce", flags=("--allreduce_bucket_mb=1",)
-    ),
-    "async": System("async", "async", mode="async"),
-    "hierarchical": System("hierarchical, 2 groups", "async", mode="hierarchical", min_workers=2),
-    "mirrored": System("MultiWorkerMirroredStrategy", "sync", strategy="mirrored"),
-    "parameter_server": System("ParameterServerStrategy", "async", strategy="parameter_server", min_workers=2),
-}
-# The ways of talking less, which pay only on a link: the full run (BENCHMARKS.md's main tables) leaves them to
-# --links.
-ON_LINKS = (
-    "sync_servers",
-    "sync_8bit",
-    "allreduce_fp16",
-    "allreduce_8bit",
-    "allreduce_buckets",
-    "allreduce_powersgd1",
-    "allreduce_powersgd4",
-)
-FULL_RUN = tuple(name for name in SYSTEMS if name not in ON_LINKS)
-
-PEERS = {"sync": "mirrored", "async": "parameter_server"}
 QUICK_REPEATS = 2
-# The open issues' targets: (model, system, workers, against, at least). `against` is "limit", "peer" or "floor".
-TARGETS = (
-    ("mlp", "sync", 1, "floor", 0.8),  # parameter-server sync at its floor: within 1.25x of it
-    ("mlp", "sync", 2, "peer", 0.8),
-    ("mlp", "async", 2, "peer", 1.2),
-    ("cnn", "sync", 1, "limit", 0.97),
-    ("mlp", "allreduce", 1, "limit", 0.8),  # the all-reduce mode
-    ("mlp", "allreduce", 2, "peer", 1.0),
-    ("mlp", "allreduce", 4, "peer", 1.0),
-    ("cnn", "allreduce", 1, "peer", 1.0),
-    ("cnn", "allreduce", 2, "peer", 1.0),
-)
-
-
-def comparison_key(model, system, workers, against):
-    """The (model, system, workers) a target's run is compared with."""
-    if against == "limit":
-        return (model, "process", 1)
-    return (model, "floor" if against == "floor" else PEERS[SYSTEMS[system].kind], workers)
-
-
-# --quick runs what the targets need: each target's run and the run it is compared with.
-QUICK_PLAN = tuple(
-    dict.fromkeys(
-        key
-        for model, system, workers, against, _ in TARGETS
-        for key in ((model, system, workers), comparison_key(model, system, workers, against))
-    )
-)
-
 MIN_STEPS = 10  # logged every tenth of the run, and the first interval left out
 BEGIN, END = "<!-- bench:begin (written by python -m parallel_tf.bench) -->", "<!-- bench:end -->"
-# The bench under links (--links=100mbit,1gbit): each (model, system, workers) of the plan runs on an unshaped
-# network and on every link, interleaved and repeated, beside the step time the network model predicts from the
-# unshaped run (network_model.py); the peers run on the same links (tf_strategies.py), and each row's x peer is
-# against its peer on the same link. Its tables go into the report between markers of their own, so the main
-# tables stay.
-UNSHAPED = "none"
-LINKS_BEGIN = "<!-- bench-links:begin (written by python -m parallel_tf.bench --links=...) -->"
-LINKS_END = "<!-- bench-links:end -->"
-LINKS_HEADER = [
-    "system",
-    "workers",
-    "link",
-    "ms/step",
-    "spread",
-    "x peer",
-    "model ms",
-    "outside the model",
-    "KB sent",
-    "KB recv",
-]
 
 
 def define_bench_flags():
@@ -203,7 +78,7 @@ def main(argv):
     try:
         plan = make_plan()
         profiling.parse_steps(FLAGS.trace_steps)
-        check_links_plan(plan, FLAGS.links)
+        bench_links.check_plan(plan, FLAGS.links)
     except ConfigError as e:
         exit_config_error(str(e))
     out = runs.out_dir(FLAGS.out, "bench")
@@ -217,7 +92,7 @@ def main(argv):
     batch = FLAGS.global_batch_size
     tables = {name: table_rows(name, results, batch) for name in dict.fromkeys(model for model, _, _ in plan)}
     for name, rows in tables.items():
-        print(f"\n{MODELS[name].title}, {steps_of(name)} steps, global batch {FLAGS.global_batch_size}")
+        print(f"\n{heading(name)}, global batch {FLAGS.global_batch_size}")
         print(text_table(rows))
     print("\n" + "\n".join(target_lines(tables)))
     if FLAGS.trace_steps:
@@ -264,7 +139,7 @@ def make_plan():
 def run_plan(plan, out, links=()):
     """{(model, system, workers): [result per repeat]}: each result has ms_per_step, the run's summary and logdir.
     With `links`, the keys end with the link: every (model, system, workers) unshaped, then on each link."""
-    keys = [(*key, link) for key in plan for link in (UNSHAPED, *links)] if links else plan
+    keys = [(*key, link) for key in plan for link in (bench_links.UNSHAPED, *links)] if links else plan
     results = {key: [] for key in keys}
     started = time.time()
     total = repeats() * len(keys)
@@ -280,7 +155,7 @@ def run_plan(plan, out, links=()):
                 flush=True,
             )
             command, given = command_for(model, system, workers)
-            shaped = [f"--link_rate={rate}" for rate in link if rate != UNSHAPED]
+            shaped = [f"--link_rate={rate}" for rate in link if rate != bench_links.UNSHAPED]
             try:
                 summary = runs.run(command, logdir, [*given, *shaped], log_path=logdir + ".log")
             except runs.RunFailed as e:
@@ -321,125 +196,6 @@ def steady_ms_per_step(logdir):
     return 1000.0 * (last["wall_time"] - first["wall_time"]) / (last["step"] - first["step"])
 
 
-def peer_of(system):
-    """The peer a system's throughput is compared with: TensorFlow's strategy of its kind; None for the one
-    process and for the peers themselves."""
-    peer = PEERS.get(SYSTEMS[system].kind)
-    return peer if peer != system else None
-
-
-def table_rows(model, results, global_batch_size):
-    """One row per (system, workers) of `model`: medians, spreads and ratios (None where there is no peer)."""
-    medians = {
-        (system, n): statistics.median(r["ms_per_step"] for r in rs)
-        for (m, system, n), rs in results.items()
-        if m == model
-    }
-    limit = next((ms for (system, _), ms in medians.items() if system == "process"), None)
-    rows = []
-    for (system, n), ms in medians.items():
-        spread = [r["ms_per_step"] for r in results[(model, system, n)]]
-        summary = results[(model, system, n)][0]["summary"]
-        peer = peer_of(system)
-        peer_ms = medians.get((peer, n)) if peer else None
-        one_run_a_step = SYSTEMS[system].mode == "sync" and SYSTEMS[system].steps_per_run == 1
-        floor_ms = medians.get(("floor", n)) if one_run_a_step else None  # a run of k steps can go below it
-        rows.append(
-            {
-                "system": system,
-                "workers": n,
-                "ms": ms,
-                "spread": (min(spread), max(spread)),
-                "examples_per_sec": 1000.0 * global_batch_size / ms,
-                "x_limit": limit / ms if limit else None,
-                "x_peer": peer_ms / ms if peer_ms else None,
-                "x_floor": floor_ms / ms if floor_ms else None,
-                "kb_sent": summary.get("bytes_sent_per_step", 0) / 1000,
-                "kb_received": summary.get("bytes_received_per_step", 0) / 1000,
-            }
-        )
-    return rows
-
-
-def _ratio(value):
-    return "" if value is None else f"{value:.2f}"
-
-
-def _cells(row):
-    low, high = row["spread"]
-    return [
-        SYSTEMS[row["system"]].title,
-        str(row["workers"]),
-        f"{row['ms']:.2f}",
-        f"{low:.2f}-{high:.2f}",
-        f"{row['examples_per_sec']:.0f}",
-        _ratio(row["x_limit"]),
-        _ratio(row["x_peer"]),
-        _ratio(row["x_floor"]),
-        f"{row['kb_sent']:.1f}" if row["kb_sent"] else "",
-        f"{row['kb_received']:.1f}" if row["kb_received"] else "",
-    ]
-
-
-HEADER = ["system", "workers", "ms/step", "spread", "examples/s", "x limit", "x peer", "x floor", "KB sent", "KB recv"]
-
-
-def text_table(rows):
-    widths = [30, 8, 9, 14, 11, 8, 8, 8, 9, 9]
-    lines = [HEADER, *(_cells(row) for row in rows)]
-    return "\n".join(
-        "".join(
-            cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(cells, widths, strict=True))
-        )
-        for cells in lines
-    )
-
-
-def markdown_table(rows):
-    lines = [HEADER, ["---"] * len(HEADER), *(_cells(row) for row in rows)]
-    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
-
-
-def target_lines(tables):
-    """Each of the issue's targets that this run measured: the ratio, and met or by how much missed."""
-    lines = []
-    for model, system, workers, against, at_least in TARGETS:
-        row = next((r for r in tables.get(model, []) if (r["system"], r["workers"]) == (system, workers)), None)
-        ratio = row and row[f"x_{against}"]
-        if ratio is None:
-            continue
-        versus = (
-            "the one process"
-            if against == "limit"
-            else SYSTEMS[comparison_key(model, system, workers, against)[1]].title
-        )
-        verdict = "met" if ratio >= at_least else f"missed by {at_least - ratio:.2f}"
-        lines.append(
-            f"- target {model} {SYSTEMS[system].title}, {workers} worker(s): at least {at_least}x {versus}; "
-            f"measured {ratio:.2f}x: {verdict}"
-        )
-    return lines
-
-
-def print_profile(results):
-    """Where a traced step's time went (--trace_steps), the means over the last repeat's traced steps: its
-    wall time, op time by kind on every task it touched (profiling.py; kinds overlap in time), and its
-    cross-task edges (RecvTensor RPCs), over all its runs."""
-    header = "".join(f"{kind:>10}" for kind in profiling.KINDS)
-    print(f"\n{'traced steps (ms)':<36}{'workers':>8}{'wall':>9}{header}{'edges':>8}")
-    for (model, system, workers), repeats in results.items():
-        path = os.path.join(repeats[-1]["logdir"], "trace_breakdown.jsonl")
-        if not os.path.exists(path):
-            continue
-        with open(path, encoding="utf-8") as f:
-            traced = [json.loads(line) for line in f]
-        steps = len({t["step"] for t in traced})
-        wall = sum(t["wall_ms"] for t in traced) / steps
-        kinds = "".join(f"{sum(t['op_ms'][kind] for t in traced) / steps:>10.2f}" for kind in profiling.KINDS)
-        edges = sum(len(t["partition_edges"]) for t in traced) / steps
-        print(f"{model + ' ' + SYSTEMS[system].title:<36}{workers:>8}{wall:>9.2f}{kinds}{edges:>8.1f}")
-
-
 def report_markdown(tables, results, path):
     """The generated part of the report, between BEGIN and END; draws the PNG beside `path`."""
     png = os.path.splitext(path)[0] + ".png"
@@ -447,10 +203,7 @@ def report_markdown(tables, results, path):
     tf_version = next(iter(results.values()))[0]["summary"]["tf_version"]
     parts = [
         BEGIN,
-        f"Measured {time.strftime('%Y-%m-%d %H:%M')} on {machine()}, TensorFlow {tf_version}, by",
-        "",
-        "```bash\n" + " ".join(["python -m parallel_tf.bench", *shown_flags(sys.argv[1:])]) + "\n```",
-        "",
+        *measured_by(f", TensorFlow {tf_version}"),
         f"Repeats: {repeats()}, interleaved; median ms/step over repeats (steady state: the logged "
         "intervals after the first), spread min-max; x limit, x peer and x floor are throughput ratios (above 1: "
         "faster); x floor: a parameter-server sync row against the floor of as many workers, each reading the "
@@ -458,11 +211,25 @@ def report_markdown(tables, results, path):
         "gather, apply or wait (parallel_tf/tools/floor_task.py).",
     ]
     for model, rows in tables.items():
-        parts += ["", f"### {MODELS[model].title}, {steps_of(model)} steps, global batch {FLAGS.global_batch_size}"]
-        parts += ["", markdown_table(rows)]
+        parts += ["", f"### {heading(model)}, global batch {FLAGS.global_batch_size}", "", markdown_table(rows)]
     parts += ["", "### Targets", "", *target_lines(tables)]
     parts += ["", f"![throughput against worker count]({os.path.basename(png)})"]
     return "\n".join([*parts, END])
+
+
+def measured_by(software=""):
+    """A report's first lines: when, on what machine (and `software`), by which command."""
+    command = " ".join(["python -m parallel_tf.bench", *shown_flags(sys.argv[1:])])
+    return [
+        f"Measured {time.strftime('%Y-%m-%d %H:%M')} on {machine()}{software}, by",
+        "",
+        f"```bash\n{command}\n```",
+        "",
+    ]
+
+
+def heading(model):
+    return f"{MODELS[model].title}, {steps_of(model)} steps"
 
 
 def shown_flags(argv):
@@ -475,143 +242,17 @@ def write_report(path, generated, begin=BEGIN, end=END):
     write_between(path, generated, begin, end, new_file_title="# Benchmarks")
 
 
-def machine():
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
-
-
-def plot_throughput(tables, png):
-    """examples/s against worker count, one panel per model, a line per system, the limit dashed."""
-    figure, axes = figures.pyplot().subplots(1, len(tables), figsize=(6 * len(tables), 4.5), squeeze=False)
-    for axis, (model, rows) in zip(axes[0], tables.items(), strict=True):
-        for system in dict.fromkeys(row["system"] for row in rows):
-            points = sorted((r["workers"], r["examples_per_sec"]) for r in rows if r["system"] == system)
-            if SYSTEMS[system].kind == "limit":
-                axis.axhline(points[0][1], linestyle="--", color="black", label=SYSTEMS[system].title)
-            else:
-                axis.plot(*zip(*points, strict=True), marker="o", label=SYSTEMS[system].title)
-        axis.set_title(MODELS[model].title.split(" (")[0])
-        axis.set_xlabel("workers")
-        axis.set_ylabel("examples/s (median)")
-        axis.set_xticks(sorted({row["workers"] for row in rows}))
-        axis.set_ylim(bottom=0)
-        axis.legend(fontsize=7)
-    figure.tight_layout()
-    figures.save(figure, png, dpi=100)
-
-
 def bench_on_links(plan, out):
     results = run_plan(plan, out, FLAGS.links)
-    tables = {model: links_table_rows(model, results) for model in dict.fromkeys(model for model, _, _ in plan)}
+    models = dict.fromkeys(model for model, _, _ in plan)
+    tables = {model: bench_links.table_rows(model, results) for model in models}
     for model, rows in tables.items():
-        lines = [LINKS_HEADER, *(_links_cells(row) for row in rows)]
-        print(f"\n{MODELS[model].title}, on links\n" + "\n".join("  ".join(cells) for cells in lines))
+        print(f"\n{MODELS[model].title}, on links\n{bench_links.text(rows)}")
     if FLAGS.report:
-        write_report(FLAGS.report, links_markdown(tables, sys.argv[1:]), LINKS_BEGIN, LINKS_END)
+        generated = bench_links.links_markdown(tables, measured_by(), repeats(), {m: heading(m) for m in models})
+        write_report(FLAGS.report, generated, bench_links.LINKS_BEGIN, bench_links.LINKS_END)
         print(f"\nwrote {FLAGS.report}")
     print(f"\n[bench] the runs are in {out}")
-
-
-def check_links_plan(plan, links):
-    """ConfigError for a bad rate, or the one process (no network to shape) on a link."""
-    for rate in links:
-        bits_per_second(rate, "links")
-    if links and any(SYSTEMS[system].kind == "limit" for _, system, _ in plan):
-        raise ConfigError(
-            "--links: the one process sends nothing over a network, so no link can slow it; leave "
-            "process out of --systems"
-        )
-
-
-def links_table_rows(model, results):
-    """One row per (system, workers, link) of `model`: the median, its spread, its throughput against the
-    peer's on the same link, and for ours the network model's two bounds (overlapped, serial) from the
-    unshaped median and the unshaped run's bytes (the peers do not count theirs)."""
-    medians = {key: statistics.median(r["ms_per_step"] for r in repeats) for key, repeats in results.items()}
-    rows = []
-    for (m, system, workers, link), repeats in results.items():
-        if m != model:
-            continue
-        ms = [r["ms_per_step"] for r in repeats]
-        summary = repeats[0]["summary"]
-        peer = peer_of(system)
-        peer_ms = medians.get((m, peer, workers, link)) if peer else None
-        row = {"system": system, "workers": workers, "link": link, "ms": medians[m, system, workers, link]}
-        row.update(spread=(min(ms), max(ms)), predicted=None, x_peer=peer_ms / row["ms"] if peer_ms else None)
-        row.update(sent=summary.get("bytes_sent_per_step", 0), received=summary.get("bytes_received_per_step", 0))
-        mode = SYSTEMS[system].mode
-        if link != UNSHAPED and mode:
-            sharing = workers // len(summary.get("central_exchanges_by_group", [0]))  # a ps's workers
-            shape = (mode, sharing, summary["num_ps"] or 1, row["sent"], row["received"], bits_per_second(link))
-            unshaped = medians[m, system, workers, UNSHAPED]
-            bounds = (network_model.overlapped_ms, network_model.serial_ms)
-            share = busiest_server_share(summary)
-            row["predicted"] = tuple(bound(unshaped, *shape, server_share=share) for bound in bounds)
-        rows.append(row)
-    return rows
-
-
-def busiest_server_share(summary):
-    """The busiest parameter server's share of a worker's traffic with the servers (whole variables are placed,
-    so one server may carry most of it), or None where the run counted none."""
-    by_server = summary.get("bytes_per_step_by_server")
-    if not by_server:
-        return None
-    carried = [counts["sent"] + counts["received"] for counts in by_server.values()]
-    return max(carried) / sum(carried)
-
-
-def outside_model(row):
-    """Where the measured median lies against the model's bounds: "within", or how far below the overlapped
-    bound (faster than the model allows) or above the serial one (slower), relative to that bound."""
-    overlapped, serial = row["predicted"]
-    if row["ms"] < overlapped:
-        return f"{(overlapped - row['ms']) / overlapped:.0%} below"
-    if row["ms"] > serial:
-        return f"{(row['ms'] - serial) / serial:.0%} above"
-    return "within"
-
-
-def _links_cells(row):
-    low, high = row["spread"]
-    predicted = row["predicted"]
-    return [
-        SYSTEMS[row["system"]].title,
-        str(row["workers"]),
-        row["link"],
-        f"{row['ms']:.2f}",
-        f"{low:.2f}-{high:.2f}",
-        _ratio(row["x_peer"]),
-        "" if predicted is None else f"{predicted[0]:.2f}-{predicted[1]:.2f}",
-        "" if predicted is None else outside_model(row),
-        f"{row['sent'] / 1000:.1f}" if row["sent"] else "",
-        f"{row['received'] / 1000:.1f}" if row["received"] else "",
-    ]
-
-
-def links_markdown(tables, argv):
-    parts = [
-        LINKS_BEGIN,
-        f"Measured {time.strftime('%Y-%m-%d %H:%M')} on {machine()}, by",
-        "",
-        "```bash\n" + " ".join(["python -m parallel_tf.bench", *shown_flags(argv)]) + "\n```",
-        "",
-        f"Repeats: {repeats()}, interleaved; median ms/step (steady state), spread min-max; x peer: throughput "
-        "against TensorFlow's strategy of the same kind on the same link (above 1: faster). model ms: the network "
-        "model's overlapped and serial bounds from the unshaped median and bytes (parallel_tf/tools/network_model.py;"
-        " the peers do not count their bytes, so they have none); outside the model: how far the median lies below the"
-        " overlapped bound or above the serial one, relative to that bound.",
-    ]
-    for model, rows in tables.items():
-        parts += ["", f"### {MODELS[model].title}, {steps_of(model)} steps, on links", ""]
-        lines = [LINKS_HEADER, ["---"] * len(LINKS_HEADER), *(_links_cells(row) for row in rows)]
-        parts += ["\n".join("| " + " | ".join(cells) + " |" for cells in lines)]
-    return "\n".join([*parts, LINKS_END])
 
 
 def run_command_line():

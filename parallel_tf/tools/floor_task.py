@@ -6,7 +6,7 @@ A worker's floor step is one session run: it reads the recipe's parameters from 
 gradients on its shard of the global batch (the trainer's data order) and writes them into its slot
 next to the parameters on the ps. Those are the two crossings and the compute every parameter-server
 sync step makes, with the model's real bytes packed one tensor each way as a sync step packs them
-(graph/packing.py), and nothing else: no gather, no apply, no wait for the
+(graph/server_vectors.py), and nothing else: no gather, no apply, no wait for the
 other workers, which run their floor steps beside the chief's from its start to its end. So it trains
 nothing; the chief writes metrics.jsonl and summary.json as every other run does, and the bench puts
 each sync row's step time against it.
@@ -29,7 +29,7 @@ from parallel_tf.graph import devices
 from parallel_tf.graph.aggregation import SlotAggregator
 from parallel_tf.graph.barrier import signal_done, wait_until_workers_done
 from parallel_tf.graph.model import build_model, seed_everything
-from parallel_tf.graph.packing import PackedReads, sent_packed
+from parallel_tf.graph.server_vectors import PackedReads, sent_packed
 from parallel_tf.tools import tf_strategy_task
 from parallel_tf.training import traffic
 
@@ -41,7 +41,7 @@ LOST_AFTER_SECS = 60  # a worker not listening for this long, and not done, is g
 
 def floor_step(recipe, dataset, worker, num_workers, num_gpus=0):
     """(model, the op of worker `worker`'s floor step): its gradients written into row `worker` of the slots
-    next to the parameters on the one ps, both ways packed as a sync step's are (graph/packing.py). Built in
+    next to the parameters on the one ps, both ways packed as a sync step's are (graph/server_vectors.py). Built in
     the default graph."""
     setter = tf.train.replica_device_setter(1, ps_device=PS, worker_device=devices.worker_device(worker, num_gpus))
     with tf.device(setter):

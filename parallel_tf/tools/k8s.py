@@ -27,7 +27,6 @@ from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
 from parallel_tf.launch.launcher import recipe_name, resolve_recipe
 from parallel_tf.training import modes, run_check, run_flags
-from parallel_tf.training.modes import hierarchical
 
 FLAGS = flags.FLAGS
 RETRYABLE_EXIT_CODE = 138  # in Kubeflow's retried range, 128-255
@@ -120,7 +119,7 @@ def main(argv):
         recipe = recipe_name(resolve_recipe(FLAGS.recipe))
         run_check.check_flag_scopes(FLAGS.mode, run_check.DECLARED_SCOPES)
         modes.check_shape_flags(FLAGS.mode)
-        hierarchical.check_groups_by_host(False, "a TFJob")
+        modes.check_layout(FLAGS.mode, False, "a TFJob")
         if FLAGS.link_rate:
             raise ConfigError("--link_rate: a TFJob's network is the cluster's own; only the local launcher shapes one")
         if not FLAGS.image:

@@ -48,6 +48,25 @@ HOOKS_OF_THE_MODE = {
 SINGLE_OWNER_HOOKS = ("transmit", "send_push")  # what reaches the parameters can be decided only once
 HOOKS = (*HOOKS_OF_THE_MODE, "build", "wrap")
 EVERY_TECHNIQUE = "every technique"  # a `conflicts` key: refused with any technique on
+NO_CLUSTER = "single"  # the mode of the one plain process (modes/single.py)
+
+
+@dataclasses.dataclass(frozen=True)
+class EveryMode:
+    """The `modes` of a declaration that every mode has, whatever it is (the trainer's evaluations, a link,
+    a worker's pause), so a new mode has it with no edit elsewhere: every cluster mode, and with `single`
+    the one plain process too."""
+
+    single: bool = False
+
+    def __contains__(self, mode):
+        return self.single or mode != NO_CLUSTER
+
+    def __str__(self):
+        return "every mode" if self.single else "every cluster mode"
+
+
+EVERY_MODE, EVERY_CLUSTER_MODE = EveryMode(single=True), EveryMode()
 
 Values = Mapping[str, object]  # {flag name: value} of a run, with "mode"
 
@@ -60,7 +79,7 @@ class Declaration:
 
     name: str
     flags: tuple
-    modes: tuple
+    modes: tuple | EveryMode
     # (values, cluster) -> whether a run with these values uses it; None: once flags[0] is not at its default
     enabled: Callable[[Values, object], bool] | None = None
     check: Callable[[Values, object], None] | None = None  # raises ConfigError for a bad value of its flags
@@ -85,6 +104,14 @@ class Declaration:
     # (values, cluster, [shape of each trainable variable]) -> ConfigError for what only the model's shapes tell
     # (PowerSGD's rank against its matrices): checked before any task starts, from the recipe's model
     check_shapes: Callable[[Values, object, list], None] | None = None
+    # All-reduce's reduce hook, which at most one declaration of a run owns: (settings, recipe, model, variables,
+    # ring) -> [(first step, collectives.Reduction)], its ways of reducing and the step each starts at. Without
+    # an owner, the plain ring (collectives.Ring.reduce).
+    reduces: Callable | None = None
+    # Why the ring's options (ring_option) cannot shape it, where its reduction does not sum floats by the ring
+    skips_ring: str = ""
+    # It shapes how the ring sums floats (buckets, a transport): refused beside a reducer that skips the ring
+    ring_option: bool = False
 
     def is_on(self, values, cluster, defaults):
         """Whether a run with `values` uses it; `defaults`: every flag's defined default."""
@@ -140,7 +167,11 @@ class Mode:
     workers_alone: str = ""  # how its workers exchange with no parameter server; "": they use parameter servers
     flags: tuple = ()  # its cluster-shape flags, defined by its module's define_flags
     lockstep: bool = False  # the data position is the global step, so a run resumes on any worker count
+    reduces: bool = False  # its step reduces the gradients by the reduce hook (Declaration.reduces)
     check: Callable[[Values, object], None] | None = None  # its rules of a whole run: ConfigError, one line
+    # (hosts_known, source, flag_values) -> None: its rules of how a cluster is laid out on hosts, checked
+    # wherever one is (Slurm, the launcher, a TFJob); `source` names it, for the ConfigError
+    check_layout: Callable[[bool, str, object], None] | None = None
     # (settings) -> (what the global step counts, the updates the run applies): a schedule's clock; default the steps
     clock: Callable[[object], tuple] | None = None
 
@@ -159,11 +190,12 @@ class Composition:
     settled: dict
 
 
-def compose(declarations, mode, cluster, values, given, defaults):
+def compose(declarations, mode, cluster, values, given, defaults, reducing=False):
     """The run's composition, or ConfigError with one line naming what cannot go together.
 
     `declarations`: every technique (in wrapping order) and option; `values`: every flag of the run,
-    by name; `given`: the names of the flags the user set; `defaults`: every flag's defined default."""
+    by name; `given`: the names of the flags the user set; `defaults`: every flag's defined default;
+    `reducing`: the mode reduces its gradients by the reduce hook (all-reduce)."""
     values = {**values, "mode": mode}
     of_mode = [d for d in declarations if mode in d.modes]
     on, settled = _settle(of_mode, values, cluster, given, defaults)
@@ -175,6 +207,8 @@ def compose(declarations, mode, cluster, values, given, defaults):
             _refuse_idle_flags(declaration, given)
     _check_builder(on, values, mode)
     _check_single_owners(on, values)
+    if reducing:
+        _check_reducers(on, values)
     for a, b in itertools.combinations(on, 2):
         for first, second in ((a, b), (b, a)):  # the one that declares the conflict speaks first
             why = _conflict(first, second)
@@ -251,6 +285,29 @@ def _check_single_owners(on, values):
             raise ConfigError(
                 f"{a.describe(values)} does not go with {b.describe(values)}: both {HOOKS_OF_THE_MODE[hook]}"
             )
+
+
+def _check_reducers(on, values):
+    """One way of reducing at a time, and the ring's options only where the reduction sums by the ring."""
+    reducers = [d for d in on if d.reduces]
+    if len(reducers) > 1:
+        a, b = reducers[:2]
+        raise ConfigError(
+            f"{a.describe(values)} does not go with {b.describe(values)}: each reduces the gradients its own way, "
+            "and all-reduce has one reduce hook"
+        )
+    for reducer in (r for r in reducers if r.skips_ring):
+        for option in (d for d in on if d.ring_option):
+            raise ConfigError(
+                f"{option.describe(values)} does not go with {reducer.describe(values)}: {reducer.skips_ring}"
+            )
+
+
+def scope_named(modes, prefix="--mode="):
+    """A declaration's `modes` as its refusals and --help name them: --mode=sync|async, or every cluster mode."""
+    if isinstance(modes, EveryMode):
+        return str(modes)
+    return prefix + "|".join(mode for mode in modes if mode != NO_CLUSTER)
 
 
 def as_flag(name, value):

@@ -38,7 +38,8 @@ def check_run(mode, cluster, values, given):
         if modes.BY_NAME[mode].check:
             modes.BY_NAME[mode].check(values, cluster)
     in_scope = {name: value for name, value in values.items() if mode in FLAG_SCOPES.get(name, (mode,))}
-    return rules.compose(DECLARATIONS, mode, cluster, in_scope, given, flag_defaults())
+    reducing = modes.BY_NAME[mode].reduces
+    return rules.compose(DECLARATIONS, mode, cluster, in_scope, given, flag_defaults(), reducing)
 
 
 def needs_model_shapes(settings):
@@ -94,8 +95,7 @@ def not_for_mode(name, mode, scope):
     """The refusal of flag `name` in a run of `mode`, with the reason its declaration gives, if any."""
     declared = DECLARED_BY.get(name)
     why = f": {declared.why_not_other_modes}" if declared and declared.why_not_other_modes else ""
-    modes_named = "|".join(m for m in scope if m != NO_CLUSTER)
-    return ConfigError(f"--{name} does not apply to --mode={mode}; it is for --mode={modes_named}{why}")
+    return ConfigError(f"--{name} does not apply to --mode={mode}; it is for {rules.scope_named(scope)}{why}")
 
 
 def given_task_flags(mode, flag_values=FLAGS):

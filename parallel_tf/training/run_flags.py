@@ -20,11 +20,11 @@ default everywhere. What a task makes of them is settings.py's; the one check of
 
 from absl import flags
 
-from parallel_tf import compat
+from parallel_tf import cli, compat
 from parallel_tf.cli import define_float, validate_by_parsing
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.model import OPTIMIZERS
-from parallel_tf.training import modes, options, profiling, techniques
+from parallel_tf.training import modes, options, profiling, rules, techniques
 
 FLAGS = flags.FLAGS
 RESOLVERS = ("slurm", "tfjob")
@@ -47,6 +47,28 @@ CORE_RUN_FLAGS = (
     "intra_op_threads",
     "kernels",
 )
+
+
+def help_sections():
+    """--help's sections (cli.HELP_SECTIONS) of the flags defined here and by the modes, options and techniques."""
+    declared = {
+        "options": [(o.OPTION, o.__name__) for o in options.OPTIONS],
+        "techniques": [(t.TECHNIQUE, t.__name__) for t in techniques.TECHNIQUES],
+    }
+    return [
+        (None, [("run flags, passed on to every task", __name__)]),
+        (None, [(f"flags of --mode={m.MODE.name} only", m.__name__) for m in modes.CLUSTER_MODES]),
+        *(
+            (
+                f"{kind}, each with the modes it applies to (docs/modes-and-techniques.md):",
+                [(f"{d.name} ({rules.scope_named(d.modes, prefix='')})", module) for d, module in of_kind],
+            )
+            for kind, of_kind in declared.items()
+        ),
+    ]
+
+
+cli.HELP_SECTIONS.append(help_sections)
 
 
 def define_task_flags(dataset_names, flag_values=FLAGS):

@@ -13,10 +13,10 @@ from parallel_tf.cluster import slurm
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.learning_rates import Schedule
 from parallel_tf.training import modes, profiling, run_check, techniques
-from parallel_tf.training.modes import hierarchical
 from parallel_tf.training.run_flags import given_flags
 
 FLAGS = flags.FLAGS
+MAX_WORKERS = 1 << 16  # for numbering each worker's random draws apart
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,6 +121,19 @@ class Settings:
     def spare_workers(self):
         """How many workers may die without stopping training (backup workers), else 0."""
         return techniques.spare_workers(self.techniques, self.options, self.cluster)
+
+    @property
+    def reducer(self):
+        """All-reduce's reduce hook (rules.Declaration.reduces) of the one technique or option on that owns it
+        (rules: at most one), or None: the plain ring."""
+        on = (*self.techniques, *self.options_on)
+        return next((d.reduces for d in run_check.DECLARATIONS if d.name in on and d.reduces), None)
+
+    @property
+    def random_stream(self):
+        """This worker's own stream of random numbers in this run (a random codec's draws), the same whichever
+        mode sends its gradients: seed·2¹⁶ + worker."""
+        return self.seed * MAX_WORKERS + self.task_index
 
     @property
     def keeps_worker_state(self):
@@ -241,7 +254,7 @@ def run_settings(given=frozenset(), **fields):
 def _cluster_and_task(flag_values):
     """(cluster or None, job, index) from the one source given: a resolver, a spec, hosts or TF_CONFIG."""
     if not flag_values.cluster_resolver:
-        for name in ("num_ps", "num_groups", "groups", "port_base"):
+        for name in (*modes.SHAPE_FLAGS, "port_base"):
             if flag_values[name].present:
                 raise ConfigError(
                     f"--{name} applies only with --cluster_resolver; a spec, hosts or TF_CONFIG name every task"
@@ -254,7 +267,7 @@ def _cluster_and_task(flag_values):
                 f"drop --{name}"
             )
     modes.check_shape_flags(flag_values.mode, flag_values)
-    hierarchical.check_groups_by_host(flag_values.cluster_resolver == "slurm", "TF_CONFIG", flag_values)
+    modes.check_layout(flag_values.mode, flag_values.cluster_resolver == "slurm", "TF_CONFIG", flag_values)
     num_ps, num_groups = modes.server_counts(flag_values.mode, flag_values.num_ps, flag_values.num_groups)
     if flag_values.cluster_resolver == "tfjob":
         if flag_values["port_base"].present:

@@ -1,7 +1,8 @@
 """The modes: each one module with its declaration (`MODE`, a rules.Mode) and its builder,
 build(recipe, dataset, settings) -> TrainGraph (train_graph.py). This list is all that registers one;
 --mode's choices, the cluster's checks and the shape flags' scopes are derived from it, and the docs'
-modes table is checked against it (tests/test_docs.py).
+modes table is checked against it (tests/test_docs.py). What every mode has (--eval_every, --link_rate,
+--worker_delay_ms) a new mode has with no edit elsewhere (rules.EVERY_MODE).
 
 A run's graph is built in one place, `build`: by the mode's builder, or by the technique that builds
 the graph itself; then wrapped by every technique's `wrap` hook in the order of TECHNIQUES; then given
@@ -29,8 +30,11 @@ SHAPE_FLAGS = {
 
 def build(recipe, dataset, settings):
     """The graph a worker of `settings` trains with: built, wrapped by the techniques on, joinable."""
-    (build_graph,) = [t.build for t in techniques.providing(settings, "build")] or [BY_NAME[settings.mode].build]
-    graph = build_graph(recipe, dataset, settings)
+    builders = techniques.providing(settings, "build")  # at most one (rules.py)
+    if builders:  # given the hooks of the techniques it calls (rules.Technique.calls)
+        graph = builders[0].build(recipe, dataset, settings, hooks=techniques)
+    else:
+        graph = BY_NAME[settings.mode].build(recipe, dataset, settings)
     for technique in techniques.providing(settings, "wrap"):
         graph = technique.wrap(settings, graph)
     return with_join_fields(graph)
@@ -62,6 +66,13 @@ def check_shape_flags(mode, flag_values=flags.FLAGS):
                 "with no parameter server"
             )
         raise ConfigError(f"--{name} applies only to --mode={'|'.join(scope)}, not {mode}")
+
+
+def check_layout(mode, hosts_known, source, flag_values=flags.FLAGS):
+    """Raises ConfigError where `mode`'s flags lay a cluster out on hosts that `source` (Slurm, the launcher,
+    a TFJob) cannot: `hosts_known`, whether it says which tasks share a host (hierarchical's --groups=by_host)."""
+    if BY_NAME[mode].check_layout:
+        BY_NAME[mode].check_layout(hosts_known, source, flag_values)
 
 
 def check_cluster(mode, cluster):

@@ -142,9 +142,6 @@ def check(values, cluster):
             )
 
 
-MODE = Mode(name="hierarchical", build=build, groups=True, flags=("num_groups", "groups"), check=check)
-
-
 def check_groups_by_host(hosts_known, source, flag_values=flags.FLAGS):
     """--groups=by_host's one rule, wherever a cluster is laid out (Slurm, the launcher, a TFJob): one
     group per host, so `source` must say which tasks share a host (`hosts_known`), and the host count
@@ -155,6 +152,16 @@ def check_groups_by_host(hosts_known, source, flag_values=flags.FLAGS):
         raise ConfigError(f"--groups=by_host: {source} does not say which tasks share a host; use --num_groups")
     if flag_values["num_groups"].present:
         raise ConfigError("--groups=by_host makes one group per host; it does not take --num_groups")
+
+
+MODE = Mode(
+    name="hierarchical",
+    build=build,
+    groups=True,
+    flags=("num_groups", "groups"),
+    check=check,
+    check_layout=check_groups_by_host,
+)
 
 
 def define_flags(flag_values=flags.FLAGS):

@@ -5,7 +5,7 @@ A 1-worker sync cluster must train bitwise the same parameters as this; tests ch
 
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import build_model, make_optimizer
-from parallel_tf.training.rules import Mode
+from parallel_tf.training.rules import NO_CLUSTER, Mode
 from parallel_tf.training.train_graph import StepReport, TrainGraph, fixed_plan
 
 
@@ -23,4 +23,4 @@ def build(recipe, dataset, settings):
     )
 
 
-MODE = Mode(name="single", build=build, cluster=False)
+MODE = Mode(name=NO_CLUSTER, build=build, cluster=False)

@@ -15,7 +15,7 @@ from parallel_tf.graph.devices import device_setter, server_cpu, worker_device
 from parallel_tf.graph.loops import steps_in_one_run
 from parallel_tf.graph.model import build_model
 from parallel_tf.graph.optimizers import CountingOptimizer
-from parallel_tf.graph.packing import PackedReads, sent_packed
+from parallel_tf.graph.server_vectors import PackedReads, sent_packed
 from parallel_tf.graph.sync_replicas import sync_replicas
 from parallel_tf.training import techniques
 from parallel_tf.training.rules import Mode

@@ -22,13 +22,13 @@ from parallel_tf.training.options import (
     linear_scaling,
     link,
     lr_decay,
-    powersgd,
     prefetch,
     push_every,
     steps_per_run,
     strict_determinism,
     warmup,
 )
+from parallel_tf.training.rules import NO_CLUSTER
 
 OPTIONS = (
     warmup,
@@ -44,11 +44,9 @@ OPTIONS = (
     central_every,
     allreduce_buckets,
     allreduce_transport,
-    powersgd,
     link,
 )
 BY_NAME = {option.OPTION.name: option for option in OPTIONS}
-NO_CLUSTER = "single"
 
 
 def is_run_option(option):

@@ -16,11 +16,7 @@ OPTION = Option(
     name="allreduce_buckets",
     flags=("allreduce_bucket_mb",),
     modes=("allreduce",),
-    conflicts={
-        "compression": "gathered codes go in one gather per type of their own",
-        "strict_determinism": "strict determinism gathers every microbatch's whole gradient in one collective "
-        "for its fixed tree",
-    },
+    ring_option=True,
 )
 
 

@@ -30,11 +30,7 @@ OPTION = Option(
     flags=("allreduce_transport",),
     modes=("allreduce",),
     check=check,
-    conflicts={
-        "compression": "the codes cross in their own types",
-        "strict_determinism": "strict determinism gathers whole float32 microbatch gradients, to equal sync "
-        "strict bitwise",
-    },
+    ring_option=True,
 )
 
 

@@ -4,12 +4,12 @@ parameters, not a worker's copy (async, hierarchical). With --steps_per_run it m
 
 from absl import flags
 
-from parallel_tf.training.rules import Option
+from parallel_tf.training.rules import EVERY_MODE, Option
 
 OPTION = Option(
     name="eval_every",
     flags=("eval_every",),
-    modes=("single", "sync", "async", "hierarchical", "allreduce"),  # the trainer evaluates, whatever the mode
+    modes=EVERY_MODE,  # the trainer evaluates, whatever the mode
 )
 
 

@@ -15,7 +15,7 @@ from absl import flags
 
 from parallel_tf.cli import define_float, validate_by_parsing
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.rules import Option
+from parallel_tf.training.rules import EVERY_CLUSTER_MODE, Option
 
 UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 SHAPED_ENV = "PARALLEL_TF_SHAPED_LINK"  # the launcher's word to a task that its link is shaped at this rate
@@ -49,7 +49,7 @@ def check(values, cluster):
 OPTION = Option(
     name="link",
     flags=("link_rate", "link_delay"),
-    modes=("sync", "async", "hierarchical", "allreduce"),
+    modes=EVERY_CLUSTER_MODE,
     check=check,
     record=record,
     timing_only=True,

@@ -5,12 +5,15 @@ A technique module has
                                 (`enabled`, where it is not "its first flag left its default"), the check
                                 of its flags' values if they need one, the flags it requires, what it
                                 cannot run with and why, its hooks, whether it builds the mode's graph,
-                                the workers a run may lose (`spare_workers`). How declarations compose is
+                                the workers a run may lose (`spare_workers`), how it reduces all-reduce's
+                                gradients where it owns that hook (`reduces`). How declarations compose is
                                 rules.py's to say.
     define_flags(flag_values=FLAGS)  the absl definitions of TECHNIQUE.flags
 and the hooks it declares, each taking the run's Settings first, from these:
-    build(recipe, dataset, settings) -> TrainGraph
-                                builds the mode's graph instead of the mode (rules.py: at most one may)
+    build(recipe, dataset, settings, hooks) -> TrainGraph
+                                builds the mode's graph instead of the mode (rules.py: at most one may);
+                                `hooks`: this package, whose optimizer_for and transmit it calls for
+                                the other techniques on (its declaration's `calls`)
     wrap(settings, graph) -> TrainGraph
                                 adds its variables, ops, counters or pauses to the graph built
     optimizer(settings, optimizer) -> optimizer
@@ -48,6 +51,7 @@ from parallel_tf.training.techniques import (
     easgd,
     local_sgd,
     local_updates,
+    powersgd,
     softsync,
     staleness_aware,
     stragglers,
@@ -65,11 +69,11 @@ TECHNIQUES = (
     local_sgd,
     easgd,
     compression,
+    powersgd,
     clipping,
     stragglers,
 )
 BY_NAME = {t.TECHNIQUE.name: t for t in TECHNIQUES}
-MAX_WORKERS = 1 << 16  # for numbering each worker's random draws apart
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -131,18 +135,11 @@ def need_whole_variables(settings):
     return any(t.TECHNIQUE.whole_variables for t in TECHNIQUES if t.TECHNIQUE.name in settings.techniques)
 
 
-def random_stream(settings):
-    """This worker's own stream of random numbers in this run (a random codec's draws), the same whichever
-    mode sends its gradients: seed·2¹⁶ + worker."""
-    return settings.seed * MAX_WORKERS + settings.task_index
-
-
 def transmit(settings, tensors, destinations, device):
     """Gradients `tensors` of this worker (on `device`) as the parameter servers holding `destinations`
     receive them: as they are, unless a technique encodes them on the way (compression)."""
-    stream = random_stream(settings)
     for technique in providing(settings, "transmit"):  # at most one (rules.SINGLE_OWNER_HOOKS)
-        return technique.transmit(settings, tensors, destinations, device, stream)
+        return technique.transmit(settings, tensors, destinations, device, settings.random_stream)
     return tensors
 
 

@@ -33,7 +33,6 @@ from parallel_tf.errors import ConfigError
 from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
 from parallel_tf.graph.devices import device_setter, worker_device
 from parallel_tf.graph.model import build_model
-from parallel_tf.training import techniques
 from parallel_tf.training.rules import Technique
 from parallel_tf.training.train_graph import StepReport, TrainGraph, fixed_plan, own_report
 
@@ -107,7 +106,7 @@ class _ChiefAggregator:
             step += 1
 
 
-def build(recipe, dataset, settings):
+def build(recipe, dataset, settings, hooks):
     """Sync training where each step applies the gradients of the first R of N workers to deliver one."""
     cluster, task_index = settings.cluster, settings.task_index
     num_workers, replicas = cluster.num_workers, settings.replicas_to_aggregate
@@ -118,7 +117,7 @@ def build(recipe, dataset, settings):
         step = tf.placeholder(tf.int64, [], name="step")
         slots = SlotAggregator(tf.trainable_variables(), num_workers)  # one row per worker
         (gradients,) = worker_gradients(recipe, model, 1, slots.variables)
-        write = slots.write(task_index, [techniques.transmit(settings, gradients, slots.variables, on_worker)])
+        write = slots.write(task_index, [hooks.transmit(settings, gradients, slots.variables, on_worker)])
         with tf.device(global_step.device):
             arrivals = tf.FIFOQueue(-1, [tf.int32, tf.int64], [[], []], shared_name="parallel_tf_backup_arrivals")
             releases = [
@@ -139,9 +138,7 @@ def build(recipe, dataset, settings):
             next_step = tf.reduce_max(tf.concat([[first], later], axis=0))
             next_arrival = arrivals.dequeue()
             chosen = tf.placeholder(tf.int32, [replicas], name="chosen_workers")
-        update = slots.apply(
-            techniques.optimizer_for(settings, settings.schedule.at(global_step)), global_step, [], chosen
-        )
+        update = slots.apply(hooks.optimizer_for(settings, settings.schedule.at(global_step)), global_step, [], chosen)
         with tf.colocate_with(global_step), tf.control_dependencies([update]):
             counted = tf.scatter_add(applied, chosen, tf.ones([replicas], tf.int64))
             token = global_step.read_value()

@@ -1,7 +1,7 @@
 """Gradient compression, with error feedback where its paper has it, sync (ordered) and async modes:
 --gradient_compression=8bit|1bit|topk:K|qsgd:S[:B]|terngrad (codecs.py says which paper each codec is).
-(All-reduce gathers every worker's codes instead: graph/gathered_codes.py, built by modes/allreduce.py;
-this module's `wrap` counts its payload as it counts a push's.)
+(All-reduce gathers every worker's codes instead, by this module's reduce hook: graph/gathered_codes.py;
+its `wrap` counts the payload as it counts a push's.)
 
 What a worker sends to the parameter servers (its gradient in sync mode, its summed gradients at an
 async push) is encoded on the worker, whatever else the run does to it afterwards (delay
@@ -25,6 +25,7 @@ from parallel_tf.cli import counted, validate_by_parsing
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import codecs, gathered_codes
+from parallel_tf.graph.collectives import Reduction
 from parallel_tf.training.rules import Technique
 
 
@@ -61,11 +62,25 @@ def record(settings):
     }
 
 
+def reduce(settings, recipe, model, variables, ring):
+    """All-reduce's reduce hook: every worker's codes gathered and decoded by all, the losses summed in
+    float32. A random codec draws for variable i at step t from (t, stream·2¹⁶ + i), as on the servers."""
+    codec, feedback = codecs.parse(settings.gradient_compression), error_feedback(settings.options)
+    seeds = codecs.seeds(tf.train.get_global_step().read_value(), settings.random_stream, len(variables))
+    gradients = tf.gradients(model.loss, variables)
+    means, sent = gathered_codes.mean_of_codes(gradients, ring.collectives, codec, feedback, seeds)
+    for part in sent:
+        tf.add_to_collection(PAYLOADS, part)  # what `wrap` counts
+    return [(0, Reduction(means, ring.collectives.sum(ring.loss_slots(model.loss))))]
+
+
 TECHNIQUE = Technique(
     name="compression",
     flags=("gradient_compression", "error_feedback"),
-    modes=("sync", "async", "allreduce"),  # all-reduce gathers the codes (modes/allreduce.py)
+    modes=("sync", "async", "allreduce"),
     hooks=("transmit", "wrap"),
+    reduces=reduce,  # all-reduce gathers the codes
+    skips_ring="the codes cross in their own types, gathered whole, in one gather per type",
     requires={
         "aggregation": ("ordered", "SyncReplicasOptimizer's accumulators take float gradients"),
         "strict_determinism": (

@@ -121,7 +121,7 @@ class Elastic:
         return tf.no_op()
 
 
-def build(recipe, dataset, settings):
+def build(recipe, dataset, settings, hooks):
     """Local SGD steps on the copy, an elastic exchange every period."""
     period = settings.easgd_period
     if settings.mode == "sync":

@@ -13,7 +13,7 @@ from absl import flags
 
 from parallel_tf.cli import validate_by_parsing
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.rules import Technique
+from parallel_tf.training.rules import EVERY_CLUSTER_MODE, Technique
 
 
 def check(values, cluster):
@@ -24,7 +24,7 @@ def check(values, cluster):
 TECHNIQUE = Technique(
     name="stragglers",
     flags=("worker_delay_ms",),
-    modes=("sync", "async", "hierarchical", "allreduce"),  # it changes only when a worker starts a step
+    modes=EVERY_CLUSTER_MODE,  # it changes only when a worker starts a step
     check=check,
     hooks=("wrap",),
     requires={"prefetch": (False, "an async straggler pauses before it reads its copy, as its step begins")},

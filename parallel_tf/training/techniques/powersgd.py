@@ -5,14 +5,20 @@ the whole gradients for the first K steps (DDP's start_powerSGD_iter), then Powe
 --powersgd_min_compression=c: only matrices whose factors are c times smaller go as factors (DDP's
 min_compression_rate); vectors and small matrices go whole, with the losses. It changes the
 arithmetic (a rank-r approximation is applied), with one worker too; runs repeat bitwise.
-`powersgd_matrices` in summary.json counts the matrices sent as factors."""
+`powersgd_matrices` in summary.json counts the matrices sent as factors. It owns all-reduce's reduce hook
+(rules.py: one way of reducing at a time); its factors cross the ring as the ring's options say
+(--allreduce_bucket_mb: factors in buckets; --allreduce_transport: factors in half precision)."""
+
+import dataclasses
 
 from absl import flags
 
 from parallel_tf.cli import define_float
+from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
-from parallel_tf.graph.powersgd import compressible
-from parallel_tf.training.rules import Option
+from parallel_tf.graph.collectives import Reduction
+from parallel_tf.graph.powersgd import LowRank, compressible
+from parallel_tf.training.rules import Technique
 
 
 def check_shapes(values, cluster, shapes):
@@ -25,19 +31,38 @@ def check_shapes(values, cluster, shapes):
         )
 
 
-OPTION = Option(
+def reduce(settings, recipe, model, variables, ring):
+    """All-reduce's reduce hook: the plain ring's steps up to --powersgd_start_step, PowerSGD's from there.
+    Each kind of step is a graph of its own, so what a step sends is counted by its kind."""
+    plain = ring.reduce(model, variables) if settings.powersgd_start_step else None
+    before = ring.buckets_summed
+    gradients = tf.gradients(model.loss, variables)
+    low_rank = LowRank(variables, settings.powersgd_rank, settings.powersgd_min_compression, settings.seed)
+    factored = low_rank.means([gradients[i] for i in low_rank.indices], ring)
+    means = dict(zip(low_rank.indices, factored, strict=True))
+    whole = [i for i in range(len(variables)) if i not in means]
+    whole_means, losses = ring.means([gradients[i] for i in whole], riding=ring.loss_slots(model.loss))
+    means.update(zip(whole, whole_means, strict=True))
+    compressed = Reduction([means[i] for i in range(len(variables))], losses, ring.buckets_summed - before)
+    return [(0, plain), (settings.powersgd_start_step, compressed)] if plain else [(0, compressed)]
+
+
+def wrap(settings, graph):
+    """`powersgd_matrices`: the matrices that cross as factors."""
+    rank, least = settings.powersgd_rank, settings.powersgd_min_compression
+    shapes = [v.shape.as_list() for v in tf.trainable_variables()]
+    counted = tf.constant(sum(compressible(shape, rank, least) for shape in shapes), tf.int64)
+    return dataclasses.replace(graph, counters={**graph.counters, "powersgd_matrices": counted})
+
+
+TECHNIQUE = Technique(
     name="powersgd",
     flags=("powersgd_rank", "powersgd_start_step", "powersgd_min_compression"),
     modes=("allreduce",),
+    hooks=("wrap",),
+    reduces=reduce,
     worker_state=lambda values: True,  # each worker's error, e = M − P Qᵀ
     check_shapes=check_shapes,
-    conflicts={
-        "compression": "one codec at a time: PowerSGD is one",
-        "strict_determinism": "strict determinism gathers whole float32 microbatch gradients, to equal sync "
-        "strict bitwise",
-        "allreduce_buckets": "PowerSGD sends every matrix's factors in two collectives of their own",
-        "allreduce_transport": "PowerSGD sends its factors in float32",
-    },
 )
 
 

@@ -1,0 +1,91 @@
+"""What the bench runs (bench.py): its models, and its systems, each the one process (the limit), one of our
+modes on a local cluster, TensorFlow's strategy of a kind (its peer), or the parameter-server floor."""
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    title: str
+    recipe: str
+    flags: tuple
+    train_steps: int
+    quick_steps: int
+
+
+@dataclasses.dataclass(frozen=True)
+class System:
+    title: str
+    kind: str  # "limit", "sync", "async" or "floor": whom it is compared with
+    mode: str = None  # ours: the launcher's --mode; None for the one process and the peers
+    flags: tuple = ()
+    strategy: str = None  # a peer's tf_strategies --strategy
+    min_workers: int = 1
+    steps_per_run: int = 1  # ours: --steps_per_run; the logging interval is rounded up to a multiple of it
+    ps_per_worker: bool = False  # ours: --num_ps=N, a parameter server for each of the N workers
+
+
+MODELS = {
+    "mlp": Model("digits MLP 64-128-10 (recipes/mnist.py), latency-bound", "mnist", (), 500, 300),
+    "cnn": Model(
+        "CIFAR-10 CNN on synthetic data (recipes/cifar10.py), compute-bound",
+        "cifar10",
+        ("--dataset=synthetic",),
+        40,
+        20,
+    ),
+}
+SYSTEMS = {
+    "process": System("one process (the limit)", "limit"),
+    "process_fast": System("one process, --kernels=fast", "limit", flags=("--kernels=fast",)),
+    "floor": System("parameter-server floor", "floor", strategy="floor"),
+    "sync": System("sync, ordered", "sync", mode="sync"),
+    "sync_servers": System("sync, a ps per worker", "sync", mode="sync", ps_per_worker=True, min_workers=2),
+    "sync_fast": System("sync, ordered, --kernels=fast", "sync", mode="sync", flags=("--kernels=fast",)),
+    "strict": System("sync, strict", "sync", mode="sync", flags=("--strict_determinism",)),
+    "accumulator": System("sync, accumulator", "sync", mode="sync", flags=("--aggregation=accumulator",)),
+    "sync_loop": System("sync, ordered, 10 steps a run", "sync", mode="sync", steps_per_run=10),
+    "sync_8bit": System("sync, ordered, 8-bit gradients", "sync", mode="sync", flags=("--gradient_compression=8bit",)),
+    "allreduce": System("all-reduce", "sync", mode="allreduce"),
+    "allreduce_strict": System("all-reduce, strict", "sync", mode="allreduce", flags=("--strict_determinism",)),
+    "allreduce_fp16": System(
+        "all-reduce, float16 transport", "sync", mode="allreduce", flags=("--allreduce_transport=float16",)
+    ),
+    "allreduce_powersgd1": System(
+        "all-reduce, PowerSGD rank 1", "sync", mode="allreduce", flags=("--powersgd_rank=1",)
+    ),
+    "allreduce_powersgd4": System(
+        "all-reduce, PowerSGD rank 4", "sync", mode="allreduce", flags=("--powersgd_rank=4",)
+    ),
+    "allreduce_8bit": System(
+        "all-reduce, 8-bit codes gathered", "sync", mode="allreduce", flags=("--gradient_compression=8bit",)
+    ),
+    "allreduce_buckets": System(
+        "all-reduce, 1 MB buckets", "sync", mode="allreduce", flags=("--allreduce_bucket_mb=1",)
+    ),
+    "async": System("async", "async", mode="async"),
+    "hierarchical": System("hierarchical, 2 groups", "async", mode="hierarchical", min_workers=2),
+    "mirrored": System("MultiWorkerMirroredStrategy", "sync", strategy="mirrored"),
+    "parameter_server": System("ParameterServerStrategy", "async", strategy="parameter_server", min_workers=2),
+}
+# The ways of talking less, which pay only on a link: the full run (BENCHMARKS.md's main tables) leaves them to
+# --links.
+ON_LINKS = (
+    "sync_servers",
+    "sync_8bit",
+    "allreduce_fp16",
+    "allreduce_8bit",
+    "allreduce_buckets",
+    "allreduce_powersgd1",
+    "allreduce_powersgd4",
+)
+FULL_RUN = tuple(name for name in SYSTEMS if name not in ON_LINKS)
+
+PEERS = {"sync": "mirrored", "async": "parameter_server"}
+
+
+def peer_of(system):
+    """The peer a system's throughput is compared with: TensorFlow's strategy of its kind; None for the one
+    process and for the peers themselves."""
+    peer = PEERS.get(SYSTEMS[system].kind)
+    return peer if peer != system else None

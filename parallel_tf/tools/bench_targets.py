@@ -1,0 +1,55 @@
+"""The open issues' targets for the bench (bench.py): which run must reach what ratio against which other,
+the runs --quick makes to measure them, and the lines that say whether this run met them."""
+
+from parallel_tf.tools.bench_systems import PEERS, SYSTEMS
+
+# The open issues' targets: (model, system, workers, against, at least). `against` is "limit", "peer" or "floor".
+TARGETS = (
+    ("mlp", "sync", 1, "floor", 0.8),  # parameter-server sync at its floor: within 1.25x of it
+    ("mlp", "sync", 2, "peer", 0.8),
+    ("mlp", "async", 2, "peer", 1.2),
+    ("cnn", "sync", 1, "limit", 0.97),
+    ("mlp", "allreduce", 1, "limit", 0.8),  # the all-reduce mode
+    ("mlp", "allreduce", 2, "peer", 1.0),
+    ("mlp", "allreduce", 4, "peer", 1.0),
+    ("cnn", "allreduce", 1, "peer", 1.0),
+    ("cnn", "allreduce", 2, "peer", 1.0),
+)
+
+
+def comparison_key(model, system, workers, against):
+    """The (model, system, workers) a target's run is compared with."""
+    if against == "limit":
+        return (model, "process", 1)
+    return (model, "floor" if against == "floor" else PEERS[SYSTEMS[system].kind], workers)
+
+
+# --quick runs what the targets need: each target's run and the run it is compared with.
+QUICK_PLAN = tuple(
+    dict.fromkeys(
+        key
+        for model, system, workers, against, _ in TARGETS
+        for key in ((model, system, workers), comparison_key(model, system, workers, against))
+    )
+)
+
+
+def target_lines(tables):
+    """Each of the issue's targets that this run measured: the ratio, and met or by how much missed."""
+    lines = []
+    for model, system, workers, against, at_least in TARGETS:
+        row = next((r for r in tables.get(model, []) if (r["system"], r["workers"]) == (system, workers)), None)
+        ratio = row and row[f"x_{against}"]
+        if ratio is None:
+            continue
+        versus = (
+            "the one process"
+            if against == "limit"
+            else SYSTEMS[comparison_key(model, system, workers, against)[1]].title
+        )
+        verdict = "met" if ratio >= at_least else f"missed by {at_least - ratio:.2f}"
+        lines.append(
+            f"- target {model} {SYSTEMS[system].title}, {workers} worker(s): at least {at_least}x {versus}; "
+            f"measured {ratio:.2f}x: {verdict}"
+        )
+    return lines
