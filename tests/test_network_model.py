@@ -4,7 +4,14 @@ R·1448/1538/8: 117 685.3 bytes a millisecond at 1 Gbit/s."""
 
 import pytest
 
-from parallel_tf.tools.network_model import break_even_gbits, communication_ms, network_ms, overlapped_ms, serial_ms
+from parallel_tf.tools.network_model import (
+    break_even_gbits,
+    communication_ms,
+    network_ms,
+    overlapped_ms,
+    serial_ms,
+    step_bytes,
+)
 
 PER_MS_100MBIT = 1e8 * 1448 / 1514 / 8000  # 11 955.1
 ETHERNET_PER_MS_1GBIT = 1e9 * 1448 / 1538 / 8000  # 117 685.3
@@ -89,3 +96,15 @@ def test_where_one_server_holds_most_of_the_model_its_share_bounds_the_step():
     uneven = network_ms("sync", 4, 4, 2180392, 2180392, 1e8, server_share=share)
     assert uneven == pytest.approx(5 * 2180392 * share / PER_MS_100MBIT) == pytest.approx(877.2, abs=0.1)
     assert network_ms("sync", 4, 4, 2180392, 2180392, 1e8) == pytest.approx(2 * 2180392 / PER_MS_100MBIT)
+
+
+def test_four_servers_for_four_workers_give_at_most_1_2x_the_ring_and_0_75x_as_a_step_runs_here():
+    """N = 4 workers, k = 4 servers, M bytes of model: the ring carries 2·3/4 M = 1.5 M each way. A worker
+    whose reads overlap its writes carries M each way, but each server sends its quarter to 4 workers and takes
+    4 writes, the last after the others: (4 + 1)/4 M = 1.25 M, so 1.5/1.25 = 1.2x the ring, whatever the link
+    (issue 49 asked 1.25x). As a sync step runs here, reading then writing, a worker carries 2 M: 0.75x."""
+    model = 2180392
+    ring = step_bytes("ring", 4, model)
+    assert ring == pytest.approx(1.5 * model)
+    assert ring / step_bytes("ps x N, overlapping", 4, model) == pytest.approx(1.2)
+    assert ring / step_bytes("ps x N", 4, model) == pytest.approx(0.75)
