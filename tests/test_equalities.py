@@ -85,7 +85,7 @@ def test_a_finished_run_trained_on_to_more_steps_ends_on_the_straight_run(tmp_pa
     flags = {**FLAGS, "train_steps": 20, "log_every": 10}
     train(MLP, DIGITS, tmp_path / "extended", mode, **flags)
     extended = train(MLP, DIGITS, tmp_path / "extended", mode, **{**flags, "train_steps": 30})["summary"]
-    assert extended["session_runs"] == 10  # steps 20-29: resumed, not trained again from 0
+    assert extended["session_runs"] == 1  # steps 20-29 in one run of 10: resumed, not trained again from 0
     assert extended["params_sha256"] == sha(tmp_path / "straight", mode, log_every=10)
 
 

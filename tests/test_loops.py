@@ -1,6 +1,7 @@
-"""--steps_per_run=k: k ordered sync steps in one session run (graph/loops.py) train the parameters
-that k runs of one step train, bit for bit, and log, checkpoint and count bytes as those do; what a
-loop cannot hold is refused with one line."""
+"""--steps_per_run=k: k ordered sync or all-reduce steps in one session run (graph/loops.py) train the
+parameters that k runs of one step train, bit for bit, and log, checkpoint and count bytes as those do;
+what a loop cannot hold is refused with one line; left unset, k is the most, up to 10, that ends a run at
+each boundary the trainer acts at."""
 
 import pytest
 from inprocess import half_mean_square, scalar_dataset, scalar_recipe, train
@@ -9,6 +10,8 @@ from models import DIGITS, FLAGS, MLP, sha
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
 from parallel_tf.training import run_check, run_flags
+from parallel_tf.training.options import steps_per_run
+from parallel_tf.training.settings import run_settings
 
 pytestmark = pytest.mark.inprocess
 
@@ -28,7 +31,7 @@ def test_each_step_of_a_loop_takes_the_rate_of_its_own_update(tmp_path):
     recipe, data = scalar_recipe(half_mean_square, w0=0.0), scalar_dataset(1, 3)
     warm = {"warmup_steps": 3, "checkpoint_every": 0}
     looped = train(recipe, data, tmp_path / "looped", "sync", steps_per_run=3, log_every=3, **warm)
-    stepped = train(recipe, data, tmp_path / "stepped", "sync", **warm)
+    stepped = train(recipe, data, tmp_path / "stepped", "sync", steps_per_run=1, **warm)
     assert float(looped["params"]["model/w:0"][0]) == pytest.approx(13 / 9, abs=1e-6)
     assert looped["summary"]["params_sha256"] == stepped["summary"]["params_sha256"]
     assert (looped["summary"]["session_runs"], stepped["summary"]["session_runs"]) == (1, 3)
@@ -47,7 +50,7 @@ def test_each_step_of_a_loop_takes_the_rate_of_its_own_update(tmp_path):
 )
 def test_five_steps_a_run_train_what_one_step_a_run_trains(tmp_path, flags):
     looped = train(MLP, DIGITS, tmp_path / "looped", "sync", steps_per_run=5, **{**FLAGS, **flags})
-    stepped = train(MLP, DIGITS, tmp_path / "stepped", "sync", **{**FLAGS, **flags})
+    stepped = train(MLP, DIGITS, tmp_path / "stepped", "sync", steps_per_run=1, **{**FLAGS, **flags})
     assert looped["summary"]["params_sha256"] == stepped["summary"]["params_sha256"]
     assert [(m["step"], m["loss"]) for m in looped["metrics"]] == [(m["step"], m["loss"]) for m in stepped["metrics"]]
     per_step = ("bytes_sent_per_step", "bytes_received_per_step")  # the loop's crossings, counted once a step
@@ -57,9 +60,36 @@ def test_five_steps_a_run_train_what_one_step_a_run_trains(tmp_path, flags):
 def test_a_shorter_last_run_and_a_resume_end_on_the_uninterrupted_run(tmp_path):
     """30 steps at 7 a run (the last run trains 2), and 14 steps resumed to 30 at 7 a run."""
     loop = {**FLAGS, "steps_per_run": 7, "log_every": 7, "checkpoint_every": 0}
-    assert sha(tmp_path / "sevens", "sync", **loop) == sha(tmp_path / "ones", "sync")
+    ones = sha(tmp_path / "ones", "sync", steps_per_run=1)
+    assert sha(tmp_path / "sevens", "sync", **loop) == ones
     train(MLP, DIGITS, tmp_path / "resumed", "sync", **{**loop, "train_steps": 14})
-    assert sha(tmp_path / "resumed", "sync", **loop) == sha(tmp_path / "ones", "sync")
+    assert sha(tmp_path / "resumed", "sync", **loop) == ones
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        {"num_workers": 1},
+        {"num_workers": 2},
+        {"num_workers": 4},
+        {"num_workers": 2, "optimizer": "momentum", "warmup_steps": 10},
+        {"num_workers": 2, "allreduce_bucket_mb": 0.005, "allreduce_transport": "float16"},
+        {"num_workers": 2, "strict_determinism": True, "microbatches": 4},
+    ],
+    ids=["1 worker", "2 workers", "4 workers", "momentum warming up", "buckets in float16", "strict"],
+)
+def test_all_reduce_s_collectives_inside_the_loop_train_what_one_step_a_run_trains(tmp_path, flags):
+    """All-reduce at 10 steps a run: each step reads the copies the last one updated and runs its collectives
+    inside the loop, in the order one step a run does, so 30 steps in 3 runs end on the 30 runs' bits, log
+    the same losses, and count the same bytes a step."""
+    loop = {**FLAGS, "log_every": 10, "checkpoint_every": 0, **flags}
+    looped = train(MLP, DIGITS, tmp_path / "looped", "allreduce", steps_per_run=10, **loop)
+    stepped = train(MLP, DIGITS, tmp_path / "stepped", "allreduce", steps_per_run=1, **loop)
+    assert looped["summary"]["params_sha256"] == stepped["summary"]["params_sha256"]
+    assert [(m["step"], m["loss"]) for m in looped["metrics"]] == [(m["step"], m["loss"]) for m in stepped["metrics"]]
+    assert (looped["summary"]["session_runs"], stepped["summary"]["session_runs"]) == (3, 30)
+    per_step = ("bytes_sent_per_step", "bytes_received_per_step")
+    assert [looped["summary"][key] for key in per_step] == [stepped["summary"][key] for key in per_step]
 
 
 TWO_WORKERS = cluster_lib.parse({"cluster": {"ps": ["a:1"], "worker": ["a:2", "a:3"]}}, "test")
@@ -82,3 +112,41 @@ def test_what_a_loop_of_steps_cannot_hold_is_refused_with_one_line(given, line):
     with pytest.raises(ConfigError) as refused:
         run_check.check_run("sync", TWO_WORKERS, values, {"steps_per_run", *given})
     assert str(refused.value).startswith(line)
+
+
+@pytest.mark.parametrize(
+    "intervals, steps",
+    [
+        ({"log_every": 50, "checkpoint_every": 100}, 10),  # the defaults: gcd 50, of which 10 is the largest ≤ 10
+        ({"log_every": 15, "checkpoint_every": 100}, 5),  # gcd 5
+        ({"log_every": 12, "checkpoint_every": 0}, 6),  # 12: 6 divides it, 7 to 10 do not
+        ({"log_every": 50, "checkpoint_every": 100, "eval_every": 4}, 2),  # gcd 2
+        ({"log_every": 7, "snapshot_every": 21}, 7),
+        ({"log_every": 1}, 1),
+        ({}, 10),  # nothing to stop at
+    ],
+)
+def test_the_automatic_steps_a_run_end_a_run_at_every_boundary(intervals, steps):
+    assert steps_per_run.automatic(intervals) == steps
+
+
+def _settings(mode="sync", **flags):
+    """A chief's Settings of a 2-worker run, with `flags` given as a user gives them."""
+    config = cluster_lib.parse({"cluster": {"worker": ["a:2", "a:3"]}}, "test") if mode == "allreduce" else TWO_WORKERS
+    fields = dict(global_batch_size=120, train_steps=100, learning_rate=0.1, optimizer="sgd", seed=0, dataset="t")
+    return run_settings(
+        set(flags), mode=mode, job_name="worker", task_index=0, cluster=config, logdir=None, **fields, **flags
+    )
+
+
+def test_left_unset_the_steps_a_run_are_automatic_where_a_loop_composes_and_one_elsewhere():
+    """Defaults (log every 50, checkpoint every 100): 10 in sync and all-reduce; 1 where a loop does not
+    compose (a technique, the accumulator, traced steps) or was given; async has no loop and keeps none."""
+    assert _settings().steps_per_run == _settings("allreduce").steps_per_run == 10
+    assert "steps_per_run" in _settings().options_on
+    assert _settings(log_every=15).steps_per_run == 5
+    assert _settings(clip_norm=1.0).steps_per_run == 1
+    assert _settings(aggregation="accumulator").steps_per_run == 1
+    assert _settings(trace_steps=(10, 12)).steps_per_run == 1
+    assert _settings(steps_per_run=1).steps_per_run == 1
+    assert _settings("async").steps_per_run is None

@@ -38,3 +38,22 @@ def steps_in_one_run(recipe, model, step, reads):
         parallel_iterations=1,
     )
     return (features, labels), (workers, losses)
+
+
+class StepReads:
+    """A custom getter (graph/model.py's model_on) that answers each variable with one `read_value()`, made
+    where the step first asks for it: inside a loop's step, that step's read, after the previous step's
+    update (a worker's own variables: all-reduce's copies). `of(variables)`: what the step's gradients
+    are taken with respect to."""
+
+    def __init__(self):
+        self._values = {}
+
+    def __call__(self, getter, name, *args, **kwargs):
+        variable = getter(name, *args, **kwargs)
+        if variable.op.name not in self._values:
+            self._values[variable.op.name] = variable.read_value()
+        return self._values[variable.op.name]
+
+    def of(self, variables):
+        return [self._values[variable.op.name] for variable in variables]

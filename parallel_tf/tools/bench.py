@@ -174,7 +174,7 @@ def command_for(model_name, system_name, workers):
     recipe = resolve_recipe(model.recipe)
     steps = steps_of(model_name)
     given = [flag for flag in run_check.given_task_flags(run_check.NO_CLUSTER) if not flag.startswith("--train_steps=")]
-    per_run = system.steps_per_run
+    per_run = system.steps_per_run or 1
     log_every = -(-max(1, steps // 10) // per_run) * per_run  # a tenth of the run, in whole runs of steps
     run_flags = [f"--train_steps={steps}", f"--log_every={log_every}", *model.flags, *given]
     if system.strategy:  # the peers trace nothing and save nothing
@@ -185,7 +185,7 @@ def command_for(model_name, system_name, workers):
     run_flags = ["--checkpoint_every=0", *run_flags]
     if system.kind == "limit":
         return runs.single_process_command(recipe), [*run_flags, *system.flags]
-    loop = [f"--steps_per_run={per_run}"] if per_run > 1 else []
+    loop = [f"--steps_per_run={per_run}"] if system.steps_per_run else []
     servers = [f"--num_ps={workers}"] if system.ps_per_worker else []
     return runs.cluster_command(recipe, system.mode, workers, *servers), [*run_flags, *system.flags, *loop]
 

@@ -21,7 +21,8 @@ class System:
     flags: tuple = ()
     strategy: str = None  # a peer's tf_strategies --strategy
     min_workers: int = 1
-    steps_per_run: int = 1  # ours: --steps_per_run; the logging interval is rounded up to a multiple of it
+    steps_per_run: int | None = None  # ours: --steps_per_run (None: the default, automatic); the logging
+    # interval is rounded up to a multiple of it
     ps_per_worker: bool = False  # ours: --num_ps=N, a parameter server for each of the N workers
 
 
@@ -44,9 +45,10 @@ SYSTEMS = {
     "sync_fast": System("sync, ordered, --kernels=fast", "sync", mode="sync", flags=("--kernels=fast",)),
     "strict": System("sync, strict", "sync", mode="sync", flags=("--strict_determinism",)),
     "accumulator": System("sync, accumulator", "sync", mode="sync", flags=("--aggregation=accumulator",)),
-    "sync_loop": System("sync, ordered, 10 steps a run", "sync", mode="sync", steps_per_run=10),
+    "sync_step": System("sync, ordered, a run a step", "sync", mode="sync", steps_per_run=1),
     "sync_8bit": System("sync, ordered, 8-bit gradients", "sync", mode="sync", flags=("--gradient_compression=8bit",)),
     "allreduce": System("all-reduce", "sync", mode="allreduce"),
+    "allreduce_step": System("all-reduce, a run a step", "sync", mode="allreduce", steps_per_run=1),
     "allreduce_strict": System("all-reduce, strict", "sync", mode="allreduce", flags=("--strict_determinism",)),
     "allreduce_fp16": System(
         "all-reduce, float16 transport", "sync", mode="allreduce", flags=("--allreduce_transport=float16",)

@@ -25,7 +25,8 @@ def table_rows(model, results, global_batch_size):
         summary = results[(model, system, n)][0]["summary"]
         peer = peer_of(system)
         peer_ms = medians.get((peer, n)) if peer else None
-        one_run_a_step = SYSTEMS[system].mode == "sync" and SYSTEMS[system].steps_per_run == 1
+        looped = "steps_per_run" in summary.get("declared", {})  # k steps a run, given or automatic
+        one_run_a_step = SYSTEMS[system].mode == "sync" and not looped
         floor_ms = medians.get(("floor", n)) if one_run_a_step else None  # a run of k steps can go below it
         rows.append(
             {

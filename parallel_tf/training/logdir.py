@@ -100,8 +100,9 @@ def _steps_trained(logdir):
 
 
 # What run.json records of a run without it deciding whether a resume is the same run: the link it had
-# (--link_rate changes when things happen, not what is computed, so a resume may run on another).
-DESCRIBED = ("network",)
+# (--link_rate changes when things happen, not what is computed, so a resume may run on another), and the
+# steps a run trained before issue 51 made --steps_per_run timing-only (the same bits, whatever k).
+DESCRIBED = ("network", "steps_per_run")
 ONLY_CHANGE = "only --train_steps may change"
 
 

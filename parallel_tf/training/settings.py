@@ -13,6 +13,7 @@ from parallel_tf.cluster import slurm
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.learning_rates import Schedule
 from parallel_tf.training import modes, profiling, run_check, techniques
+from parallel_tf.training.options import steps_per_run
 from parallel_tf.training.run_flags import given_flags
 
 FLAGS = flags.FLAGS
@@ -239,8 +240,18 @@ def run_settings(given=frozenset(), **fields):
     declared = declared_defaults()
     declared.update({name: fields.pop(name) for name in list(fields) if name in declared})
     settings = Settings(options=declared, **fields)
-    values = {**{f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}, **declared}
-    composition = run_check.check_run(settings.mode, settings.cluster, values, given)
+    looped = declared["steps_per_run"] is None and settings.mode in run_check.DECLARED_SCOPES["steps_per_run"]
+    if looped:  # automatic: as many steps a run as fit between the trainer's boundaries, where they compose
+        declared["steps_per_run"] = steps_per_run.automatic(_values(settings))
+        settings = dataclasses.replace(settings, options=declared)
+    try:
+        composition = _composition(settings, given)
+    except ConfigError:
+        if not looped or settings.steps_per_run == 1:
+            raise
+        declared["steps_per_run"] = 1
+        settings = dataclasses.replace(settings, options=declared)
+        composition = _composition(settings, given)
     settled = composition.settled
     return dataclasses.replace(
         settings,
@@ -249,6 +260,15 @@ def run_settings(given=frozenset(), **fields):
         options={**declared, **{name: value for name, value in settled.items() if name in declared}},
         **{name: value for name, value in settled.items() if name not in declared},
     )
+
+
+def _composition(settings, given):
+    return run_check.check_run(settings.mode, settings.cluster, _values(settings), given)
+
+
+def _values(settings):
+    """{name: value} of every field and declared flag of `settings`, as check_run takes them."""
+    return {**{f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}, **settings.options}
 
 
 def _cluster_and_task(flag_values):

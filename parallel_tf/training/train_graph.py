@@ -63,9 +63,14 @@ class TrainGraph:
         """Tensors to feed at `step` besides the batch (e.g. the step itself)."""
         return {}
 
+    def run_end(self, step):
+        """The step after the run that starts at `step`: the next multiple of steps_per_run, so that runs end at
+        the boundaries the steps a run divide (logs, checkpoints) even where a worker joins between them."""
+        return step - step % self.steps_per_run + self.steps_per_run
+
     def next_step(self, step, result):
         """The step this worker runs after `step`, from the last run's result (the trainer stops at the end)."""
-        return step + self.steps_per_run
+        return self.run_end(step)
 
     def before_evaluation(self, sess):
         """Run by the chief before it evaluates, so the model reads the final parameters."""

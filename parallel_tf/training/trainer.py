@@ -189,7 +189,7 @@ class Trainer:
             if train_graph.pause_before_step:
                 time.sleep(train_graph.pause_before_step)
                 self.pauses += 1
-            steps = range(step, min(step + train_graph.steps_per_run, settings.train_steps))
+            steps = range(step, min(train_graph.run_end(step), settings.train_steps))
             feed = self._feed(steps, positions)
             for part, fetches in enumerate(train_graph.plan(step)):
                 if self.tracer.wants(step):
@@ -203,7 +203,7 @@ class Trainer:
             if step == first_step and settings.link_rate and settings.is_chief:
                 self._say_what_the_link_costs(done - step)
             if not np.isfinite(result["losses"]).all():
-                self._diverged_at(done, result["losses"])
+                self._diverged_at(done, result["losses"], len(steps))
             interval_steps += done - step
             last = done == settings.train_steps
             evaluating = self.held_out is not None and (_reached(step, done, settings.eval_every) or last)
@@ -268,21 +268,25 @@ class Trainer:
             + "".join(f"  {name} {value}" for name, value in counts.items()),
         )
 
-    def _diverged_at(self, step, losses):
-        """A loss that is NaN or infinite at `step`: with --nan_guard the run stops (exit 1), before any
+    def _diverged_at(self, step, losses, steps_in_run):
+        """A loss that is NaN or infinite at `step`, the last of a run of `steps_in_run` (the run reports its last
+        step's losses, so it says where it saw it): with --nan_guard the run stops (exit 1), before any
         checkpoint of what follows; without, it says so once and goes on, as asked."""
         loss = losses[~np.isfinite(losses)][0]
+        at = (
+            f"step {step}"
+            if steps_in_run == 1
+            else f"step {step}, the last of a run of {steps_in_run} (--steps_per_run)"
+        )
         if self.settings.nan_guard:
             kept = f"; {self.checkpoints.kept()}" if self.checkpoints else ""
             raise TaskFailure(
-                f"the loss is {loss} at step {step}: training diverged, so --nan_guard stopped it{kept} "
+                f"the loss is {loss} at {at}: training diverged, so --nan_guard stopped it{kept} "
                 f"({_what_may_help(self.settings)}; --nonan_guard trains on)"
             )
         if not self._diverged:
             self._diverged = True
-            logging.warning(
-                "the loss is %s at step %d: training has diverged (%s)", loss, step, _what_may_help(self.settings)
-            )
+            logging.warning("the loss is %s at %s: training has diverged (%s)", loss, at, _what_may_help(self.settings))
 
     def _read_counters(self, sess):
         """The graph's counters (e.g. updates by each async worker) as plain lists for JSON."""

@@ -18,6 +18,7 @@ from parallel_tf.errors import TaskFailure
 from parallel_tf.graph import worker_state
 from parallel_tf.graph.collectives import Collectives, Ring
 from parallel_tf.graph.devices import worker_device
+from parallel_tf.graph.loops import StepReads, steps_in_one_run
 from parallel_tf.graph.model import build_model
 from parallel_tf.training import techniques
 from parallel_tf.training.rules import Mode
@@ -29,16 +30,17 @@ def build(recipe, dataset, settings):
     with tf.device(worker_device(task_index, settings.num_gpus)):
         model = build_model(recipe, dataset)
         global_step = tf.train.get_or_create_global_step()
-        optimizer = techniques.optimizer_for(settings, settings.schedule.at(global_step))
         collectives = Collectives(num_workers, task_index, settings.collective_group, settings.num_gpus > 0)
         ring = Ring(collectives, settings.allreduce_transport, settings.allreduce_bucket_mb)
         variables = tf.trainable_variables()
-        if settings.reducer:  # [(the first step it reduces, Reduction)]
-            phases = settings.reducer(settings, recipe, model, variables, ring)
-        else:
-            phases = [(0, ring.reduce(model, variables))]
 
-        def applied(reduction):
+        def reductions(model, gradients_of):
+            """[(the first step it reduces, Reduction)]: the reduce hook's owner's (rules.py), or the plain ring's."""
+            if settings.reducer:
+                return settings.reducer(settings, recipe, model, gradients_of, ring)
+            return [(0, ring.reduce(model, gradients_of))]
+
+        def applied(reduction, optimizer):
             """The report of a step that applies `reduction`'s means: every worker's loss, once the update is
             done. No update starts before every mean is in, so none changes a variable backprop still reads
             (a bucket's collective may overlap backprop; with one worker it is no wait at all)."""
@@ -49,7 +51,26 @@ def build(recipe, dataset, settings):
             with tf.control_dependencies([train_op]):
                 return StepReport(workers=tf.range(num_workers), losses=tf.identity(reduction.losses))
 
-        steps = [(first, applied(reduction)) for first, reduction in phases]
+        def optimizer():
+            """The run's optimizer at the rate of the update it applies: made in a loop's step, read in it."""
+            return techniques.optimizer_for(settings, settings.schedule.at(global_step))
+
+        inputs_by_step = None
+        if settings.steps_per_run == 1:
+            phases = reductions(model, variables)
+            once = optimizer()  # one for every kind of step: its slots are the run's
+            steps = [(first, applied(reduction, once)) for first, reduction in phases]
+        else:  # k steps in one run, each reading the copies the last one updated
+            built = []
+
+            def one_step(on_step):
+                ((_, reduction),) = reductions(on_step, on_step.reads.of(variables))  # one kind of step (rules.py)
+                built.append(reduction)
+                report = applied(reduction, optimizer())
+                return report["workers"], report["losses"]
+
+            inputs_by_step, (workers, losses) = steps_in_one_run(recipe, model, one_step, StepReads)
+            phases, steps = [(0, built[0])], [(0, StepReport(workers=workers, losses=losses))]
         stash = worker_state.gathered(collectives, worker_device(task_index, settings.num_gpus))
         broadcast = collectives.broadcast(tf.global_variables())  # the optimizer's slots too: made by apply
         fingerprint = tf.placeholder(tf.int32, [1, FINGERPRINT_INTS], name="params_fingerprint")
@@ -63,6 +84,8 @@ def build(recipe, dataset, settings):
         plan=lambda step: [next(report for first, report in reversed(steps) if step >= first)],  # the latest begun
         chief_waits_for_all=False,  # every step is a collective: nobody finishes a step before the others
         counters={**microbatch_passes(settings, settings.microbatches // num_workers), **buckets},
+        steps_per_run=settings.steps_per_run,
+        inputs_by_step=inputs_by_step,
         initialise_on_join=lambda sess: sess.run(broadcast),
         stash=stash,
         after_last_step=lambda sess, named: _check_copies(sess, named, fingerprint, fingerprints, task_index),

@@ -1,8 +1,17 @@
-"""--steps_per_run=k (sync, ordered): k steps in one session run, a tf.while_loop (graph/loops.py),
-paying a run's RPC rounds once for all of them, and training the parameters k runs of one step
-train, bit for bit, whatever the learning-rate schedule: each step computes its rate from the
-global step inside the loop. The trainer logs, checkpoints and evaluates between runs only; it
-counts the session runs it made (`session_runs` in summary.json)."""
+"""--steps_per_run=k (sync, ordered, and all-reduce): k steps in one session run, a tf.while_loop
+(graph/loops.py), paying a run's RPC rounds once for all of them, and training the parameters k runs of
+one step train, bit for bit, whatever the learning-rate schedule: each step computes its rate from the
+global step inside the loop, and all-reduce's collectives run inside it in the same order. The trainer
+logs, checkpoints and evaluates between runs only; it counts the session runs it made (`session_runs` in
+summary.json).
+
+Left unset, it is automatic: the most steps, up to AUTOMATIC_MOST, that divide every interval the
+trainer acts at between runs (BETWEEN_RUNS), so a run ends at each log line, evaluation, checkpoint and
+snapshot, as Keras's steps_per_execution would if it chose for itself; where k steps a run do not compose
+with the rest of the run (a technique, the accumulator, --trace_steps, a mode without a loop), one. It
+changes when things can happen, not what is computed, so a resume may run with another."""
+
+import math
 
 from absl import flags
 
@@ -10,12 +19,22 @@ from parallel_tf.errors import ConfigError
 from parallel_tf.training.rules import EVERY_TECHNIQUE, Option
 
 BETWEEN_RUNS = ("log_every", "checkpoint_every", "eval_every", "snapshot_every")
+# An automatic run trains at most this many steps: 10 take the digits MLP's sync step 1.35x faster at one
+# worker and 1.57x at two (BENCHMARKS.md), and a NaN is then named within 10 steps of where it arose.
+AUTOMATIC_MOST = 10
+
+
+def automatic(values):
+    """The automatic --steps_per_run of a run with flag `values`: the most steps, up to AUTOMATIC_MOST, that
+    divide every interval of BETWEEN_RUNS it has (0: none)."""
+    intervals = math.gcd(*(values.get(name) or 0 for name in BETWEEN_RUNS))  # 0 where there are none
+    return max(k for k in range(1, AUTOMATIC_MOST + 1) if intervals % k == 0)
 
 
 def check(values, cluster):
     """What the trainer does between runs must fall between runs."""
     steps = values["steps_per_run"]
-    if steps == 1:
+    if steps in (None, 1):
         return
     for name in BETWEEN_RUNS:
         if values.get(name, 0) % steps:
@@ -30,7 +49,8 @@ def check(values, cluster):
 OPTION = Option(
     name="steps_per_run",
     flags=("steps_per_run",),
-    modes=("sync",),
+    modes=("sync", "allreduce"),
+    enabled=lambda values, cluster: (values["steps_per_run"] or 1) > 1,
     check=check,
     requires={
         "aggregation": (
@@ -39,19 +59,20 @@ OPTION = Option(
         )
     },
     conflicts={
-        EVERY_TECHNIQUE: "a loop of steps is built for the plain ordered step only, and each technique changes it "
-        "between steps"
+        EVERY_TECHNIQUE: "a loop of steps is built for the plain step only, and each technique changes it between steps"
     },
+    timing_only=True,  # the same bits, whatever k
 )
 
 
 def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_integer(
         "steps_per_run",
-        1,
-        "sync, ordered: train this many steps in one session run (a tf.while_loop), paying a run's RPC rounds "
-        "once for all of them; the same parameters, bit for bit. Logs, checkpoints and evaluations come "
-        "between runs, so their intervals must be multiples of it.",
+        None,
+        "sync (ordered) and allreduce: train this many steps in one session run (a tf.while_loop), paying a run's "
+        "RPC rounds once for all of them; the same parameters, bit for bit. Logs, checkpoints and evaluations "
+        f"come between runs, so their intervals must be multiples of it. Default: the most, up to {AUTOMATIC_MOST}, "
+        "that divide those intervals, where the run can loop; 1 elsewhere.",
         lower_bound=1,
         flag_values=flag_values,
     )
