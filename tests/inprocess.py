@@ -21,6 +21,7 @@ from parallel_tf.compat import tf
 from parallel_tf.data.sharding import Dataset
 from parallel_tf.graph import devices
 from parallel_tf.launch.launcher import free_loopback_addresses
+from parallel_tf.training import run_check
 from parallel_tf.training.recipe import Recipe
 from parallel_tf.training.settings import run_settings
 from parallel_tf.training.trainer import Trainer
@@ -108,8 +109,11 @@ def train(recipe, dataset, logdir, mode="sync", num_ps=1, num_workers=2, groups=
 def joined_workers(recipe, dataset, logdir, mode, num_workers=2, **flags):
     """[(trainer, session), ...]: every worker's Trainer joined to fresh servers, the chief first, for
     tests that script the order of fetches and pushes themselves (plan(step) gives them). They join at
-    once, each in a thread: an all-reduce worker's join waits for the others' (a broadcast)."""
+    once, each in a thread: an all-reduce worker's join waits for the others' (a broadcast). A run is one
+    step (--steps_per_run=1, where the mode has the flag), as the scripts' feeds are one step's batch."""
     num_ps = 0 if mode == "allreduce" else 1
+    if mode in run_check.DECLARED_SCOPES["steps_per_run"]:
+        flags = {"steps_per_run": 1, **flags}
     trainers = cluster_trainers(recipe, dataset, logdir, mode, num_ps, num_workers, None, range(num_workers), flags)
     sessions = {}
     threads = [threading.Thread(target=lambda t=t: sessions.update({t: t.join()})) for t in trainers]

@@ -487,7 +487,7 @@ def cases(tmp):
         ),
         "bench: an unknown system": (
             bench_command("--systems=sync,fast"),
-            "--systems: unknown fast (known: process, process_fast, floor, sync, sync_servers, sync_fast, strict",
+            "--systems: unknown fast (known: process, process_step, process_fast, floor, sync, sync_servers, sync_fast",
         ),
         "bench: too few steps for a steady state": (
             bench_command("--train_steps=5"),

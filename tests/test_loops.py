@@ -1,10 +1,10 @@
-"""--steps_per_run=k: k ordered sync or all-reduce steps in one session run (graph/loops.py) train the
-parameters that k runs of one step train, bit for bit, and log, checkpoint and count bytes as those do;
-what a loop cannot hold is refused with one line; left unset, k is the most, up to 10, that ends a run at
-each boundary the trainer acts at."""
+"""--steps_per_run=k: k steps of the one process, ordered sync, all-reduce or async in one session run
+(graph/loops.py) train the parameters that k runs of one step train, bit for bit, and log, checkpoint and
+count bytes as those do; what a loop cannot hold is refused with one line; left unset, k is the most, up
+to 10, that ends a run at each boundary the trainer acts at."""
 
 import pytest
-from inprocess import half_mean_square, scalar_dataset, scalar_recipe, train
+from inprocess import half_mean_square, linear, scalar_dataset, scalar_recipe, train
 from models import DIGITS, FLAGS, MLP, sha
 
 from parallel_tf.cluster import config as cluster_lib
@@ -92,6 +92,49 @@ def test_all_reduce_s_collectives_inside_the_loop_train_what_one_step_a_run_trai
     assert [looped["summary"][key] for key in per_step] == [stepped["summary"][key] for key in per_step]
 
 
+def test_an_async_worker_alone_at_ten_steps_a_run_trains_the_one_process_run(tmp_path):
+    """One async worker pushing and fetching every step is the one process (test_equalities); at 10 steps a
+    run its loop pushes and prefetches as those runs do: the same bits and losses in 1 + 3 runs, not 31.
+    It reads 31 copies in 30 steps where one step a run reads 30: its loop fetches after the last step too."""
+    loop = {**FLAGS, "log_every": 10, "checkpoint_every": 0}
+    looped = train(MLP, DIGITS, tmp_path / "looped", "async", num_workers=1, steps_per_run=10, **loop)
+    single = train(MLP, DIGITS, tmp_path / "single", "single", **loop)
+    stepped = train(MLP, DIGITS, tmp_path / "stepped", "async", num_workers=1, steps_per_run=1, **loop)
+    assert looped["summary"]["params_sha256"] == single["summary"]["params_sha256"]
+    assert [(m["step"], m["loss"]) for m in looped["metrics"]] == [(m["step"], m["loss"]) for m in single["metrics"]]
+    assert (looped["summary"]["session_runs"], stepped["summary"]["session_runs"]) == (4, 31)  # a fetch first
+    assert looped["summary"]["updates_by_worker"] == [30]
+    a_copy = stepped["summary"]["bytes_received_per_step"]  # a step of one a run reads one copy
+    assert looped["summary"]["bytes_received_per_step"] == round(a_copy * 31 / 30)
+
+
+def test_the_one_process_at_ten_steps_a_run_trains_what_one_step_a_run_trains(tmp_path):
+    """The reference loops too, so a cluster's loop is compared with a reference that has one. Each step
+    applies its update once every gradient is computed: an update racing the backprop that still reads the
+    variable it writes gave another params_sha256 from run to run."""
+    loop = {**FLAGS, "log_every": 10, "checkpoint_every": 0}
+    looped = [sha(tmp_path / f"looped{repeat}", "single", steps_per_run=10, **loop) for repeat in range(2)]
+    assert looped == [sha(tmp_path / "stepped", "single", steps_per_run=1, **loop)] * 2
+
+
+def test_two_async_workers_in_loops_push_every_step_of_their_own(tmp_path):
+    """Two workers, linear loss (gradient -x, whatever w), w0 = 1, α = ½, 3 steps in one run each: every
+    step one worker pushes -1 (x = 1) and the other -3, in whatever order, so w = 1 + ½·(1 + 3)·3 = 7, as
+    3 runs of a step each (test_arithmetic), and each worker made its 3 pushes."""
+    recipe, data = scalar_recipe(linear, w0=1.0), scalar_dataset(1, 3)
+    run = train(recipe, data, tmp_path, "async", steps_per_run=3, log_every=3, checkpoint_every=0)
+    assert float(run["params"]["model/w:0"][0]) == 7.0
+    assert run["summary"]["updates_by_worker"] == [3, 3]
+    assert run["summary"]["session_runs"] == 2  # the chief's: its first fetch, then its 3 steps
+
+
+def test_an_async_worker_resumed_in_loops_ends_on_the_uninterrupted_run(tmp_path):
+    """14 steps at 7 a run, then resumed to 30: the resumed worker fetches first (its copy is not saved)."""
+    loop = {**FLAGS, "num_workers": 1, "steps_per_run": 7, "log_every": 7, "checkpoint_every": 7}
+    train(MLP, DIGITS, tmp_path / "resumed", "async", **{**loop, "train_steps": 14})
+    assert sha(tmp_path / "resumed", "async", **loop) == sha(tmp_path / "single", "single")
+
+
 TWO_WORKERS = cluster_lib.parse({"cluster": {"ps": ["a:1"], "worker": ["a:2", "a:3"]}}, "test")
 DEFAULTS = run_flags.parse_run_args([])
 
@@ -103,14 +146,17 @@ DEFAULTS = run_flags.parse_run_args([])
         ({"clip_norm": 1.0}, "--steps_per_run=5 does not go with --clip_norm=1.0: a loop of steps is built for the"),
         ({"log_every": 12}, "--log_every=12 is not a multiple of --steps_per_run=5: the trainer can only log"),
         ({"trace_steps": "10:12"}, "--trace_steps traces session runs, and with --steps_per_run=5 a run is 5 steps"),
+        ({"mode": "async", "push_every": 2}, "--steps_per_run=5 needs --push_every=1, not --push_every=2: async's"),
+        ({"mode": "async", "prefetch": False}, "--steps_per_run=5 needs --prefetch, not --noprefetch: async's loop"),
     ],
-    ids=["accumulator", "a technique", "log interval", "traced steps"],
+    ids=["accumulator", "a technique", "log interval", "traced steps", "async pushing every 2", "async no prefetch"],
 )
 def test_what_a_loop_of_steps_cannot_hold_is_refused_with_one_line(given, line):
     values = {name: DEFAULTS[name].value for name in DEFAULTS}
+    mode = given.pop("mode", "sync")
     values.update({"steps_per_run": 5, "log_every": 50, "checkpoint_every": 100, **given})
     with pytest.raises(ConfigError) as refused:
-        run_check.check_run("sync", TWO_WORKERS, values, {"steps_per_run", *given})
+        run_check.check_run(mode, TWO_WORKERS, values, {"steps_per_run", *given})
     assert str(refused.value).startswith(line)
 
 
@@ -140,13 +186,15 @@ def _settings(mode="sync", **flags):
 
 
 def test_left_unset_the_steps_a_run_are_automatic_where_a_loop_composes_and_one_elsewhere():
-    """Defaults (log every 50, checkpoint every 100): 10 in sync and all-reduce; 1 where a loop does not
-    compose (a technique, the accumulator, traced steps) or was given; async has no loop and keeps none."""
-    assert _settings().steps_per_run == _settings("allreduce").steps_per_run == 10
+    """Defaults (log every 50, checkpoint every 100): 10 in sync, all-reduce and async; 1 where a loop does
+    not compose (a technique, the accumulator, traced steps, async's pushes every 2 steps) or was given."""
+    assert _settings().steps_per_run == _settings("allreduce").steps_per_run == _settings("async").steps_per_run == 10
     assert "steps_per_run" in _settings().options_on
     assert _settings(log_every=15).steps_per_run == 5
     assert _settings(clip_norm=1.0).steps_per_run == 1
     assert _settings(aggregation="accumulator").steps_per_run == 1
     assert _settings(trace_steps=(10, 12)).steps_per_run == 1
     assert _settings(steps_per_run=1).steps_per_run == 1
-    assert _settings("async").steps_per_run is None
+    assert _settings("async", push_every=2).steps_per_run == 1
+    assert _settings("async", prefetch=False).steps_per_run == 1
+    assert _settings("single").steps_per_run == 10  # the one process: the reference loops as the clusters do

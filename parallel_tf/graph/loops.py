@@ -43,14 +43,17 @@ def steps_in_one_run(recipe, model, step, reads):
 class StepReads:
     """A custom getter (graph/model.py's model_on) that answers each variable with one `read_value()`, made
     where the step first asks for it: inside a loop's step, that step's read, after the previous step's
-    update (a worker's own variables: all-reduce's copies). `of(variables)`: what the step's gradients
-    are taken with respect to."""
+    update (a worker's own variables: all-reduce's replicas, async's copies, given as `instead`, {a
+    parameter's op name: the copy read in its place}). `of(variables)`: what the step's gradients are
+    taken with respect to."""
 
-    def __init__(self):
+    def __init__(self, instead=None):
         self._values = {}
+        self._instead = instead or {}
 
     def __call__(self, getter, name, *args, **kwargs):
         variable = getter(name, *args, **kwargs)
+        variable = self._instead.get(variable.op.name, variable)
         if variable.op.name not in self._values:
             self._values[variable.op.name] = variable.read_value()
         return self._values[variable.op.name]

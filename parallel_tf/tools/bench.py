@@ -183,9 +183,9 @@ def command_for(model_name, system_name, workers):
         return [*command, f"--num_workers={workers}", f"--recipe={recipe}"], run_flags
     # Ours checkpoint only at the end, unless told otherwise: a save inside the measured steps would count.
     run_flags = ["--checkpoint_every=0", *run_flags]
-    if system.kind == "limit":
-        return runs.single_process_command(recipe), [*run_flags, *system.flags]
     loop = [f"--steps_per_run={per_run}"] if system.steps_per_run else []
+    if system.kind == "limit":
+        return runs.single_process_command(recipe), [*run_flags, *system.flags, *loop]
     servers = [f"--num_ps={workers}"] if system.ps_per_worker else []
     return runs.cluster_command(recipe, system.mode, workers, *servers), [*run_flags, *system.flags, *loop]
 

@@ -38,6 +38,7 @@ MODELS = {
 }
 SYSTEMS = {
     "process": System("one process (the limit)", "limit"),
+    "process_step": System("one process, a run a step", "limit", steps_per_run=1),
     "process_fast": System("one process, --kernels=fast", "limit", flags=("--kernels=fast",)),
     "floor": System("parameter-server floor", "floor", strategy="floor"),
     "sync": System("sync, ordered", "sync", mode="sync"),
@@ -66,6 +67,7 @@ SYSTEMS = {
         "all-reduce, 1 MB buckets", "sync", mode="allreduce", flags=("--allreduce_bucket_mb=1",)
     ),
     "async": System("async", "async", mode="async"),
+    "async_step": System("async, a run a step", "async", mode="async", steps_per_run=1),
     "hierarchical": System("hierarchical, 2 groups", "async", mode="hierarchical", min_workers=2),
     "mirrored": System("MultiWorkerMirroredStrategy", "sync", strategy="mirrored"),
     "parameter_server": System("ParameterServerStrategy", "async", strategy="parameter_server", min_workers=2),

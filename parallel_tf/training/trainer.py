@@ -191,13 +191,14 @@ class Trainer:
                 self.pauses += 1
             steps = range(step, min(train_graph.run_end(step), settings.train_steps))
             feed = self._feed(steps, positions)
-            for part, fetches in enumerate(train_graph.plan(step)):
+            runs = train_graph.plan(step)
+            for part, fetches in enumerate(runs):
                 if self.tracer.wants(step):
                     result, spent = self.tracer.run(sess, step, fetches, feed, part)
                     logging.info("%s", spent)
                 else:
                     result = sess.run(fetches, feed)
-                self.traffic.count(fetches, len(steps))
+                self.traffic.count(fetches, len(steps) if part == len(runs) - 1 else 1)  # a loop is the last part
                 self.session_runs += 1
             done = min(train_graph.next_step(step, result), settings.train_steps)
             if step == first_step and settings.link_rate and settings.is_chief:

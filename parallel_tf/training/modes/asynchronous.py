@@ -21,6 +21,9 @@ copy (Downpour's local updates), so σ counts only the updates the copy is missi
 What a push sends is encoded on the worker first (techniques' `transmit`); what the parameter
 servers do with it (a staleness-dependent rate, a compensation, a queue) acts on what they received.
 
+--steps_per_run=k runs k steps in one session run (graph/loops.py), each as a run of one step with
+--prefetch: it reads the copies the last step fetched, pushes, and fetches for the next.
+
 No barrier and no tokens: a worker never waits for another, so the order in which updates
 reach the parameters depends on timing, and results are not repeatable.
 """
@@ -31,6 +34,7 @@ import math
 from parallel_tf.compat import tf
 from parallel_tf.graph.devices import device_setter, worker_device
 from parallel_tf.graph.exchange_steps import fetches_before, sends_after
+from parallel_tf.graph.loops import StepReads, steps_in_one_run
 from parallel_tf.graph.model import LOCAL, build_model_on_copies, refresh_copies
 from parallel_tf.graph.pushes import GradientSum, StalenessHistogram, added_counters, push_counter
 from parallel_tf.training import techniques
@@ -57,40 +61,69 @@ def build(recipe, dataset, settings):
         histogram = StalenessHistogram()
         with tf.device(on_worker):
             read_step = tf.Variable(tf.zeros([], tf.int64), trainable=False, collections=LOCAL, name="read_step")
-        with tf.device(global_step.device):  # read where it changes, just before this push changes it
-            staleness = global_step.read_value() - read_step
-            learning_rate = techniques.push_learning_rate(settings, staleness)
-        optimizer = techniques.optimizer_for(settings, learning_rate)
-        gradients = [g for g, _ in optimizer.compute_gradients(model.loss, var_list=list(copies))]
-        with tf.device(on_worker):
             gradient_sum = GradientSum(copies, LOCAL, "gradient_sum")
-            accumulate = gradient_sum.add(gradients)
-        received = techniques.transmit(settings, accumulate, parameters, on_worker)
-        sums, on_fetch = techniques.push_gradients(settings, parameters, received)
-        recorded = histogram.record(staleness)  # before the push changes the global step
-        send = techniques.send_push(settings, optimizer, sums, parameters, global_step, recorded)
-        with tf.control_dependencies([send.op]):
-            marked = techniques.after_push(settings, read_step)
-        pushed = gradient_sum.push(tf.group(send.op, *marked) if marked else send.op, updates, task_index)
 
-        def fetch_after(after):
+        def push(gradients_with, copy_reflects):
+            """A step's accumulation and push: `gradients_with(optimizer)` are its gradients of the copies, and
+            the copies reflect global step `copy_reflects`. (gradients, their sum's values, the Send, on_fetch,
+            the op that pushes: the sum sent, the worker's push counted, the sum zeroed)."""
+            with tf.device(global_step.device):  # read where it changes, just before this push changes it
+                staleness = global_step.read_value() - copy_reflects
+                learning_rate = techniques.push_learning_rate(settings, staleness)
+            optimizer = techniques.optimizer_for(settings, learning_rate)
+            gradients = gradients_with(optimizer)
+            with tf.device(on_worker):
+                accumulate = gradient_sum.add(gradients)
+            received = techniques.transmit(settings, accumulate, parameters, on_worker)
+            sums, on_fetch = techniques.push_gradients(settings, parameters, received)
+            recorded = histogram.record(staleness)  # before the push changes the global step
+            send = techniques.send_push(settings, optimizer, sums, parameters, global_step, recorded)
+            with tf.control_dependencies([send.op]):
+                marked = techniques.after_push(settings, read_step)
+            pushed = gradient_sum.push(tf.group(send.op, *marked) if marked else send.op, updates, task_index)
+            return gradients, accumulate, send, on_fetch, pushed
+
+        def fetch_after(after, on_fetch):
             """The copies refreshed, and the global step they reflect noted, read once ops `after` have run."""
             with tf.colocate_with(global_step), tf.control_dependencies(after):  # made here: the read waits
                 step_read = global_step.read_value()
             return tf.group(refresh_copies(pairs, after), read_step.assign(step_read), *on_fetch(after))
 
-        fetch = fetch_after([])
-        if settings.prefetch:  # after the push is applied, on the parameter servers: no edge back first
-            step_push_and_fetch = tf.group(pushed, fetch_after([send.op]))
-            step_and_fetch = fetch_after(accumulate)
+        report = own_report(task_index, model.loss)
+        inputs_by_step = None
+        if settings.steps_per_run == 1:
 
-    report = own_report(task_index, model.loss)
-    by_push = {True: StepReport(**report, train=pushed), False: StepReport(**report, train=tf.group(*accumulate))}
-    if settings.prefetch:
-        by_push_fetching = {
-            True: StepReport(**report, train=step_push_and_fetch),
-            False: StepReport(**report, train=step_and_fetch),
-        }
+            def computed(optimizer):
+                return [g for g, _ in optimizer.compute_gradients(model.loss, var_list=list(copies))]
+
+            gradients, accumulate, send, on_fetch, pushed = push(computed, read_step)
+            fetch = fetch_after([], on_fetch)
+            by_push = {
+                True: StepReport(**report, train=pushed),
+                False: StepReport(**report, train=tf.group(*accumulate)),
+            }
+            if settings.prefetch:  # after the push is applied, on the parameter servers: no edge back first
+                by_push_fetching = {
+                    True: StepReport(**report, train=tf.group(pushed, fetch_after([send.op], on_fetch))),
+                    False: StepReport(**report, train=fetch_after(accumulate, on_fetch)),
+                }
+        else:  # k steps a run, each pushing and prefetching as a run of one step with --prefetch does
+            built = []
+
+            def one_step(on_step):
+                def of_this_read(optimizer):
+                    return tf.gradients(on_step.loss, on_step.reads.of(copies))
+
+                built[:] = push(of_this_read, read_step.read_value())  # the step noted by the last step's fetch
+                _, _, send, on_fetch, pushed = built
+                with tf.control_dependencies([pushed, fetch_after([send.op], on_fetch)]):
+                    return tf.constant([task_index]), tf.reshape(on_step.loss, [1])
+
+            copy_of = {parameter.op.name: copy for parameter, copy in pairs}
+            inputs_by_step, (workers, losses) = steps_in_one_run(recipe, model, one_step, lambda: StepReads(copy_of))
+            gradients, _, send, on_fetch, _ = built
+            fetch = fetch_after([], on_fetch)
+            in_a_loop = StepReport(workers=workers, losses=losses)
 
     fetched = [False]  # whether this process has fetched yet: its first step must, wherever it starts
 
@@ -98,6 +131,8 @@ def build(recipe, dataset, settings):
         first = not fetched[0]  # with --prefetch, every later fetch ends the run before
         runs = [fetch] if first or (fetches_before(step, settings.fetch_every) and not settings.prefetch) else []
         fetched[0] = True
+        if inputs_by_step is not None:
+            return [*runs, in_a_loop]
         pushes = sends_after(step, settings.push_every, settings.train_steps)
         next_fetches = step + 1 < settings.train_steps and fetches_before(step + 1, settings.fetch_every)
         runs.append((by_push_fetching if settings.prefetch and next_fetches else by_push)[pushes])
@@ -109,6 +144,8 @@ def build(recipe, dataset, settings):
         position=tf.minimum(updates[task_index] * settings.push_every, settings.train_steps),
         plan=plan,
         counters={"updates_by_worker": updates, "staleness_histogram": histogram.nonzero(), **added_counters()},
+        steps_per_run=settings.steps_per_run,
+        inputs_by_step=inputs_by_step,
         initialise_on_join=send.chief_on_join if task_index == 0 else None,
         background=send.chief_background if task_index == 0 else None,
         refresh_op=fetch,

@@ -1,8 +1,10 @@
-"""--steps_per_run=k (sync, ordered, and all-reduce): k steps in one session run, a tf.while_loop
-(graph/loops.py), paying a run's RPC rounds once for all of them, and training the parameters k runs of
-one step train, bit for bit, whatever the learning-rate schedule: each step computes its rate from the
-global step inside the loop, and all-reduce's collectives run inside it in the same order. The trainer
-logs, checkpoints and evaluates between runs only; it counts the session runs it made (`session_runs` in
+"""--steps_per_run=k (the one process; sync, ordered; all-reduce; async, pushing and fetching every step):
+k steps in one session run, a tf.while_loop (graph/loops.py), paying a run's RPC rounds once for all of
+them, and training the parameters k runs of one step train, bit for bit, whatever the learning-rate
+schedule: each step computes its rate from the global step inside the loop, all-reduce's collectives run
+inside it in the same order, and an async worker pushes and prefetches in it as a run of one step does
+(with several workers, async's order of pushes is timing's, in a loop or not). The trainer logs,
+checkpoints and evaluates between runs only; it counts the session runs it made (`session_runs` in
 summary.json).
 
 Left unset, it is automatic: the most steps, up to AUTOMATIC_MOST, that divide every interval the
@@ -49,14 +51,17 @@ def check(values, cluster):
 OPTION = Option(
     name="steps_per_run",
     flags=("steps_per_run",),
-    modes=("sync", "allreduce"),
+    modes=("single", "sync", "allreduce", "async"),
     enabled=lambda values, cluster: (values["steps_per_run"] or 1) > 1,
     check=check,
     requires={
         "aggregation": (
             "ordered",
             "SyncReplicasOptimizer's chief applies updates in a run of its own, which a loop of steps cannot hold",
-        )
+        ),
+        "push_every": (1, "async's loop of steps is built for a push every step"),
+        "fetch_every": (1, "async's loop of steps is built for a fetch every step"),
+        "prefetch": (True, "async's loop of steps fetches at the end of a step, as --prefetch does"),
     },
     conflicts={
         EVERY_TECHNIQUE: "a loop of steps is built for the plain step only, and each technique changes it between steps"
@@ -69,10 +74,10 @@ def define_flags(flag_values=flags.FLAGS):
     flags.DEFINE_integer(
         "steps_per_run",
         None,
-        "sync (ordered) and allreduce: train this many steps in one session run (a tf.while_loop), paying a run's "
-        "RPC rounds once for all of them; the same parameters, bit for bit. Logs, checkpoints and evaluations "
-        f"come between runs, so their intervals must be multiples of it. Default: the most, up to {AUTOMATIC_MOST}, "
-        "that divide those intervals, where the run can loop; 1 elsewhere.",
+        "single, sync (ordered), allreduce and async: train this many steps in one session run (a tf.while_loop), "
+        "paying a run's RPC rounds once for all of them; the same parameters, bit for bit. Logs, checkpoints and "
+        "evaluations come between runs, so their intervals must be multiples of it. Default: the most, up to "
+        f"{AUTOMATIC_MOST}, that divide those intervals, where the run can loop; 1 elsewhere.",
         lower_bound=1,
         flag_values=flag_values,
     )
