@@ -121,10 +121,12 @@ def test_sbatch_example_killed_on_its_step_and_submitted_again_ends_on_the_launc
     """examples/slurm_sync.sbatch, scaled to 3 tasks (1 ps + 2 workers) on the two nodes and 100
     steps. `scancel --signal=KILL` on its step kills every task at once, srun reports it and the job
     fails; submitted again, it resumes from the chief's last checkpoint and ends on the launcher's
-    params_sha256, as if nothing had happened."""
+    params_sha256, as if nothing had happened. Worker 1 pauses 30 ms before each step (timing only: sync
+    trains the same bits), so 60 steps, 1.8 s, are left when the kill is sent: at 10 steps a run, the
+    default, the rest of a plain run ends before scancel lands."""
     _, launcher_logdir = sync_two_workers
     logdir = tmp_path / "run"
-    args = [*SYNC_STEPS, "--checkpoint_every=20", f"--logdir={logdir}"]
+    args = [*SYNC_STEPS, "--checkpoint_every=20", "--worker_delay_ms=1:30", f"--logdir={logdir}"]
     killed, killed_output = submit_example(jobs, tmp_path / "killed.out", args)
     wait_for_text(killed_output, "step 40/100")
     subprocess.run(slurm_command("scancel", "--signal=KILL", f"{killed}.0"), check=True, timeout=30)
