@@ -117,6 +117,19 @@ def test_the_one_process_at_ten_steps_a_run_trains_what_one_step_a_run_trains(tm
     assert looped == [sha(tmp_path / "stepped", "single", steps_per_run=1, **loop)] * 2
 
 
+def test_every_modes_loop_at_one_worker_trains_the_one_process_bits_with_adam_on_a_warm_cosine(tmp_path):
+    """Adam's slots made inside the loop, and each step's rate read from the global step inside it: at one
+    worker, sync, all-reduce and async at 10 steps a run, and the one process at 10, end on the one
+    process's bits at one step a run."""
+    loop = {**FLAGS, "log_every": 10, "checkpoint_every": 0, "optimizer": "adam", "lr_schedule": "cosine"}
+    loop["warmup_steps"] = 5
+    reference = sha(tmp_path / "stepped", "single", steps_per_run=1, **loop)
+    looped = {"single": sha(tmp_path / "single", "single", steps_per_run=10, **loop)}
+    for mode in ("sync", "allreduce", "async"):
+        looped[mode] = sha(tmp_path / mode, mode, steps_per_run=10, num_workers=1, **loop)
+    assert looped == dict.fromkeys(looped, reference)
+
+
 def test_two_async_workers_in_loops_push_every_step_of_their_own(tmp_path):
     """Two workers, linear loss (gradient -x, whatever w), w0 = 1, α = ½, 3 steps in one run each: every
     step one worker pushes -1 (x = 1) and the other -3, in whatever order, so w = 1 + ½·(1 + 3)·3 = 7, as
