@@ -51,14 +51,10 @@ def build(recipe, dataset, settings):
             with tf.control_dependencies([train_op]):
                 return StepReport(workers=tf.range(num_workers), losses=tf.identity(reduction.losses))
 
-        def optimizer():
-            """The run's optimizer at the rate of the update it applies: made in a loop's step, read in it."""
-            return techniques.optimizer_for(settings, settings.schedule.at(global_step))
-
         inputs_by_step = None
         if settings.steps_per_run == 1:
             phases = reductions(model, variables)
-            once = optimizer()  # one for every kind of step: its slots are the run's
+            once = techniques.scheduled_optimizer(settings, global_step)  # one for every kind of step: the run's slots
             steps = [(first, applied(reduction, once)) for first, reduction in phases]
         else:  # k steps in one run, each reading the copies the last one updated
             built = []
@@ -66,7 +62,7 @@ def build(recipe, dataset, settings):
             def one_step(on_step):
                 ((_, reduction),) = reductions(on_step, on_step.reads.of(variables))  # one kind of step (rules.py)
                 built.append(reduction)
-                report = applied(reduction, optimizer())
+                report = applied(reduction, techniques.scheduled_optimizer(settings, global_step))
                 return report["workers"], report["losses"]
 
             inputs_by_step, (workers, losses) = steps_in_one_run(recipe, model, one_step, StepReads)

@@ -63,15 +63,14 @@ def build(recipe, dataset, settings):
             read_step = tf.Variable(tf.zeros([], tf.int64), trainable=False, collections=LOCAL, name="read_step")
             gradient_sum = GradientSum(copies, LOCAL, "gradient_sum")
 
-        def push(gradients_with, copy_reflects):
-            """A step's accumulation and push: `gradients_with(optimizer)` are its gradients of the copies, and
-            the copies reflect global step `copy_reflects`. (gradients, their sum's values, the Send, on_fetch,
-            the op that pushes: the sum sent, the worker's push counted, the sum zeroed)."""
+        def push(gradients, copy_reflects):
+            """A step's accumulation and push of its `gradients` of the copies, which reflect global step
+            `copy_reflects`: (the sum's values, the Send, on_fetch, the op that pushes: the sum sent, the
+            worker's push counted, the sum zeroed)."""
             with tf.device(global_step.device):  # read where it changes, just before this push changes it
                 staleness = global_step.read_value() - copy_reflects
                 learning_rate = techniques.push_learning_rate(settings, staleness)
             optimizer = techniques.optimizer_for(settings, learning_rate)
-            gradients = gradients_with(optimizer)
             with tf.device(on_worker):
                 accumulate = gradient_sum.add(gradients)
             received = techniques.transmit(settings, accumulate, parameters, on_worker)
@@ -81,7 +80,7 @@ def build(recipe, dataset, settings):
             with tf.control_dependencies([send.op]):
                 marked = techniques.after_push(settings, read_step)
             pushed = gradient_sum.push(tf.group(send.op, *marked) if marked else send.op, updates, task_index)
-            return gradients, accumulate, send, on_fetch, pushed
+            return accumulate, send, on_fetch, pushed
 
         def fetch_after(after, on_fetch):
             """The copies refreshed, and the global step they reflect noted, read once ops `after` have run."""
@@ -92,11 +91,8 @@ def build(recipe, dataset, settings):
         report = own_report(task_index, model.loss)
         inputs_by_step = None
         if settings.steps_per_run == 1:
-
-            def computed(optimizer):
-                return [g for g, _ in optimizer.compute_gradients(model.loss, var_list=list(copies))]
-
-            gradients, accumulate, send, on_fetch, pushed = push(computed, read_step)
+            gradients = _gradients(model.loss, list(copies))
+            accumulate, send, on_fetch, pushed = push(gradients, read_step)
             fetch = fetch_after([], on_fetch)
             by_push = {
                 True: StepReport(**report, train=pushed),
@@ -111,10 +107,8 @@ def build(recipe, dataset, settings):
             built = []
 
             def one_step(on_step):
-                def of_this_read(optimizer):
-                    return tf.gradients(on_step.loss, on_step.reads.of(copies))
-
-                built[:] = push(of_this_read, read_step.read_value())  # the step noted by the last step's fetch
+                gradients = _gradients(on_step.loss, on_step.reads.of(copies))
+                built[:] = gradients, *push(gradients, read_step.read_value())  # as the last step's fetch noted
                 _, _, send, on_fetch, pushed = built
                 with tf.control_dependencies([pushed, fetch_after([send.op], on_fetch)]):
                     return tf.constant([task_index]), tf.reshape(on_step.loss, [1])
@@ -152,6 +146,13 @@ def build(recipe, dataset, settings):
         copies=copies,
         gradients=tuple(gradients),
     )
+
+
+def _gradients(loss, copies):
+    """The gradients of `loss` with respect to `copies` (as read), each op's computed together before any is
+    used (compute_gradients' GATE_OP): a local update writes the copy in the step's run, and must not race
+    the backprop that still reads it."""
+    return tf.gradients(loss, copies, gate_gradients=True)
 
 
 def clock(settings):

@@ -41,12 +41,6 @@ def _split_over(settings):
     return settings.cluster.num_ps if settings.cluster.num_ps > 1 else 0
 
 
-def _optimizer(settings, global_step):
-    """The run's optimizer, at the rate of the update it applies: made in the step, so that a loop of steps
-    reads the global step in each of its iterations."""
-    return techniques.optimizer_for(settings, settings.schedule.at(global_step))
-
-
 def _in_fixed_order(recipe, model, global_step, settings):
     num_workers, task_index = settings.num_workers, settings.task_index
     per_worker = settings.microbatches // num_workers if settings.strict_determinism else 1
@@ -69,9 +63,10 @@ def _in_fixed_order(recipe, model, global_step, settings):
         write = aggregator.write(task_index * per_worker, gradients)
         workers, losses = gather_at_chief(num_workers, task_index, loss, after=[write], name="written")
         # once every gradient is written, the chief applies the update
-        done = (
-            aggregator.apply(_optimizer(settings, global_step), global_step, after=[workers]) if is_chief else workers
-        )
+        if is_chief:
+            done = aggregator.apply(techniques.scheduled_optimizer(settings, global_step), global_step, after=[workers])
+        else:
+            done = workers
         released = release_workers(num_workers, task_index, after=[done])
         with tf.device(server_cpu("ps", 0)), tf.control_dependencies([released]):
             report = tf.concat([tf.cast(workers, tf.float32), losses], 0)  # one tensor back, not two
@@ -97,7 +92,8 @@ def _in_fixed_order(recipe, model, global_step, settings):
 def _in_arrival_order(recipe, model, global_step, settings):
     num_workers, task_index = settings.num_workers, settings.task_index
     is_chief = task_index == 0
-    optimizer = CountingOptimizer(_optimizer(settings, global_step), "accumulator_updates", global_step)
+    scheduled = techniques.scheduled_optimizer(settings, global_step)
+    optimizer = CountingOptimizer(scheduled, "accumulator_updates", global_step)
     replicas = sync_replicas(optimizer, model.loss, global_step, num_workers, num_workers, is_chief)
     step_ops = [replicas.train_op, replicas.sync_op] if is_chief else [replicas.train_op]
     workers, losses = step_barrier(range(num_workers), task_index, model.loss, step_ops, server_cpu("ps", 0))

@@ -110,6 +110,12 @@ def optimizer_for(settings, learning_rate):
     return applies
 
 
+def scheduled_optimizer(settings, global_step):
+    """The optimizer of the update `global_step` counts, at the schedule's rate: made in the step, so that a
+    loop of steps (graph/loops.py) reads the global step in each of its iterations."""
+    return optimizer_for(settings, settings.schedule.at(global_step))
+
+
 def push_learning_rate(settings, staleness):
     """The learning rate an async push of `staleness` is applied with: the schedule's at the global step
     it is applied at (--learning_rate, without one), unless a technique makes it depend on the staleness."""
