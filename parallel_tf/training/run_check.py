@@ -44,20 +44,15 @@ def check_run(mode, cluster, values, given):
 
 def needs_model_shapes(settings):
     """Whether a declaration of the run checks what only the model's shapes tell (check_model)."""
-    return any(d.check_shapes for d in _on(settings))
+    return any(d.check_shapes for d in settings.declarations_on)
 
 
 def check_model(settings, shapes):
     """Each on declaration's check of the model: `shapes`, of every trainable variable (model.trainable_shapes)."""
     values = {**settings.options, "mode": settings.mode}
-    for declaration in _on(settings):
+    for declaration in settings.declarations_on:
         if declaration.check_shapes:
             declaration.check_shapes(values, settings.cluster, shapes)
-
-
-def _on(settings):
-    on = (*settings.techniques, *settings.options_on)
-    return [d for d in DECLARATIONS if d.name in on]
 
 
 def check_run_fits(cluster, mode, flag_values=FLAGS):

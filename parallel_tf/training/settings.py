@@ -124,11 +124,16 @@ class Settings:
         return techniques.spare_workers(self.techniques, self.options, self.cluster)
 
     @property
+    def declarations_on(self):
+        """The declarations (rules.Declaration) of every technique and option this run has on, in their order."""
+        on = (*self.techniques, *self.options_on)
+        return [d for d in run_check.DECLARATIONS if d.name in on]
+
+    @property
     def reducer(self):
         """All-reduce's reduce hook (rules.Declaration.reduces) of the one technique or option on that owns it
         (rules: at most one), or None: the plain ring."""
-        on = (*self.techniques, *self.options_on)
-        return next((d.reduces for d in run_check.DECLARATIONS if d.name in on and d.reduces), None)
+        return next((d.reduces for d in self.declarations_on if d.reduces), None)
 
     @property
     def random_stream(self):
@@ -139,8 +144,7 @@ class Settings:
     @property
     def keeps_worker_state(self):
         """Whether a technique or option of this run keeps state on each worker that a resume needs."""
-        on = (*self.techniques, *self.options_on)
-        return any(d.worker_state(self.options) for d in run_check.DECLARATIONS if d.name in on and d.worker_state)
+        return any(d.worker_state(self.options) for d in self.declarations_on if d.worker_state)
 
     def arithmetic_options(self):
         """The value of every declared flag of this run's mode that decides its arithmetic, on or off (a
@@ -155,11 +159,9 @@ class Settings:
     def declared(self):
         """{name: what it did} for every technique and option this run has on (summary.json): its flags'
         values, unless its declaration says more (the schedule in its clock, compression's algorithm)."""
-        on = (*self.techniques, *self.options_on)
         return {
             d.name: d.record(self) if d.record else {flag: self.options[flag] for flag in d.flags}
-            for d in run_check.DECLARATIONS
-            if d.name in on
+            for d in self.declarations_on
         }
 
 
