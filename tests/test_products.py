@@ -84,3 +84,51 @@ def test_a_convolution_over_more_channels_than_a_run_holds_is_tensorflows_up_to_
         theirs = tf.nn.conv2d(x, w, [1, 1, 1, 1], "SAME")
         ours, theirs = run([ours, theirs])
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-4)
+
+
+SHORT = products.SHORT_PIECE
+
+
+def short_terms():
+    """[2²⁴, 0, ..., 0 | 1, ..., 1] in two runs of SHORT_PIECE: 2²⁴ + 64 in runs, 2²⁴ one term at a time."""
+    return np.concatenate([[BIG], np.zeros(SHORT - 1), np.ones(SHORT)]).astype(np.float32)
+
+
+def matmul_depths(graph):
+    """The length of the sums of every product in `graph`: the inner dimension of each MatMul and BatchMatMul."""
+    depths = []
+    for op in graph.get_operations():
+        if op.type in ("MatMul", "BatchMatMulV2"):
+            shape = op.inputs[0].shape.as_list()
+            adjoint = op.get_attr("transpose_a" if op.type == "MatMul" else "adj_x")
+            depths.append(shape[-2] if adjoint else shape[-1])
+    return depths
+
+
+def test_a_product_eigen_could_split_by_the_l3_cache_sums_in_short_runs():
+    """Logits of two classes, [rows x 128] x [128 x 2], rows known at run time: an outer dimension under 8 and an
+    output that may exceed FITS_EVERY_L3 (a thousand rows... a million), which Eigen would split over its threads
+    on a machine whose L3 holds it and not on one whose L3 does not. Its sums go in runs of 64, which it never
+    splits; the weights' gradient [128 x 2] (1 KB) and the inputs' [rows x 128] keep runs of 288."""
+    assert products.longest_run(None, 2) == SHORT and products.longest_run(128, 2) == products.PIECE
+    assert products.longest_run(1 << 16, 2) == SHORT  # 512 KB of output
+    assert products.longest_run(1 << 15, 2) == products.PIECE  # 256 KB: fits in a thread's share of any L3
+    with tf.Graph().as_default() as graph:
+        features = tf.placeholder(tf.float32, [None, 2 * SHORT])
+        logits = products.matmul(features, tf.ones([2 * SHORT, 2]))
+        assert matmul_depths(graph) == [SHORT, SHORT]
+        assert run(logits, {features: short_terms()[None, :]}).tolist() == [[BIG + SHORT] * 2]
+
+
+def test_a_convolution_to_fewer_than_8_filters_sums_each_position_in_short_runs():
+    """3x3 over 16 channels into 4 filters sums 144 terms a position: runs of 7 channels (63 terms), 7, 2; the
+    same numbers as TensorFlow's one sum, up to rounding."""
+    random = np.random.RandomState(0)
+    x, w = random.randn(2, 5, 5, 16).astype(np.float32), random.randn(3, 3, 16, 4).astype(np.float32)
+    with tf.Graph().as_default() as graph:
+        ours = products.conv2d_same(tf.constant(x), tf.constant(w))
+        groups = [op.inputs[1].shape.as_list()[2] for op in graph.get_operations() if op.type == "Conv2D"]
+        theirs = tf.nn.conv2d(x, w, [1, 1, 1, 1], "SAME")
+        ours, theirs = run([ours, theirs])
+    assert groups == [7, 7, 2]
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-4)

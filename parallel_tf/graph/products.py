@@ -4,17 +4,26 @@ shortest run of terms any x86-64 CPU's kernel adds in one go.
 A product's bits follow the order its sums are added in, and TensorFlow's CPU kernels let the machine
 choose it. Its Eigen contraction hands the work to oneDNN's sgemm, which picks its code by the CPU's
 vendor and instruction set (compat.py turns that kernel off), and its Conv2DBackpropInput calls that
-sgemm whatever it is asked (ONEDNN_MAX_CPU_ISA=AVX against AVX2 changed its bits). Eigen's own kernel
-(which TensorFlow runs as AVX2 or AVX-512 code, as the CPU has) adds a dot product in runs of kc terms
-and reads kc off the L1 cache: with one thread, a [64 x 1024] x [1024 x 128] product ended on other bits
-here (48 KB L1) than under `qemu-x86_64 -cpu EPYC-Rome-v1` (32 KB).
+sgemm whatever it is asked (ONEDNN_MAX_CPU_ISA=AVX against AVX2 changed its bits). Eigen's own kernel is
+compiled once, into the wheel (AVX, no FMA): no code is chosen at run time, but two of its choices read the
+machine's caches:
+- it adds a dot product in runs of kc terms and reads kc off the L1 cache: with one thread, a
+  [64 x 1024] x [1024 x 128] product ended on other bits natively (48 KB L1) than under
+  `qemu-x86_64 -cpu EPYC-Rome-v1` (32 KB). So no kernel here sums more than PIECE terms: a longer sum is
+  cut into P = ceil(k / PIECE) runs of (nearly) equal length, each run one product, and the P partial sums
+  added in an order fixed by P.
+- on its thread pool, it splits a sum over the threads (shardByInnerDim in TensorContractionThreadPool.h)
+  only if the output fits in a thread's share of the L3 cache, and only where the sum is longer than
+  8·nr = 32 terms a thread and an outer dimension is under 2·nr = 8 (nr = 4 in the wheel's AVX kernel):
+  a product such as [rows x 288] x [288 x 2] with a megabyte of output is summed in one order on a machine
+  with a large L3 and in another on one with a small L3. Where a product may be so (an outer dimension
+  under 8, and an output that may exceed FITS_EVERY_L3), its sums are cut into runs of at most SHORT_PIECE
+  terms, 32 a thread of two, which Eigen never splits (tests/test_products.py).
 
-So with --kernels=portable no kernel here sums more than PIECE terms: a longer sum is cut into
-P = ceil(k / PIECE) runs of (nearly) equal length, each run one product, and the P partial sums added in
-an order fixed by P. Every sum's order then follows the shapes and the intra-op thread count alone
-(tests/test_portable_bits.py: natively, under every ONEDNN_MAX_CPU_ISA cap, and under QEMU's AMD and Intel
-models). `matmul` and `conv2d_same` compute their gradients the same way; the weights' gradients, which
-sum over a batch's rows, are a model's longest sums. --kernels=fast runs TensorFlow's own ops instead.
+Every sum's order then follows the shapes and the intra-op thread count alone (tests/test_portable_bits.py:
+natively, under every ONEDNN_MAX_CPU_ISA cap, and under QEMU's AMD and Intel models). `matmul` and
+`conv2d_same` compute their gradients the same way; the weights' gradients, which sum over a batch's rows,
+are a model's longest sums. --kernels=fast runs TensorFlow's own ops instead.
 """
 
 from parallel_tf import compat
@@ -23,6 +32,12 @@ from parallel_tf.compat import tf
 # Eigen's smallest kc on x86-64: a 32 KB L1 and register blocks of 3 x 8 rows (an FMA build; TensorFlow's
 # AVX build blocks 2 x 8 and gets 320 or more): ((32768 - 3·8·4·4) / ((3·8 + 4)·4)) rounded down to 8s.
 PIECE = 288
+# Where Eigen may split a sum over its threads by the L3 cache (the module's docstring): outer dimensions under
+# TINY_OUTER, an output over FITS_EVERY_L3 bytes (Eigen's default L3, 512 KB, where the CPU reports none, over
+# the 2 threads of a split), and runs of SHORT_PIECE terms, no more than 8·nr a thread of two.
+TINY_OUTER = 8
+FITS_EVERY_L3 = 256 * 1024
+SHORT_PIECE = 64
 
 
 def matmul(a, b):
@@ -41,14 +56,17 @@ def matmul(a, b):
 
 
 def contract(a, b, transpose_a=False, transpose_b=False):
-    """op(a) @ op(b) for matrices, as tf.matmul's arguments say, no sum longer than PIECE terms: a sum of
-    known length is cut into runs added left to right; one known only at run time (a batch's rows), into
-    runs of one batched product, added by reduce_sum."""
+    """op(a) @ op(b) for matrices, as tf.matmul's arguments say, no sum longer than PIECE terms (SHORT_PIECE
+    where Eigen could split it by the L3 cache): a sum of known length is cut into runs added left to right;
+    one known only at run time (a batch's rows), into runs of one batched product, added by reduce_sum."""
     depth = a.shape.as_list()[0 if transpose_a else 1]
-    if compat.kernels() == "fast" or (depth is not None and depth <= PIECE):
+    rows = a.shape.as_list()[1 if transpose_a else 0]
+    columns = b.shape.as_list()[0 if transpose_b else 1]
+    piece = longest_run(rows, columns)
+    if compat.kernels() == "fast" or (depth is not None and depth <= piece):
         return tf.matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
     if depth is not None:
-        runs = _run_lengths(depth)
+        runs = _run_lengths(depth, piece)
         return tf.add_n(
             [
                 tf.matmul(x, y, transpose_a=transpose_a, transpose_b=transpose_b)
@@ -61,20 +79,30 @@ def contract(a, b, transpose_a=False, transpose_b=False):
         )
     by_term_a = a if transpose_a else tf.transpose(a)  # [k, m]: one row a term of the sums
     by_term_b = tf.transpose(b) if transpose_b else b  # [k, n]
-    return _sum_of_runs(by_term_a, by_term_b)
+    return _sum_of_runs(by_term_a, by_term_b, piece)
 
 
-def _run_lengths(depth):
-    """ceil(depth / PIECE) lengths as equal as can be, longest first, summing to depth."""
-    count = -(-depth // PIECE)
+def longest_run(rows, columns):
+    """The longest sum a product of an output [rows x columns] (None: known at run time) may make: PIECE, or
+    SHORT_PIECE where Eigen could split its sums by the L3 cache (an outer dimension under TINY_OUTER, and an
+    output that is, or may be, over FITS_EVERY_L3 bytes)."""
+    known = [size for size in (rows, columns) if size is not None]
+    tiny = any(size < TINY_OUTER for size in known)
+    may_not_fit = len(known) < 2 or rows * columns * 4 > FITS_EVERY_L3
+    return SHORT_PIECE if tiny and may_not_fit else PIECE
+
+
+def _run_lengths(depth, piece=PIECE):
+    """ceil(depth / piece) lengths as equal as can be, longest first, summing to depth."""
+    count = -(-depth // piece)
     return [depth // count + (index < depth % count) for index in range(count)]
 
 
-def _sum_of_runs(a, b):
-    """aᵀ b for a [k, m] and b [k, n], k known at run time: the products of ceil(k / PIECE) runs of equal
+def _sum_of_runs(a, b, piece=PIECE):
+    """aᵀ b for a [k, m] and b [k, n], k known at run time: the products of ceil(k / piece) runs of equal
     length (the last padded with zero terms, which add nothing), then their sum."""
     depth = tf.shape(a)[0]
-    count = tf.maximum((depth + PIECE - 1) // PIECE, 1)
+    count = tf.maximum((depth + piece - 1) // piece, 1)
     length = (depth + count - 1) // count
     padding = [[0, count * length - depth], [0, 0]]
     a = tf.reshape(tf.pad(a, padding), [count, length, _columns(a)])
@@ -106,11 +134,13 @@ def conv2d_same(inputs, kernel):
 
 
 def _convolve(inputs, kernel, padding):
-    """tf.nn.conv2d, its sums over (row, column, input channel) cut into groups of input channels."""
-    size, _, channels, _ = kernel.shape.as_list()
-    if size * size > PIECE:
-        raise ValueError(f"a {size}x{size} kernel sums more than {PIECE} terms a channel")
-    group = PIECE // (size * size)
+    """tf.nn.conv2d, its sums over (row, column, input channel) cut into groups of input channels; a product of
+    the image's windows [batch·positions x terms] and the kernel [terms x filters] to Eigen."""
+    size, _, channels, filters = kernel.shape.as_list()
+    piece = longest_run(None, filters)
+    if size * size > piece:
+        raise ValueError(f"a {size}x{size} kernel sums more than {piece} terms a channel")
+    group = piece // (size * size)
     sizes = [min(group, channels - start) for start in range(0, channels, group)]
     return tf.add_n(
         [
@@ -138,7 +168,8 @@ def _kernel_gradient(inputs, upstream, shape):
     size, _, channels, filters = shape
     _, height, width, _ = inputs.shape.as_list()
     positions = height * width
-    length = max(d for d in range(1, min(positions, PIECE) + 1) if positions % d == 0)
+    piece = longest_run(size * size * channels, filters)
+    length = max(d for d in range(1, min(positions, piece) + 1) if positions % d == 0)
     windows = tf.reshape(_windows(inputs, size), [-1, length, size * size * channels])
     runs = tf.matmul(windows, tf.reshape(upstream, [-1, length, filters]), adjoint_a=True)
     return tf.reshape(tf.reduce_sum(runs, axis=0), shape)
