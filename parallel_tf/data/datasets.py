@@ -68,6 +68,19 @@ def mnist(settings):
 
 
 def mnist_idx(data_dir):
+    arrays = _mnist_arrays(data_dir)
+    return Dataset(
+        _flat_pixels(arrays["train_x"]),
+        arrays["train_y"].astype(np.int64),
+        _flat_pixels(arrays["eval_x"]),
+        arrays["eval_y"].astype(np.int64),
+        num_classes=10,
+        name="mnist",
+    )
+
+
+def _mnist_arrays(data_dir):
+    """{train_x, train_y, eval_x, eval_y} as the idx files hold them (bytes), each file checked."""
     arrays = {
         key: _read_idx(_find(data_dir, name), _IDX_IMAGES_MAGIC if key.endswith("_x") else _IDX_LABELS_MAGIC)
         for key, name in MNIST_FILES.items()
@@ -81,14 +94,7 @@ def mnist_idx(data_dir):
             )
         if labels.max(initial=0) > 9:
             raise ConfigError(f"{data_dir}: {MNIST_FILES[split + '_y']} has label {labels.max()}; MNIST's are 0 to 9")
-    return Dataset(
-        _flat_pixels(arrays["train_x"]),
-        arrays["train_y"].astype(np.int64),
-        _flat_pixels(arrays["eval_x"]),
-        arrays["eval_y"].astype(np.int64),
-        num_classes=10,
-        name="mnist",
-    )
+    return arrays
 
 
 def _flat_pixels(images):
@@ -134,13 +140,18 @@ def _read_idx(path, expected_magic):
 
 def cifar10(settings):
     """CIFAR-10 from --data_dir: cifar-10-batches-py/ or cifar-10-python.tar.gz; NHWC in [0, 1]."""
-    data_dir = _data_dir("cifar10", settings)
-    batches = _read_cifar_batches(data_dir, CIFAR10_TRAIN + CIFAR10_EVAL)
-    train = [_cifar_batch(*batches[name]) for name in CIFAR10_TRAIN]
-    eval_x, eval_y = _cifar_batch(*batches[CIFAR10_EVAL[0]])
+    batches = _cifar_arrays(_data_dir("cifar10", settings))
+    train = [_cifar_images(*batches[name]) for name in CIFAR10_TRAIN]
+    eval_x, eval_y = _cifar_images(*batches[CIFAR10_EVAL[0]])
     train_x = np.concatenate([x for x, _ in train])
     train_y = np.concatenate([y for _, y in train])
     return Dataset(train_x, train_y, eval_x, eval_y, num_classes=10, name="cifar10")
+
+
+def _cifar_arrays(data_dir):
+    """{batch name: (data, labels)} as the files hold them (bytes, ints), each batch checked."""
+    batches = _read_cifar_batches(data_dir, CIFAR10_TRAIN + CIFAR10_EVAL)
+    return {name: _cifar_batch(*batches[name]) for name in CIFAR10_TRAIN + CIFAR10_EVAL}
 
 
 def synthetic_cifar10(settings, num_train=1000, num_eval=200):
@@ -174,11 +185,19 @@ def known_shape(loader):
 
 
 def check_loader_flags(loader, settings):
-    """check_data_flags for one of this module's loaders, before it reads anything (a task's
-    --check_flags); a recipe's own loader checks its flags itself, when it loads."""
+    """What one of this module's loaders would refuse, before anything starts (a task's --check_flags, which the
+    launcher runs): its flags, and the files it would read, each checked as it reads them, without keeping them.
+    With --download the files are not checked here: the fetch checks each against its published checksum. A
+    recipe's own loader checks its flags and files itself, when it loads."""
     dataset = {digits: "digits", mnist: "mnist", cifar10: "cifar10", synthetic_cifar10: "synthetic"}.get(loader)
-    if dataset:
-        check_data_flags(dataset, settings)
+    if not dataset:
+        return
+    check_data_flags(dataset, settings)
+    if dataset in FILES_CHECK and not settings.download:
+        FILES_CHECK[dataset](settings.data_dir)
+
+
+FILES_CHECK = {"mnist": _mnist_arrays, "cifar10": _cifar_arrays}
 
 
 def _data_dir(dataset, settings):
@@ -240,7 +259,7 @@ class _ArrayUnpickler(pickle.Unpickler):
 
 
 def _cifar_batch(where, raw):
-    """Checks one CIFAR-10 batch (a pickled dict of b"data" N x 3072 bytes and b"labels")."""
+    """Checks one CIFAR-10 batch (a pickled dict of b"data" N x 3072 bytes and b"labels"): (data, labels)."""
     try:
         batch = _ArrayUnpickler(io.BytesIO(raw), encoding="bytes").load()
     except Exception as e:  # a corrupt pickle can fail in many ways; all mean the same to the user
@@ -252,5 +271,10 @@ def _cifar_batch(where, raw):
         raise ConfigError(f"{where}: data must be N x 3072 bytes, got {data.dtype} {data.shape}")
     if labels.shape != (len(data),) or labels.min(initial=0) < 0 or labels.max(initial=0) > 9:
         raise ConfigError(f"{where}: expected {len(data)} labels from 0 to 9, got shape {labels.shape}")
+    return data, labels
+
+
+def _cifar_images(data, labels):
+    """A checked batch as NHWC images in [0, 1] and int64 labels."""
     images = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1).astype(np.float32) / 255.0
     return images, labels.astype(np.int64)
