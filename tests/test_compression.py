@@ -8,11 +8,13 @@ import pytest
 from inprocess import train
 from models import DIGITS, MLP
 
+from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import Dataset
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import codecs
 from parallel_tf.training.recipe import Recipe
+from parallel_tf.training.settings import run_settings
 from parallel_tf.training.techniques import compression
 
 V = [0.3, -1.0, 0.25]
@@ -129,19 +131,31 @@ def test_terngrad_sends_signs_with_the_probability_of_their_share_of_the_largest
     ],
 )
 def test_error_feedback_is_the_codec_papers_unless_given_and_the_record_names_what_ran(name, feedback, algorithm):
-    options = {"gradient_compression": name, "error_feedback": feedback}
-    assert compression.error_feedback(options) == algorithm[1]
-
-    class Settings:  # what record reads of a run's settings
-        pass
-
-    Settings.options = options
-    assert compression.record(Settings) == {
+    """The run's settings settle --error_feedback (None: as the paper does), so everything that reads the flag
+    says what ran: the technique, run.json and summary.json's top-level flags as much as its `declared` record."""
+    given = {"gradient_compression": name, **({"error_feedback": feedback} if feedback is not None else {})}
+    cluster = cluster_lib.assign_jobs(["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"], 1, 0, "sync on 2 workers")
+    settings = run_settings(set(given), **{**vars(DEFAULTS_OF_A_WORKER), "mode": "sync", "cluster": cluster}, **given)
+    assert settings.error_feedback == settings.arithmetic_options()["error_feedback"] == algorithm[1]
+    assert compression.record(settings) == {
         "gradient_compression": name,
         "error_feedback": algorithm[1],
         "algorithm": algorithm[0],
         **(algorithm[2] if len(algorithm) > 2 else {}),
     }
+
+
+DEFAULTS_OF_A_WORKER = SimpleNamespace(
+    job_name="worker",
+    task_index=0,
+    global_batch_size=120,
+    train_steps=20,
+    learning_rate=0.1,
+    optimizer="sgd",
+    seed=0,
+    logdir=None,
+    dataset="digits",
+)
 
 
 @pytest.mark.parametrize(

@@ -84,6 +84,9 @@ class Declaration:
     enabled: Callable[[Values, object], bool] | None = None
     check: Callable[[Values, object], None] | None = None  # raises ConfigError for a bad value of its flags
     requires: dict = dataclasses.field(default_factory=dict)  # {flag: (value, why)}, while it is on
+    # {flag: (values) -> value}: a flag of its own whose default (None) means "as the run decides", while it is on:
+    # the value the run uses, settled as a requirement is, so run.json and summary.json say what ran
+    automatic: dict = dataclasses.field(default_factory=dict)
     conflicts: dict = dataclasses.field(default_factory=dict)  # {declaration name or EVERY_TECHNIQUE: why}
     switched_on_by: str = ""  # how a refusal names what switches it on; default --flags[0]
     named_by: tuple = ()  # the flags a refusal names it by, with their values; default flags[0]
@@ -200,6 +203,10 @@ def compose(declarations, mode, cluster, values, given, defaults, reducing=False
     of_mode = [d for d in declarations if mode in d.modes]
     on, settled = _settle(of_mode, values, cluster, given, defaults)
     values.update(settled)
+    for declaration in on:
+        automatic = {flag: decide(values) for flag, decide in declaration.automatic.items() if values[flag] is None}
+        settled.update(automatic)
+        values.update(automatic)
     for declaration in of_mode:
         if declaration.check:
             declaration.check(values, cluster)

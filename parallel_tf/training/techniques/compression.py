@@ -29,10 +29,10 @@ from parallel_tf.graph.collectives import Reduction
 from parallel_tf.training.rules import Technique
 
 
-def error_feedback(options):
-    """Whether the run keeps a residual: as given, or as the codec's paper does."""
-    given = options["error_feedback"]
-    return codecs.parse(options["gradient_compression"]).error_feedback_by_default if given is None else given
+def as_the_paper_does(values):
+    """Whether a run that does not say keeps a residual: as its codec's paper does (settled by `automatic`, so
+    --error_feedback's value is the run's from then on)."""
+    return codecs.parse(values["gradient_compression"]).error_feedback_by_default
 
 
 def check_shapes(values, cluster, shapes):
@@ -53,7 +53,7 @@ def check_shapes(values, cluster, shapes):
 def record(settings):
     """What summary.json says ran: the codec, whether error feedback was on, the algorithm's name, and its
     buckets where it has them (QSGD)."""
-    codec, feedback = codecs.parse(settings.options["gradient_compression"]), error_feedback(settings.options)
+    codec, feedback = codecs.parse(settings.gradient_compression), settings.error_feedback
     return {
         "gradient_compression": settings.options["gradient_compression"],
         "error_feedback": feedback,
@@ -65,7 +65,7 @@ def record(settings):
 def reduce(settings, recipe, model, variables, ring):
     """All-reduce's reduce hook: every worker's codes gathered and decoded by all, the losses summed in
     float32. A random codec draws for variable i at step t from (t, stream·2¹⁶ + i), as on the servers."""
-    codec, feedback = codecs.parse(settings.gradient_compression), error_feedback(settings.options)
+    codec, feedback = codecs.parse(settings.gradient_compression), settings.error_feedback
     seeds = codecs.seeds(tf.train.get_global_step().read_value(), settings.random_stream, len(variables))
     gradients = tf.gradients(model.loss, variables)
     means, sent = gathered_codes.mean_of_codes(gradients, ring.collectives, codec, feedback, seeds)
@@ -88,8 +88,9 @@ TECHNIQUE = Technique(
             "each worker's residual and draws depend on its shard and index, so worker counts differ",
         ),
     },
+    automatic={"error_feedback": as_the_paper_does},
     record=record,
-    worker_state=error_feedback,  # each worker's residuals
+    worker_state=lambda values: values["error_feedback"],  # each worker's residuals
     whole_variables=True,  # a codec encodes each variable with a scale (a norm, a top-k) of its own
     check_shapes=check_shapes,
 )
@@ -121,7 +122,7 @@ def transmit(settings, tensors, destinations, device, stream):
     """`tensors` as the parameter servers decode them, each next to its variable in `destinations`,
     encoded on `device` (this worker's), where each keeps its residual; the payloads are added to the
     PAYLOADS collection. A random codec draws for tensor i at global step t from seed (t, stream·2¹⁶ + i)."""
-    codec, feedback = codecs.parse(settings.options["gradient_compression"]), error_feedback(settings.options)
+    codec, feedback = codecs.parse(settings.gradient_compression), settings.error_feedback
     with tf.device(device):
         step = tf.train.get_or_create_global_step().read_value()
     seeds = codecs.seeds(step, stream, len(tensors))
