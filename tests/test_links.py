@@ -80,9 +80,12 @@ def test_a_step_on_a_slow_link_is_slowed_by_what_the_model_says_and_the_summary_
     assert 60 < network < 70
     assert network <= summary["ms_per_step"] <= network + 25
     # After its first step the chief says what the link makes of a step at least: its busier direction's
-    # bytes, the 38,440 of parameters and its report's 8 (its index and loss), at the raw 10 Mbit/s, 0.031 s:
-    # a rate far too slow for a run is said, not sat through.
-    said = "the chief's link carries 38448 bytes a step each way at most: at 10mbit, at least 0.031 s a step"
+    # bytes, the 38,440 of parameters and its report's 8 (its index and loss), at the raw 10 Mbit/s, 30.8 ms
+    # (38448 · 8 / 10⁷ s), 615 ms for the 20 steps: a rate far too slow for a run is said, not sat through.
+    said = (
+        "the chief's link carries 38448 bytes a step each way at most: at 10mbit, at least 30.8 ms a step, "
+        "615 ms for the 20 steps"
+    )
     assert said in done.stdout
 
 

@@ -231,11 +231,10 @@ class Trainer:
         bits = 8 * max(crossing["bytes_sent_per_step"], crossing["bytes_received_per_step"])
         seconds = bits / bits_per_second(settings.link_rate)
         logging.info(
-            "the chief's link carries %d bytes a step each way at most: at %s, at least %.3f s a step, %s for the "
-            "%d steps",
+            "the chief's link carries %d bytes a step each way at most: at %s, at least %s a step, %s for the %d steps",
             bits // 8,
             settings.link_rate,
-            seconds,
+            _duration(seconds),
             _duration(seconds * settings.train_steps),
             settings.train_steps,
         )
@@ -384,13 +383,12 @@ def _batch_loss(step_result):
 
 
 def _duration(seconds):
-    return (
-        f"{seconds / 3600:.1f} h"
-        if seconds >= 3600
-        else f"{seconds / 60:.1f} min"
-        if seconds >= 60
-        else f"{seconds:.0f} s"
-    )
+    """'1.5 h', '2.0 min', '12 s', '0.467 ms': a time in the unit that shows it."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.3g} s" if seconds >= 1 else f"{seconds * 1000:.3g} ms"
 
 
 def _what_may_help(settings):
