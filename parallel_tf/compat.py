@@ -42,14 +42,19 @@ CONTRACTION_KERNEL = "TENSORFLOW_USE_CUSTOM_CONTRACTION_KERNEL"  # read by Tenso
 KERNELS = ("portable", "fast")  # --kernels: Eigen's own kernel (false above), or oneDNN's sgemm (true)
 INTRA_OP_THREADS = "TF_NUM_INTRAOP_THREADS"
 PINNED_THREADS = 2  # where neither --intra_op_threads nor the environment sets a count
+# Set before TensorFlow loads where the environment does not: its C++ logs (a failure is reported in one line of
+# Python's; errors too, so a lost peer does not print gRPC's lines first), and oneDNN's ops off.
+SET_BEFORE_LOADING = {"TF_CPP_MIN_LOG_LEVEL": "3", ONEDNN_OPTS: "0"}
 
 
 @functools.cache
 def _import_tensorflow():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ.setdefault(ONEDNN_OPTS, "0")
+    for variable, value in SET_BEFORE_LOADING.items():
+        if _users(variable) is None:
+            _set(variable, value)
     for setting in _LOAD_SETTINGS.values():  # where no run flag pinned them (the tools, a test process)
-        os.environ.setdefault(setting.variable, setting.encode(setting.default))
+        if setting.variable not in _SET_HERE:
+            setting.pin(None, loaded=False)
     skip_keras = _KERAS_EAGER_LOAD not in sys.modules
     if skip_keras:
         sys.modules[_KERAS_EAGER_LOAD] = None  # makes that import raise ImportError, which TF passes over
@@ -70,8 +75,18 @@ def intra_op_threads(requested=None):
 def kernels(requested=None):
     """The kernels a run's products run in, "portable" or "fast": `requested` (--kernels) or what the
     environment's TENSORFLOW_USE_CUSTOM_CONTRACTION_KERNEL says, which must agree where both are set,
-    else "portable"."""
-    return _LOAD_SETTINGS["kernels"].value(requested)
+    else "portable". Portable kernels are refused beside oneDNN's ops (TF_ENABLE_ONEDNN_OPTS=1), whose bits
+    follow the CPU: the run would not be what it says."""
+    return _refuse_onednn_beside_portable(_LOAD_SETTINGS["kernels"].value(requested))
+
+
+def _refuse_onednn_beside_portable(kernels):
+    if kernels == "portable" and (_users(ONEDNN_OPTS) or "").strip().lower() not in ("", "0", "false"):
+        raise ConfigError(
+            f"{ONEDNN_OPTS}={os.environ[ONEDNN_OPTS]} in the environment turns on oneDNN's ops, whose bits follow "
+            "the CPU, and --kernels=portable promises bits that do not: unset it, or choose --kernels=fast"
+        )
+    return kernels
 
 
 def pin_before_loading(intra_op_threads=None, kernels=None):
@@ -80,7 +95,54 @@ def pin_before_loading(intra_op_threads=None, kernels=None):
     which would silently not apply."""
     loaded = _import_tensorflow.cache_info().currsize
     _LOAD_SETTINGS["intra_op_threads"].pin(intra_op_threads, loaded)
+    _refuse_onednn_beside_portable(_LOAD_SETTINGS["kernels"].value(kernels))
     _LOAD_SETTINGS["kernels"].pin(kernels, loaded)
+
+
+# Variables oneDNN reads as TensorFlow loads it that can change a run's bits, besides those the run flags pin
+# (kernels, threads) and oneDNN's switch (kernels() refuses it beside portable kernels), with the kernels under
+# which they can: a run's identity records them (logdir.run_identity), so a resume under others is refused.
+# The instruction-set cap moves no portable bit (tests/test_portable_bits.py runs under every one).
+BITS_ENVIRONMENT = {
+    ONEDNN_OPTS: KERNELS,
+    "ONEDNN_MAX_CPU_ISA": ("fast",),
+    "DNNL_MAX_CPU_ISA": ("fast",),  # oneDNN's older name for it
+    "ONEDNN_DEFAULT_FPMATH_MODE": KERNELS,  # bfloat16 or TF32 arithmetic in oneDNN's products
+    "DNNL_DEFAULT_FPMATH_MODE": KERNELS,
+}
+
+
+def bits_environment(kernels):
+    """{variable: its value as TensorFlow reads it, or will (None: unset)} of BITS_ENVIRONMENT's variables that
+    can move the bits of `kernels`: the user's, else what this package sets."""
+    return {
+        name: _users(name) or _SET_HERE.get(name, SET_BEFORE_LOADING.get(name))
+        for name, moves in BITS_ENVIRONMENT.items()
+        if kernels in moves
+    }
+
+
+# What this package set in the environment, "VARIABLE=value ...", in this process or in the one that started it:
+# a process started by one that loaded TensorFlow (a test, a notebook) inherits its pins, which are not the user's.
+SET_BY_PARALLEL_TF = "PARALLEL_TF_SET"
+_SET_HERE = {}  # variable: value, what this process set
+
+
+def _users(variable):
+    """The environment's value of `variable` where the user set it: None where unset, or where this package set it
+    (here, or in a process that started this one)."""
+    value = os.environ.get(variable)
+    set_by_us = dict(pair.split("=", 1) for pair in os.environ.get(SET_BY_PARALLEL_TF, "").split())
+    return None if value is None or set_by_us.get(variable) == value else value
+
+
+def _set(variable, value):
+    """Sets `variable` for TensorFlow to read as it loads, noted as this package's."""
+    os.environ[variable] = _SET_HERE[variable] = value
+    set_by_us = dict(pair.split("=", 1) for pair in os.environ.get(SET_BY_PARALLEL_TF, "").split())
+    os.environ[SET_BY_PARALLEL_TF] = " ".join(
+        f"{name}={text}" for name, text in sorted({**set_by_us, variable: value}.items())
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,9 +157,13 @@ class _LoadSetting:
     meaning: str  # what the variable's text should be, for the error
 
     def value(self, requested):
-        text = os.environ.get(self.variable)
+        """`requested` (the flag, or None), checked against the user's environment; where neither says, what
+        this process set, else the default."""
+        text = _users(self.variable)
         if text is None:
-            return self.default if requested is None else requested
+            if requested is not None:
+                return requested
+            return self.parse(_SET_HERE[self.variable]) if self.variable in _SET_HERE else self.default
         value = self.parse(text.strip().lower())
         if value is None:
             raise ConfigError(f"{self.variable}={text!r} in the environment is not {self.meaning}")
@@ -108,9 +174,13 @@ class _LoadSetting:
         return value
 
     def pin(self, requested, loaded):
+        """Sets the variable to the run's value before TensorFlow loads (the user's, where they set it, is checked
+        against the flag and kept); once it has, refuses a flag that says otherwise than what it read."""
         if not loaded:
-            os.environ[self.variable] = self.encode(self.value(requested))
-        elif requested is not None and requested != self.value(None):
+            value = self.value(requested)
+            if _users(self.variable) is None:
+                _set(self.variable, self.encode(value))
+        elif requested is not None and requested != self.parse(os.environ[self.variable].strip().lower()):
             raise ConfigError(
                 f"--{self.flag}={requested}: TensorFlow loaded in this process with {self.variable}="
                 f"{os.environ[self.variable]}, which it reads once"

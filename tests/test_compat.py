@@ -45,3 +45,27 @@ def test_the_environments_contraction_kernel_decides_the_kernels_unless_a_flag_c
     assert (compat.kernels(), compat.kernels("fast")) == ("fast", "fast")
     with pytest.raises(ConfigError, match="^--kernels=portable contradicts TENSORFLOW_USE_CUSTOM_CONTRACTION_KERNEL="):
         compat.kernels("portable")
+
+
+def test_a_setting_this_package_made_in_a_parent_process_is_not_the_users(monkeypatch):
+    """A process started by one that loaded TensorFlow (this test process, a notebook) inherits the variables
+    compat set there, noted in PARALLEL_TF_SET: they are not the user's, so a flag that says otherwise is the
+    run's, not a contradiction; a value the user set over them is the user's again."""
+    monkeypatch.setenv(compat.SET_BY_PARALLEL_TF, f"{compat.CONTRACTION_KERNEL}=false {compat.ONEDNN_OPTS}=1")
+    monkeypatch.setenv(compat.CONTRACTION_KERNEL, "false")
+    monkeypatch.setenv(compat.ONEDNN_OPTS, "1")  # a parent's (say, a fast run's): not refused beside portable
+    assert (compat.kernels(), compat.kernels("fast")) == ("portable", "fast")
+    monkeypatch.setenv(compat.CONTRACTION_KERNEL, "true")  # the user's own
+    with pytest.raises(ConfigError, match="^--kernels=portable contradicts TENSORFLOW_USE_CUSTOM_CONTRACTION_KERNEL="):
+        compat.kernels("portable")
+
+
+def test_a_run_identity_records_what_can_move_its_kernels_bits(monkeypatch):
+    """oneDNN's arithmetic mode can move either kernels' bits; its instruction-set cap only the fast kernels'
+    (portable runs end on the same bits under every cap: tests/test_portable_bits.py)."""
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    monkeypatch.setenv("ONEDNN_DEFAULT_FPMATH_MODE", "BF16")
+    portable, fast = compat.bits_environment("portable"), compat.bits_environment("fast")
+    assert portable["ONEDNN_DEFAULT_FPMATH_MODE"] == fast["ONEDNN_DEFAULT_FPMATH_MODE"] == "BF16"
+    assert "ONEDNN_MAX_CPU_ISA" not in portable and fast["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+    assert portable[compat.ONEDNN_OPTS] == "0"  # oneDNN's ops off: this package's setting, as TensorFlow reads it

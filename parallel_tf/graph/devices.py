@@ -82,12 +82,12 @@ def worker_device_filters(cluster, task_index):
 
 def kernel_path():
     """What a run's CPU bits depend on, for summary.json. `bits` says which kind of hash the run's is:
-    "portable" with --kernels=portable and oneDNN's graph rewrites off (compat.py's defaults), the same on
-    every x86-64 machine with AVX2 at the same thread count; "this machine's" where oneDNN computed."""
+    "portable" with --kernels=portable (oneDNN's ops are refused beside them: compat.kernels), the same on
+    every x86-64 machine with AVX2 at the same thread count; "this machine's" with --kernels=fast."""
     onednn_opts = os.environ.get(compat.ONEDNN_OPTS, "").strip().lower() in ("1", "true")
     kernels = compat.kernels()
     return {
-        "bits": "portable" if kernels == "portable" and not onednn_opts else "this machine's",
+        "bits": "portable" if kernels == "portable" else "this machine's",
         "kernels": kernels,
         "onednn_opts": onednn_opts,
         "intra_op_threads": compat.intra_op_threads(),
