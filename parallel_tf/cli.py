@@ -4,7 +4,9 @@ absl's own parser exits 1 with a usage dump; these replace it. Free of TensorFlo
 launcher can use them without paying for a TF import.
 """
 
+import difflib
 import math
+import re
 import sys
 
 from absl import flags
@@ -31,13 +33,29 @@ def parse_flags_or_exit(argv, known_only=False, command="__main__", hints=None):
     command does not have: what to give instead}, said with its refusal."""
     if HELP & set(argv[1:]):
         print_help_and_exit(command)
+    if "--helpfull" in argv[1:]:
+        print(flags.FLAGS.get_help())
+        sys.exit(0)
     try:
         return flags.FLAGS(argv, known_only=known_only)
     except flags.UnrecognizedFlagError as e:
-        hint = (hints or {}).get(e.flagname)
-        exit_config_error(f"{e}: {hint}" if hint else str(e))
+        exit_config_error(unknown_flag(e.flagname, list(flags.FLAGS), hints))
     except flags.Error as e:
         exit_config_error(str(e))
+
+
+UNKNOWN_FLAG = re.compile(r"unknown flag --(\S+?)(?: \(did you mean (.+)\?\))?$")
+
+
+def unknown_flag(name, known, hints=None, suggested=()):
+    """The one line that refuses --`name`, a flag the command does not know: what to give instead where `hints`
+    says so, else the flags of `known` (and `suggested`, names another command offered) that are closest."""
+    if hints and name in hints:
+        return f"unknown flag --{name}: {hints[name]}"
+    close = difflib.get_close_matches(name, [*dict.fromkeys([*suggested, *known])], n=3, cutoff=0.7)
+    return f"unknown flag --{name}" + (
+        f" (did you mean {' or '.join('--' + flag for flag in close)}?)" if close else ""
+    )
 
 
 def print_help_and_exit(command="__main__"):

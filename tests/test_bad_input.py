@@ -28,6 +28,7 @@ from conftest import (
 from idx_files import write_mnist
 
 from parallel_tf.errors import ConfigError
+from parallel_tf.launch import launcher as launcher_lib
 from parallel_tf.training import run_flags
 from parallel_tf.training import settings as settings_lib
 
@@ -74,6 +75,10 @@ def cases(tmp):
     (unfinished / "run.json").write_text(json.dumps({"recipe": "mnist", "seed": 7}))
     a_file = tmp / "a_file"
     a_file.write_text("")
+    study, bench = tmp / "a_study", tmp / "a_bench"
+    for folder, marker in ((study, "report.json"), (bench, "bench.json")):
+        folder.mkdir()
+        (folder / marker).write_text("{}")
     corrupt_cifar = tmp / "corrupt_cifar"
     corrupt_cifar.mkdir()
     write_cifar10(corrupt_cifar, per_batch=2)
@@ -173,7 +178,52 @@ def cases(tmp):
             "value should be one of <constant|step|cosine>",
         ),
         "negative learning rate": (recipe_command("--learning_rate=-1"), "--learning_rate=-1"),
-        "unknown flag": (recipe_command("--stepz=5"), "Unknown command line flag 'stepz'"),
+        "unknown flag": (recipe_command("--stepz=5"), "unknown flag --stepz"),
+        "a misspelled flag, close to the launcher's and the recipe's": (
+            launcher_command("--trian_steps=5"),
+            "error: unknown flag --trian_steps (did you mean --train_steps or --trace_steps?)",
+        ),
+        "a flag of the launcher given to a task": (
+            recipe_command("--num_workers=2"),
+            "unknown flag --num_workers: it is the launcher's (./run_local_cluster.sh, python -m parallel_tf.launch)",
+        ),
+        "a worker count beside a cluster spec that says another": (
+            launcher_command(good, "--num_workers=4"),
+            f"--num_workers=4 contradicts {good}, which has 2 workers: the spec names every task; drop --num_workers",
+        ),
+        "a server count beside a cluster spec that says another": (
+            launcher_command(good, "--num_ps=2"),
+            f"--num_ps=2 contradicts {good}, which has 1 parameter server",
+        ),
+        "a missing data dir, through the launcher": (
+            launcher_command("--dataset=mnist", f"--data_dir={tmp / 'absent'}"),
+            "absent: no such directory",
+        ),
+        "a truncated data file, through the launcher": (
+            launcher_command("--dataset=mnist", f"--data_dir={corrupt}"),
+            "train-labels-idx1-ubyte: size 65 bytes does not match its header [60] (68 bytes)",
+        ),
+        "a corrupt CIFAR-10 batch, through the launcher": (
+            launcher_command("--recipe=cifar10", f"--data_dir={corrupt_cifar}"),
+            "cifar-10-batches-py/data_batch_3: not a CIFAR-10 batch",
+        ),
+        "a study's folder as a run's logdir": (
+            launcher_command(f"--logdir={study}"),
+            f"--logdir={study} holds a study (report.json), not a run: give a run a folder of its own",
+        ),
+        "a run's logdir as a study's folder": (
+            study_command(f"--out={used}"),
+            f"--out={used} holds a run (summary.json), not a study: give a study a folder of its own",
+        ),
+        "a bench's folder as a run's logdir": (
+            recipe_command(f"--logdir={bench}"),
+            f"--logdir={bench} holds a bench (bench.json), not a run",
+        ),
+        "oneDNN's ops beside portable kernels": (
+            ["env", "TF_ENABLE_ONEDNN_OPTS=1", *launcher_command("--train_steps=5")],
+            "TF_ENABLE_ONEDNN_OPTS=1 in the environment turns on oneDNN's ops, whose bits follow the CPU, and "
+            "--kernels=portable promises bits that do not: unset it, or choose --kernels=fast",
+        ),
         "logdir holding a run": (recipe_command(f"--logdir={used}"), "already holds a finished run (summary.json)"),
         "logdir checked before any data is read": (
             recipe_command("--dataset=mnist", "--download", f"--data_dir={tmp / 'never'}", f"--logdir={used}"),
@@ -322,7 +372,7 @@ def cases(tmp):
             study_command("--seeds=0,x"),
             "--seeds=0,x: expected distinct whole numbers, e.g. 0,1,2,3,4",
         ),
-        "launcher: a task flag no one defines": (launcher_command("--stepz=5"), "Unknown command line flag 'stepz'"),
+        "launcher: a task flag no one defines": (launcher_command("--stepz=5"), "error: unknown flag --stepz"),
         "launcher: a value the recipe's own flag refuses": (
             launcher_command("--model=rnn"),
             "--model=rnn: value should be one of <mlp|cnn>",
@@ -656,3 +706,12 @@ def test_a_refused_run_leaves_no_logdir_behind(outcomes, tmp):
     """Every command above ran in `tmp` and was refused: none left the runs/<recipe>-<mode>-<time> a
     launch makes for itself (the launcher removes it while empty), nor runs/ itself."""
     assert outcomes and not (tmp / "runs").exists(), sorted(str(p) for p in (tmp / "runs").rglob("*"))
+
+
+def test_a_task_given_a_flag_of_the_launcher_is_told_whose_it_is():
+    """run_flags.LAUNCHER_FLAGS names exactly the launcher's flags that a task does not take: those get
+    LAUNCHER_HINTS' line instead of the nearest of the task's own names (--num_workers is not --num_groups)."""
+    launcher, task = flags.FlagValues(), flags.FlagValues()
+    launcher_lib.define_launcher_flags(launcher)
+    run_flags.define_task_flags(["digits"], task)
+    assert set(launcher) - set(task) == set(run_flags.LAUNCHER_FLAGS)

@@ -257,6 +257,12 @@ def test_a_killed_allreduce_worker_is_named_and_the_restart_ends_on_the_uninterr
     run.wait_for_line(r"\[launch\] worker:1 was killed by signal SIGKILL; stopped the other tasks; restart 1", 10)
     assert time.time() - killed_at < 10
     assert run.wait(RUN_TIMEOUT) == 0, run.output
+    # At most the chief's one line, "worker:0 failed: UnavailableError: lost contact with worker:1 (...)" (the
+    # launcher may stop it first), and none of TensorFlow's or gRPC's own (compat.py quiets their C++ logs): no
+    # "E0000 ... ring_alg.cc", no "GRPC error".
+    told = [line for line in run.lines if line.startswith("[worker:0]") and "failed" in line]
+    assert len(told) <= 1 and all("lost contact with worker:1" in line for line in told), run.output
+    assert not re.search(r"\] (E\d{4} |WARNING: All log messages)|GRPC", run.output), run.output
     assert re.search(r"\[worker:0\] .*resuming from .*model\.ckpt-40 at step 40/100", run.output)
     assert not [name for name, pid in run.task_pids.items() if alive(pid)]
     reference = models.sha(tmp_path / "reference", "sync", train_steps=100)
@@ -362,3 +368,56 @@ def test_a_task_that_dies_after_the_chief_finished_the_run_leaves_it_a_success(p
         "[launch] worker:1 exited with status 1 after the chief finished the run; stopped the other tasks" in run.output
     )
     assert "restart" not in run.output and "params_sha256 " + "0" * 64 in run.output
+
+
+def fresh_start(procs, cwd, *flags):
+    """`./run_local_cluster.sh --logdir=runs/exp1 FLAGS --fresh` in `cwd`, one worker, 10 steps: its output."""
+    command = launcher_command("--logdir=runs/exp1", "--num_workers=1", "--train_steps=10", *flags, "--fresh")
+    run = procs.start(["env", "-C", str(cwd), *command])
+    assert run.wait(RUN_TIMEOUT) == 0, run.output
+    return run
+
+
+@pytest.mark.parametrize(
+    "old",
+    [
+        pytest.param({"summary.json": {"train_steps": 10}, "run.json": {"seed": 0}}, id="a finished run"),
+        pytest.param({"run.json": {"seed": 7}, "metrics.jsonl": ""}, id="an unfinished run with other flags"),
+    ],
+)
+def test_fresh_through_the_launcher_moves_the_old_run_aside_and_starts_over(procs, tmp_path, old):
+    """docs/failures-and-security.md's `./run_local_cluster.sh --logdir=runs/exp1 --fresh`, where runs/exp1 holds
+    a run the same command without --fresh refuses: the old folder is kept whole beside the new run."""
+    exp1 = tmp_path / "runs" / "exp1"
+    exp1.mkdir(parents=True)
+    for name, content in old.items():
+        (exp1 / name).write_text(json.dumps(content) if content != "" else "")
+    run = fresh_start(procs, tmp_path)
+    (moved,) = [path for path in (tmp_path / "runs").iterdir() if path.name.startswith("exp1.old-")]
+    assert f"[launch] --fresh: moved the old runs/exp1 aside to runs/{moved.name}" in run.output
+    assert {path.name: path.read_text() for path in moved.iterdir()} == {
+        name: json.dumps(content) if content != "" else "" for name, content in old.items()
+    }
+    assert read_summary(exp1)["train_steps"] == 10 and json.loads((exp1 / "run.json").read_text())["seed"] == 0
+
+
+def test_a_resume_under_another_environment_that_moves_the_bits_is_refused_before_any_task(procs, tmp_path):
+    """A 10-step --kernels=fast run (oneDNN's code picked by this CPU) resumed to 20 with oneDNN's instruction set
+    capped, or its ops switched on: each is another run's arithmetic, refused in one line before any task starts;
+    with the same environment the resume goes ahead."""
+    logdir = tmp_path / "fast"
+    flags = [f"--logdir={logdir}", "--num_workers=1", "--kernels=fast"]
+    first = procs.start(launcher_command(*flags, "--train_steps=10"))
+    assert first.wait(RUN_TIMEOUT) == 0, first.output
+    for variable, value, recorded in (("ONEDNN_MAX_CPU_ISA", "AVX2", "unset"), ("TF_ENABLE_ONEDNN_OPTS", "1", "0")):
+        resumed = procs.start(["env", f"{variable}={value}", *launcher_command(*flags, "--train_steps=20")])
+        assert resumed.wait(RUN_TIMEOUT) == 2, resumed.output
+        assert resumed.lines == [
+            f"error: --logdir={logdir} holds a run finished at step 10 that this command is not: environment."
+            f"{variable} {recorded}, here {value}; a resume may change --train_steps, --num_workers, --num_ps, "
+            "--steps_per_run, --link_rate or --link_delay, nothing else: give its flags, another --logdir, or "
+            "--fresh to start over"
+        ]
+    resumed = procs.start(launcher_command(*flags, "--train_steps=20"))
+    assert resumed.wait(RUN_TIMEOUT) == 0, resumed.output
+    assert read_summary(logdir)["train_steps"] == 20

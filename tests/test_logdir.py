@@ -1,11 +1,15 @@
 """The logdir rules: a finished run is never overwritten, an unfinished one is resumed only by the
 same run, and --fresh moves the old one aside rather than deleting it."""
 
+import dataclasses
 import json
 
+import models
 import pytest
 
+from parallel_tf import compat
 from parallel_tf.errors import ConfigError
+from parallel_tf.training import logdir
 from parallel_tf.training.logdir import check_same_run, default_logdir, prepare_logdir, record_run
 
 IDENTITY = {"recipe": "mnist", "seed": 0, "global_batch_size": 120}
@@ -36,24 +40,40 @@ def test_a_recorded_run_accepts_the_same_run_and_refuses_another(tmp_path):
     assert json.loads((tmp_path / "run.json").read_text()) == IDENTITY
     check_same_run(str(tmp_path), IDENTITY)  # the same command again: a resume
     with pytest.raises(
-        ConfigError, match="run that this command is not: seed 0, here 3; only --train_steps may change"
+        ConfigError, match="run that this command is not: seed 0, here 3; a resume may change --train_steps, nothing"
     ):
         check_same_run(str(tmp_path), dict(IDENTITY, seed=3))
+    with pytest.raises(ConfigError, match=r"a resume may change --train_steps, --num_workers or --steps_per_run, "):
+        check_same_run(str(tmp_path), dict(IDENTITY, seed=3), ["--train_steps", "--num_workers", "--steps_per_run"])
 
 
 def test_a_key_recorded_on_one_side_only_is_a_difference(tmp_path):
     """A run recorded with a schedule, resumed by a command without one, and the other way round; a finished
     run being trained on is called finished, and the line says what may change."""
     record_run(str(tmp_path), dict(IDENTITY, lr_schedule="cosine"))
-    with pytest.raises(
-        ConfigError, match=r"unfinished run that this command is not: lr_schedule cosine, here \(none\)"
-    ):
+    with pytest.raises(ConfigError, match=r"unfinished run that this command is not: lr_schedule cosine, here unset; "):
         check_same_run(str(tmp_path), IDENTITY)
     (tmp_path / "summary.json").write_text(json.dumps({"train_steps": 200}))
     with pytest.raises(ConfigError, match=r"a run finished at step 200 that this command is not: lr_schedule cosine"):
         check_same_run(str(tmp_path), IDENTITY)
-    with pytest.raises(ConfigError, match=r"is not: model \(none\), here cnn; only --train_steps may change to resume"):
+    with pytest.raises(ConfigError, match=r"is not: model unset, here cnn; a resume may change --train_steps, "):
         check_same_run(str(tmp_path), dict(IDENTITY, lr_schedule="cosine", model="cnn"))
+
+
+def test_a_record_of_records_differs_by_the_keys_inside_it_and_names_the_rest(tmp_path):
+    """The schedule and the environment are records of their own: a refusal says which of their keys differ,
+    not the two records whole, three differences in full and the others by name."""
+    schedule = {"kind": "constant", "warmup_steps": 0, "decay_steps": 0}
+    record_run(str(tmp_path), dict(IDENTITY, learning_rate_schedule=schedule, environment={"ONEDNN": None}))
+    changed = dict(
+        IDENTITY, seed=1, learning_rate_schedule=dict(schedule, warmup_steps=50), environment={"ONEDNN": "1"}
+    )
+    with pytest.raises(ConfigError) as refused:
+        check_same_run(str(tmp_path), dict(changed, optimizer="adam"))
+    assert (
+        "is not: environment.ONEDNN unset, here 1; learning_rate_schedule.warmup_steps 0, here 50; seed 0, here 1 "
+        "(and 1 more: optimizer); a resume may change --train_steps, nothing else"
+    ) in str(refused.value)
 
 
 def test_a_resume_may_run_on_another_network(tmp_path):
@@ -106,3 +126,31 @@ def test_tensorboard_after_a_resume_shows_each_step_once_and_every_worker_s_coun
     assert [e.value for e in board.Scalars("updates_by_worker/1")] == [2.0, 4.0, 6.0]
     metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [(m["step"], m["loss"]) for m in metrics] == [(1, 1.0), (2, 2.0), (3, 30.0)]
+
+
+@pytest.mark.parametrize(
+    "kernels, variable",
+    [(kernels, name) for name, moves in compat.BITS_ENVIRONMENT.items() for kernels in moves],
+)
+def test_each_variable_that_moves_a_runs_bits_is_part_of_what_a_resume_must_match(
+    tmp_path, monkeypatch, kernels, variable
+):
+    """A run recorded under one environment, resumed under another value of each variable that moves its kernels'
+    bits (compat.BITS_ENVIRONMENT): refused, naming it. A variable that moves no bit of portable kernels (oneDNN's
+    instruction-set cap) is not recorded for them, so a portable run resumes on any machine."""
+    for name in compat.BITS_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    settings = dataclasses.replace(models.DEFAULTS, kernels=kernels)
+    record_run(str(tmp_path), logdir.run_identity("mnist", settings))
+    value = "1" if variable == compat.ONEDNN_OPTS else "AVX2"  # oneDNN's ops on; another cap or arithmetic mode
+    monkeypatch.setenv(variable, value)
+    if variable == compat.ONEDNN_OPTS and kernels == "portable":  # beside portable kernels, refused outright
+        with pytest.raises(ConfigError, match="^TF_ENABLE_ONEDNN_OPTS=1 in the environment turns on oneDNN"):
+            logdir.run_identity("mnist", settings)
+        return
+    with pytest.raises(ConfigError, match=rf"is not: environment\.{variable} .*, here {value}; a resume may"):
+        check_same_run(str(tmp_path), logdir.run_identity("mnist", settings))
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "SSE41")
+    if kernels == "portable" and variable != "ONEDNN_MAX_CPU_ISA":
+        monkeypatch.delenv(variable)
+        check_same_run(str(tmp_path), logdir.run_identity("mnist", settings))

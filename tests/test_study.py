@@ -51,7 +51,7 @@ def test_study_refuses_an_out_dir_holding_a_report(procs, tmp_path):
     (tmp_path / "report.json").write_text("{}")
     run = procs.start(study_command(f"--out={tmp_path}"))
     assert run.wait(60) == 2
-    assert run.lines == [f"error: --out={tmp_path} already holds a finished run (report.json); choose another --out"]
+    assert run.lines == [f"error: --out={tmp_path} already holds a study's results (report.json); choose another --out"]
     assert (tmp_path / "report.json").read_text() == "{}"
 
 

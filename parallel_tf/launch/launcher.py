@@ -24,17 +24,17 @@ Deliberately free of TensorFlow and numpy, and so single-threaded until it start
 manages processes, and the kernel lets only a single-threaded process enter a user namespace.
 """
 
-import difflib
+import dataclasses
 import json
 import os
-import re
+import shlex
 import socket
 import subprocess
 import sys
 
 from absl import app, flags
 
-from parallel_tf.cli import CHECKED_DATASET, counted, exit_config_error, parse_flags_or_exit
+from parallel_tf.cli import CHECKED_DATASET, UNKNOWN_FLAG, counted, exit_config_error, parse_flags_or_exit, unknown_flag
 from parallel_tf.cluster import addresses
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.data import download
@@ -52,21 +52,22 @@ RECIPES_DIR = os.path.join(REPO_DIR, "recipes")
 FLAGS = flags.FLAGS
 
 
-def define_launcher_flags():
-    run_flags.define_recipe_flag()
-    run_flags.define_mode_flag()
-    run_flags.define_mode_option_flags()
-    run_flags.define_run_flags()
-    run_flags.define_logdir_flags()
-    run_flags.define_cluster_spec_flag()
-    run_flags.define_cluster_shape_flags()
-    flags.DEFINE_integer("num_workers", 2, "Worker processes to start.", lower_bound=1)
+def define_launcher_flags(flag_values=FLAGS):
+    run_flags.define_recipe_flag(flag_values)
+    run_flags.define_mode_flag(flag_values)
+    run_flags.define_mode_option_flags(flag_values)
+    run_flags.define_run_flags(flag_values)
+    run_flags.define_logdir_flags(flag_values)
+    run_flags.define_cluster_spec_flag(flag_values)
+    run_flags.define_cluster_shape_flags(flag_values)
+    flags.DEFINE_integer("num_workers", 2, "Worker processes to start.", lower_bound=1, flag_values=flag_values)
     flags.DEFINE_integer(
         "simulate_hosts",
         0,
         "Run the cluster on this many simulated hosts: network namespaces on a private bridge, each with "
         "its own address, its tasks on the same port numbers as the other hosts' (hosts.py). 0: one host.",
         lower_bound=0,
+        flag_values=flag_values,
     )
     flags.DEFINE_integer(
         "max_restarts",
@@ -74,6 +75,7 @@ def define_launcher_flags():
         "When a task fails (not a mistake: exit 2 never restarts), stop the others and restart the whole "
         "cluster from the chief's latest checkpoint, up to this many times.",
         lower_bound=0,
+        flag_values=flag_values,
     )
     flags.DEFINE_integer(
         "min_workers",
@@ -81,6 +83,7 @@ def define_launcher_flags():
         "sync and allreduce, with --max_restarts: a worker that failed is left out of the restart, which goes on "
         "with the most workers left that the run's batch (and --microbatches) divide, if at least this many.",
         lower_bound=1,
+        flag_values=flag_values,
     )
     flags.DEFINE_enum(
         "isolate_network",
@@ -88,63 +91,119 @@ def define_launcher_flags():
         ["auto", "on", "off"],
         "Run the cluster in a private network namespace with only loopback, unreachable from outside "
         "(auto: where the kernel allows it; on: or exit 2; off: plain 127.0.0.1 ports).",
+        flag_values=flag_values,
     )
+    run_flags.define_dry_run_flag("the tasks it would start, each command as it could be run by hand", flag_values)
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """What a launch starts, once every check has passed: the cluster, the recipe, the logdir and the flags
+    every task gets."""
+
+    recipe_path: str
+    cluster: cluster_lib.ClusterConfig
+    run_dir: str
+    common: list  # the flags every task gets: mode, logdir, the run and mode flags given, the recipe's own
+    fenced: str  # how the cluster is exposed, as fence.fence_off says
+    isolated: bool
 
 
 def main(argv):
-    recipe_flags = [arg for arg in argv[1:] if arg != "--"]  # the recipe's own (--model, --dataset, ...)
-    run_dir = None
+    recipe_flags = [arg for arg in argv[1:] if arg != "--"]
+    made = None  # a default logdir this launch created, removed again if the start is refused
     try:
-        recipe_path = resolve_recipe(FLAGS.recipe)
-        modes.check_shape_flags(FLAGS.mode)
-        run_check.check_flag_scopes(FLAGS.mode, run_check.DECLARED_SCOPES)
-        spec = cluster_lib.from_spec_file(FLAGS.cluster_spec) if FLAGS.cluster_spec else None
-        num_groups = groups_count()
-        fetch_before_fencing(recipe_flags, recipe_path)
-        isolated, fenced = fence.fence_off(FLAGS.isolate_network, spec)
-        check_simulated_hosts(isolated, spec)
-        if FLAGS.simulate_hosts or FLAGS.link_rate:  # with a link alone, every task on a host of its own
-            cluster = hosts.layout(FLAGS.mode, FLAGS.num_ps, FLAGS.num_workers, num_groups, FLAGS.simulate_hosts)
-        else:
-            cluster = spec or local_cluster(FLAGS.mode, FLAGS.num_ps, FLAGS.num_workers, num_groups)
-        modes.check_cluster(FLAGS.mode, cluster)
-        run_check.check_run_fits(cluster, FLAGS.mode)  # before any task starts: one line, exit 2
-        run_dir = FLAGS.logdir or default_logdir(recipe_name(recipe_path), FLAGS.mode)
-        check_min_workers(FLAGS.min_workers, cluster)
-        common = [
-            f"--mode={FLAGS.mode}",
-            f"--logdir={run_dir}",
-            *run_check.given_task_flags(FLAGS.mode),
-            *recipe_flags,
-        ]
-        check_task_flags(cluster, recipe_path, common)
-        moved_to = prepare_logdir(run_dir, fresh=FLAGS.fresh, train_steps=FLAGS.train_steps)
-        simulated = simulated_hosts(cluster)
+        launch = plan_launch(recipe_flags)
+        made = None if FLAGS["logdir"].present or FLAGS.dry_run else launch.run_dir
+        if FLAGS.dry_run:
+            print_plan(launch)
+            return
+        moved_to = prepare_logdir(launch.run_dir, fresh=FLAGS.fresh, train_steps=FLAGS.train_steps)
+        simulated = simulated_hosts(launch.cluster)
     except ConfigError as e:
-        remove_if_empty(None if FLAGS["logdir"].present else run_dir)  # default_logdir made it
+        remove_if_empty(made)
         exit_config_error(str(e))
     except TaskFailure as e:
-        remove_if_empty(None if FLAGS["logdir"].present else run_dir)
+        remove_if_empty(made)
         say(f"error: {e}")
         sys.exit(1)
-    say(fenced)
+    say(launch.fenced)
     if moved_to:
-        say(f"--fresh: moved the old {run_dir} aside to {moved_to}")
-    if isolated:
+        say(f"--fresh: moved the old {launch.run_dir} aside to {moved_to}")
+    if launch.isolated:
         os.environ[addresses.PRIVATE_NETWORK_ENV] = "1"  # for the tasks: no exposure warnings
     if FLAGS.link_rate:
         os.environ[link.SHAPED_ENV] = FLAGS.link_rate  # for the tasks: their --link_rate is the network's
         say(f"each of the {len(simulated.holders)} simulated hosts' interfaces is shaped at {FLAGS.link_rate} each way")
     try:
-        code = run_with_restarts(cluster, recipe_path, run_dir, common, simulated)
+        code = run_with_restarts(launch.cluster, launch.recipe_path, launch.run_dir, launch.common, simulated)
     except SystemExit as stopped:  # Ctrl-C or SIGTERM: every task has been stopped
         code = stopped.code
     finally:
         if simulated:
             simulated.stop()
     if code not in (0, 2):
+        run_dir = launch.run_dir
         say(resume_hint(run_dir, FLAGS["logdir"].present, checkpointed=os.path.exists(f"{run_dir}/checkpoint")))
     sys.exit(code)
+
+
+def plan_launch(recipe_flags):
+    """Every check a launch makes before it starts, downloads or writes anything (--dry_run stops here): the
+    flags, the cluster, the run's composition, the tasks' own check of their flags (the recipe's, the data, a
+    logdir to resume). Enters the private network, where the ports are picked; a default logdir is created
+    (not in a dry run), so two launches in the same second cannot share it."""
+    recipe_path = resolve_recipe(FLAGS.recipe)
+    modes.check_shape_flags(FLAGS.mode)
+    run_check.check_flag_scopes(FLAGS.mode, run_check.DECLARED_SCOPES)
+    spec = cluster_lib.from_spec_file(FLAGS.cluster_spec) if FLAGS.cluster_spec else None
+    if spec:
+        check_spec_counts(spec)
+    num_groups = groups_count()
+    fetch_before_fencing(recipe_flags, recipe_path, FLAGS.dry_run)
+    isolated, fenced = fence.fence_off(FLAGS.isolate_network, spec)
+    check_simulated_hosts(isolated, spec)
+    if FLAGS.simulate_hosts or FLAGS.link_rate:  # with a link alone, every task on a host of its own
+        cluster = hosts.layout(FLAGS.mode, FLAGS.num_ps, FLAGS.num_workers, num_groups, FLAGS.simulate_hosts)
+    else:
+        cluster = spec or local_cluster(FLAGS.mode, FLAGS.num_ps, FLAGS.num_workers, num_groups)
+    modes.check_cluster(FLAGS.mode, cluster)
+    run_check.check_run_fits(cluster, FLAGS.mode)
+    check_min_workers(FLAGS.min_workers, cluster)
+    run_dir = FLAGS.logdir or default_logdir(recipe_name(recipe_path), FLAGS.mode, create=not FLAGS.dry_run)
+    common = [f"--mode={FLAGS.mode}", f"--logdir={run_dir}", *run_check.given_task_flags(FLAGS.mode), *recipe_flags]
+    try:  # the chief's check is of the run this launch makes: with --fresh, not of the one it moves aside
+        check_task_flags(cluster, recipe_path, [*common, *(["--fresh"] if FLAGS.fresh else [])])
+    except (ConfigError, TaskFailure):
+        if not FLAGS["logdir"].present and not FLAGS.dry_run:
+            remove_if_empty(run_dir)
+        raise
+    return Launch(recipe_path, cluster, run_dir, common, fenced, isolated)
+
+
+def check_spec_counts(spec):
+    """A --cluster_spec names every task: a count flag given beside it that says otherwise is refused, not
+    silently overridden."""
+    counts = {
+        "num_workers": (spec.num_workers, "worker"),
+        "num_ps": (spec.num_ps, "parameter server"),
+        "num_groups": (len(spec.groups), "group"),
+    }
+    for flag, (count, noun) in counts.items():
+        if FLAGS[flag].present and FLAGS[flag].value != count:
+            raise ConfigError(
+                f"--{flag}={FLAGS[flag].value} contradicts --cluster_spec={FLAGS.cluster_spec}, which has "
+                f"{counted(count, noun)}: the spec names every task; drop --{flag}"
+            )
+
+
+def print_plan(launch):
+    """--dry_run: what the launch would start, each task's command as it could be run by hand."""
+    say(launch.fenced)
+    say(f"--dry_run: every check passed; nothing was started or written. It would start, in {launch.run_dir}:")
+    spec_path = os.path.join(launch.run_dir, "cluster_spec.json")
+    for name, command in task_commands(launch.cluster, launch.recipe_path, spec_path, launch.common):
+        say(f"  {name}: {shlex.join(command)}")
 
 
 def resume_hint(run_dir, logdir_given, checkpointed=True):
@@ -160,12 +219,13 @@ def check_task_flags(cluster, recipe_path, common):
     """Runs the chief's command with --check_flags before anything is started or written, so a flag
     the tasks would refuse (the recipe's own, an unknown one, a bad value) is one line and exit 2 here,
     in the recipe's own words, in well under a second: a task checks its flags before it imports
-    TensorFlow. The cluster goes by TF_CONFIG, as its spec file is not written yet."""
-    tf_config = json.dumps({**json.loads(cluster.to_json()), "task": {"type": "worker", "index": 0}})
+    TensorFlow. The cluster goes by TF_CONFIG, as its spec file is not written yet; without one (None),
+    the command is the one plain process's."""
+    environment = dict(os.environ)
+    if cluster:
+        environment["TF_CONFIG"] = json.dumps({**json.loads(cluster.to_json()), "task": {"type": "worker", "index": 0}})
     command = [sys.executable, recipe_path, *common, "--check_flags"]
-    done = subprocess.run(
-        command, env=dict(os.environ, TF_CONFIG=tf_config), capture_output=True, text=True, timeout=CHECK_TIMEOUT_SECS
-    )
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=CHECK_TIMEOUT_SECS)
     if done.returncode == 2:
         said = (done.stderr + done.stdout).strip().splitlines() or ["the chief's command refused its flags (exit 2)"]
         raise ConfigError(with_suggestion(said[-1].removeprefix("error: ")))
@@ -174,15 +234,17 @@ def check_task_flags(cluster, recipe_path, common):
 
 
 def with_suggestion(refusal):
-    """The recipe's refusal of a flag it does not know, with the launcher's flags it may have meant (the
-    recipe's own parser knows only the recipe's: --num_worker gets no "Did you mean" there)."""
-    unknown = re.match(r"Unknown command line flag '([^']+)'", refusal)
-    close = difflib.get_close_matches(unknown[1], list(FLAGS), n=2) if unknown else []
-    return refusal + (f". Did you mean: {', '.join('--' + name for name in close)}?" if close else "")
+    """The recipe's refusal of a flag it does not know, with the launcher's flags it may have meant beside the
+    recipe's (the recipe's own parser knows only the recipe's: --num_worker gets no suggestion there)."""
+    unknown = UNKNOWN_FLAG.match(refusal)
+    if not unknown or ":" in refusal:  # a flag the recipe has a hint for: its words
+        return refusal
+    suggested = [flag.removeprefix("--") for flag in (unknown[2] or "").split(" or ") if flag]
+    return unknown_flag(unknown[1], list(FLAGS), suggested=suggested)
 
 
-def fetch_before_fencing(recipe_flags, recipe_path):
-    """--download, done by the launcher before it enters its private network: inside it the tasks
+def fetch_before_fencing(recipe_flags, recipe_path, dry_run=False):
+    """--download, done by the launcher before it enters its private network (not in a dry run): inside it the tasks
     reach only each other, so their own downloads could not connect. The tasks then find every file
     with its checksum in --data_dir and fetch nothing. The data flags are the recipe's; a value they
     would refuse is left for the tasks to report. Without --dataset, the recipe's own default is asked
@@ -199,7 +261,9 @@ def fetch_before_fencing(recipe_flags, recipe_path):
     if not (data.download and data.data_dir):
         return
     dataset = data.dataset or recipes_dataset(recipe_path, recipe_flags)
-    if dataset in download.SOURCES:
+    if dataset in download.SOURCES and dry_run:
+        say(f"--dry_run: would download {dataset} into {data.data_dir} before the cluster starts")
+    elif dataset in download.SOURCES:
         say(f"downloading {dataset} into {data.data_dir} before the cluster starts")
         download.fetch(dataset, data.data_dir, data.download_url, say=say)
 
@@ -247,7 +311,8 @@ def run_with_restarts(cluster, recipe_path, run_dir, common, simulated):
     the exit code: 0, 2 for a task's mistake, 1 for a failure with no restart left."""
     for restart in range(FLAGS.max_restarts + 1):
         spare_workers = run_check.spare_workers(cluster)
-        tasks = task_commands(cluster, recipe_path, run_dir, common)
+        tasks = task_commands(cluster, recipe_path, write_spec(cluster, run_dir), common)
+        say(f"{counted(len(tasks), 'task')} ({job_counts(cluster)}), mode {FLAGS.mode}; logdir {run_dir}")
         enter_host = {}
         if simulated:
             enter_host = {name: simulated.enter(hosts.host_of(address)) for name, address in cluster.tasks()}
@@ -268,21 +333,32 @@ def run_with_restarts(cluster, recipe_path, run_dir, common, simulated):
         )
 
 
-def task_commands(cluster, recipe_path, run_dir, common):
-    """(name, command) of every task, in start order, after writing the spec they share into the logdir."""
+def write_spec(cluster, run_dir):
+    """Writes the spec every task reads into the logdir; returns its path."""
     spec_path = os.path.join(run_dir, "cluster_spec.json")
     with open(spec_path, "w", encoding="utf-8") as f:
         f.write(cluster.to_json())
-    tasks = [
-        (f"{job}:{index}", [sys.executable, "-u", recipe_path, f"--job_name={job}", f"--task_index={index}"])
+    return spec_path
+
+
+def task_commands(cluster, recipe_path, spec_path, common):
+    """(name, command) of every task, in start order."""
+    return [
+        (
+            f"{job}:{index}",
+            [sys.executable, "-u", recipe_path, f"--job_name={job}", f"--task_index={index}"]
+            + [f"--cluster_spec={spec_path}", *common],
+        )
         for job in cluster.jobs
         for index in range(len(cluster.jobs[job]))
     ]
-    counts = ", ".join(
+
+
+def job_counts(cluster):
+    """'1 ps, 2 workers'."""
+    return ", ".join(
         counted(len(hosts), job, plural=None if job == "worker" else job) for job, hosts in cluster.jobs.items()
     )
-    say(f"{counted(len(tasks), 'task')} ({counts}), mode {FLAGS.mode}; logdir {run_dir}")
-    return [(name, [*command, f"--cluster_spec={spec_path}", *common]) for name, command in tasks]
 
 
 def check_min_workers(min_workers, cluster):

@@ -16,6 +16,7 @@ throughput against worker count into a Markdown file, between markers, so the pr
 survives a re-run.
 """
 
+import json
 import os
 import sys
 import time
@@ -24,7 +25,7 @@ from absl import app, flags
 
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit, positive_ints
 from parallel_tf.errors import ConfigError
-from parallel_tf.files import write_between
+from parallel_tf.files import write_atomically, write_between
 from parallel_tf.launch.launcher import resolve_recipe
 from parallel_tf.tools import bench_links, runs
 from parallel_tf.tools.bench_systems import FULL_RUN, MODELS, ON_LINKS, SYSTEMS
@@ -38,6 +39,7 @@ from parallel_tf.tools.bench_tables import (
 )
 from parallel_tf.tools.bench_targets import QUICK_PLAN, target_lines
 from parallel_tf.training import profiling, run_check, run_flags
+from parallel_tf.training.logdir import BENCH, prepare_logdir
 
 FLAGS = flags.FLAGS
 QUICK_REPEATS = 2
@@ -70,6 +72,7 @@ def define_bench_flags():
         "beside the network model's prediction (tools/network_model.py): its own tables in the report.",
     )
     run_flags.define_run_flags()
+    run_flags.define_dry_run_flag("how many runs it plans")
 
 
 def main(argv):
@@ -79,21 +82,31 @@ def main(argv):
         plan = make_plan()
         profiling.parse_steps(FLAGS.trace_steps)
         bench_links.check_plan(plan, FLAGS.links)
+        out = runs.out_dir(FLAGS.out, "bench")
+        runs_planned = repeats() * len(plan) * (1 + len(FLAGS.links))
+        if FLAGS.dry_run:
+            print(f"[bench] --dry_run: {runs_planned} runs planned ({len(plan)} a repeat), into {out}; none started")
+            return
+        prepare_logdir(out, BENCH)
     except ConfigError as e:
         exit_config_error(str(e))
-    out = runs.out_dir(FLAGS.out, "bench")
-    if FLAGS.links:
-        return bench_on_links(plan, out)
+    write_atomically(
+        os.path.join(out, BENCH.finished), json.dumps({"command": sys.argv, "plan": plan, "repeats": repeats()}) + "\n"
+    )
+    print(f"[bench] {runs_planned} runs planned, into {out}", flush=True)
+    results = {}
     try:
-        results = run_plan(plan, out)
+        run_plan(plan, out, results, FLAGS.links)
     except KeyboardInterrupt:  # the run under way gets the same Ctrl-C and stops its own tasks
+        finished = {key: measured for key, measured in results.items() if measured}
+        if finished and not FLAGS.links:
+            print("\n[bench] interrupted; the tables of the runs finished so far:")
+            print_tables(plan, finished)
         print(f"\n[bench] interrupted; the runs finished so far are in {out}", file=sys.stderr)
         sys.exit(130)
-    batch = FLAGS.global_batch_size
-    tables = {name: table_rows(name, results, batch) for name in dict.fromkeys(model for model, _, _ in plan)}
-    for name, rows in tables.items():
-        print(f"\n{heading(name)}, global batch {FLAGS.global_batch_size}")
-        print(text_table(rows))
+    if FLAGS.links:
+        return report_links(plan, results, out)
+    tables = print_tables(plan, results)
     print("\n" + "\n".join(target_lines(tables)))
     if FLAGS.trace_steps:
         print_profile(results)
@@ -101,6 +114,16 @@ def main(argv):
         write_report(FLAGS.report, report_markdown(tables, results, FLAGS.report))
         print(f"\nwrote {FLAGS.report}")
     print(f"\n[bench] the runs (summary.json, metrics.jsonl, each run's logs) are in {out}")
+
+
+def print_tables(plan, results):
+    """Prints each model's table of `results`; returns them."""
+    models = dict.fromkeys(model for model, _, _ in plan if any(key[0] == model for key in results))
+    tables = {name: table_rows(name, results, FLAGS.global_batch_size) for name in models}
+    for name, rows in tables.items():
+        print(f"\n{heading(name)}, global batch {FLAGS.global_batch_size}")
+        print(text_table(rows))
+    return tables
 
 
 def repeats():
@@ -136,11 +159,12 @@ def make_plan():
     return [key for key in QUICK_PLAN if key in plan] if FLAGS.quick else plan
 
 
-def run_plan(plan, out, links=()):
-    """{(model, system, workers): [result per repeat]}: each result has ms_per_step, the run's summary and logdir.
-    With `links`, the keys end with the link: every (model, system, workers) unshaped, then on each link."""
+def run_plan(plan, out, results, links=()):
+    """Fills `results`, {(model, system, workers): [result per repeat]}, as the runs finish (an interrupted bench
+    keeps what it measured): each result has ms_per_step, the run's summary and logdir. With `links`, the keys end
+    with the link: every (model, system, workers) unshaped, then on each link."""
     keys = [(*key, link) for key in plan for link in (bench_links.UNSHAPED, *links)] if links else plan
-    results = {key: [] for key in keys}
+    results.update({key: [] for key in keys})
     started = time.time()
     total = repeats() * len(keys)
     for repeat in range(repeats()):
@@ -165,7 +189,6 @@ def run_plan(plan, out, links=()):
                 )
                 sys.exit(1)
             results[key].append({"ms_per_step": steady_ms_per_step(logdir), "summary": summary, "logdir": logdir})
-    return results
 
 
 def command_for(model_name, system_name, workers):
@@ -242,8 +265,7 @@ def write_report(path, generated, begin=BEGIN, end=END):
     write_between(path, generated, begin, end, new_file_title="# Benchmarks")
 
 
-def bench_on_links(plan, out):
-    results = run_plan(plan, out, FLAGS.links)
+def report_links(plan, results, out):
     models = dict.fromkeys(model for model, _, _ in plan)
     tables = {model: bench_links.table_rows(model, results) for model in models}
     for model, rows in tables.items():

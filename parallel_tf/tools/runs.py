@@ -11,7 +11,6 @@ import time
 
 import numpy as np
 
-from parallel_tf.errors import ConfigError
 from parallel_tf.launch.fence import die_with_parent
 
 RUN_TIMEOUT_SECS = 1800
@@ -31,17 +30,6 @@ def cluster_command(recipe_path, mode, num_workers, *launcher_flags):
         f"--num_workers={num_workers}",
         *launcher_flags,
     ]
-
-
-def check_recipe_flags(recipe_path, task_flags):
-    """ConfigError with the recipe's own line where a task of `recipe_path` with `task_flags` would refuse them
-    (its --check_flags, which starts, reads and writes nothing): before a tool makes its first run."""
-    done = subprocess.run(
-        [*single_process_command(recipe_path), *task_flags, "--check_flags"], capture_output=True, text=True
-    )
-    if done.returncode == 2:
-        said = (done.stderr + done.stdout).strip().splitlines() or ["the recipe refused its flags (exit 2)"]
-        raise ConfigError(said[-1].removeprefix("error: "))
 
 
 def out_dir(out, tool):

@@ -29,6 +29,7 @@ apply to every mode studied; run flags and flags it does not know go to every ru
 import dataclasses
 import json
 import os
+import shlex
 import sys
 import time
 
@@ -38,10 +39,10 @@ from parallel_tf.cli import define_float, exit_config_error, parse_flags_or_exit
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
 from parallel_tf.files import write_atomically
-from parallel_tf.launch.launcher import resolve_recipe
+from parallel_tf.launch.launcher import check_task_flags, resolve_recipe
 from parallel_tf.tools import curves, drift, held_out, runs
 from parallel_tf.training import modes, run_check, run_flags
-from parallel_tf.training.logdir import prepare_logdir
+from parallel_tf.training.logdir import STUDY, prepare_logdir
 
 FLAGS = flags.FLAGS
 # Sync's promise across worker counts (docs/reproducibility.md; tests/test_equalities.py checks it): final
@@ -86,6 +87,7 @@ def define_study_flags():
     define_float(
         "target_loss", None, "Report the seconds each run took to get down to this held-out loss.", lower_bound=0.0
     )
+    run_flags.define_dry_run_flag("the runs it plans, each command")
 
 
 def main(argv):
@@ -96,9 +98,16 @@ def main(argv):
         variants = _variants(FLAGS.variants) if FLAGS.variants else [(mode, mode, []) for mode in _modes(FLAGS.modes)]
         plan = _plan(recipe, variants, worker_counts, _seeds())
         _check_runs_fit(plan)
-        runs.check_recipe_flags(recipe, [*plan[0].given, *recipe_flags])  # a typo: one line, nothing made
+        _check_recipe_flags(recipe, plan[0], recipe_flags)  # a typo: one line, nothing made
         out = runs.out_dir(FLAGS.out, "study")
-        prepare_logdir(out, flag="--out", markers=("report.json",))
+        if FLAGS.dry_run:
+            print(f"[study] --dry_run: {len(plan)} runs planned, into {out}; none started:")
+            for index, run in enumerate(plan, 1):
+                print(
+                    f"[study]   {index}/{len(plan)} {run.name}: {shlex.join([*run.command, *run.given, *recipe_flags])}"
+                )
+            return
+        prepare_logdir(out, STUDY)
     except ConfigError as e:
         exit_config_error(str(e))
     os.makedirs(os.path.join(out, "runs"), exist_ok=True)
@@ -198,17 +207,29 @@ def _check_runs_fit(plan):
     """Every cluster run's flags, parsed and composed as its launcher and tasks will (run_check.check_run_fits),
     before the first run starts: a variant whose techniques do not go together stops the study at once."""
     for run in plan:
-        variant, mode, n = run.variant, run.mode, run.workers
-        if mode == run_check.NO_CLUSTER or run.repeat > 1:
+        if run.mode == run_check.NO_CLUSTER or run.repeat > 1:
             continue
-        groups = _num_groups(mode, n)
-        num_ps, num_groups = modes.server_counts(mode, 1, groups)
-        addresses = [f"127.0.0.1:{port}" for port in range(1, 1 + num_ps + num_groups + n)]  # only counted
-        cluster = cluster_lib.assign_jobs(addresses, num_ps, num_groups, f"{variant} on {n} workers")
         try:
-            run_check.check_run_fits(cluster, mode, run_flags.parse_run_args(run.given))
+            run_check.check_run_fits(_counted_cluster(run), run.mode, run_flags.parse_run_args(run.given))
         except ConfigError as e:
-            raise ConfigError(f"variant {variant!r} on {n} workers: {e}") from None
+            raise ConfigError(f"variant {run.variant!r} on {run.workers} workers: {e}") from None
+
+
+def _check_recipe_flags(recipe, run, recipe_flags):
+    """The recipe's own check of `run`'s flags (its chief's --check_flags, as a launch makes it), before anything
+    starts: a strict study's reference is a cluster run, whose flags (--strict_determinism) the one plain
+    process refuses."""
+    if run.mode == run_check.NO_CLUSTER:
+        check_task_flags(None, recipe, [*run.given, *recipe_flags])
+    else:
+        check_task_flags(_counted_cluster(run), recipe, [f"--mode={run.mode}", *run.given, *recipe_flags])
+
+
+def _counted_cluster(run):
+    """The shape of `run`'s cluster, on addresses that are only counted (nothing listens there)."""
+    num_ps, num_groups = modes.server_counts(run.mode, 1, _num_groups(run.mode, run.workers))
+    addresses = [f"127.0.0.1:{port}" for port in range(1, 1 + num_ps + num_groups + run.workers)]
+    return cluster_lib.assign_jobs(addresses, num_ps, num_groups, f"{run.variant} on {run.workers} workers")
 
 
 def _variants(text):

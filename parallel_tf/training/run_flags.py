@@ -49,6 +49,25 @@ CORE_RUN_FLAGS = (
 )
 
 
+# The launcher's own flags, which a task started by hand does not take (tests/test_bad_input.py checks the list):
+# its refusal says whose they are, not which of its own flags is closest.
+LAUNCHER_FLAGS = (
+    "num_workers",
+    "simulate_hosts",
+    "max_restarts",
+    "min_workers",
+    "isolate_network",
+    "recipe",
+    "dry_run",
+)
+LAUNCHER_HINTS = {
+    name: "it is the launcher's (./run_local_cluster.sh, python -m parallel_tf.launch), which starts every task; "
+    "a task started by hand takes its cluster from --cluster_spec, --ps_hosts/--worker_hosts, TF_CONFIG or "
+    "--cluster_resolver" + ("" if name != "dry_run" else ", and checks its flags with --check_flags")
+    for name in LAUNCHER_FLAGS
+}
+
+
 def help_sections():
     """--help's sections (cli.HELP_SECTIONS) of the flags defined here and by the modes, options and techniques."""
     declared = {
@@ -169,6 +188,17 @@ def define_logdir_flags(flag_values=FLAGS):
         "fresh",
         False,
         "Start over: move an existing --logdir aside (never deleted), not resume it.",
+        flag_values=flag_values,
+    )
+
+
+def define_dry_run_flag(what, flag_values=FLAGS):
+    """For the tools that start runs (the launcher, study, bench): check everything, say `what` would run, exit."""
+    flags.DEFINE_bool(
+        "dry_run",
+        False,
+        f"Make every check a start makes, print {what}, and exit (0, or 2 and the one-line error): nothing is "
+        "started, downloaded or written.",
         flag_values=flag_values,
     )
 

@@ -25,7 +25,7 @@ from parallel_tf.graph.model import trainable_shapes
 from parallel_tf.training import logdir, run_check
 from parallel_tf.training.options import link
 from parallel_tf.training.recipe import Recipe
-from parallel_tf.training.run_flags import define_task_flags
+from parallel_tf.training.run_flags import LAUNCHER_HINTS, define_task_flags
 from parallel_tf.training.server import serve, start_server, task_name
 from parallel_tf.training.settings import settings_from_flags
 from parallel_tf.training.trainer import Trainer
@@ -36,7 +36,7 @@ __all__ = ["Recipe", "run"]
 def run(recipe):
     """The entry point of every recipe: `task.run(Recipe(...))` under its `__main__`."""
     define_task_flags(list(recipe.datasets))
-    app.run(lambda argv: main(recipe, argv), flags_parser=parse_flags_or_exit)
+    app.run(lambda argv: main(recipe, argv), flags_parser=lambda argv: parse_flags_or_exit(argv, hints=LAUNCHER_HINTS))
 
 
 def main(recipe, argv):
@@ -51,7 +51,8 @@ def main(recipe, argv):
             _check_model(recipe, settings)
             if settings.logdir and settings.is_chief:  # a resume this command is not: refused before any start
                 identity = logdir.run_identity(recipe.name, settings)
-                logdir.check_resumable(settings.logdir, identity, settings.train_steps, settings.fresh)
+                changes = logdir.resumable_changes(settings)
+                logdir.check_resumable(settings.logdir, identity, settings.train_steps, settings.fresh, changes)
             print(f"{CHECKED_DATASET}{settings.dataset}")  # the launcher downloads it before fencing
             return
         link.check_shaped(settings, os.environ)  # not in the launcher's check: it shapes the link after
@@ -120,7 +121,7 @@ def _claim_logdir(recipe, settings):
     moved_to = logdir.prepare_logdir(run_dir, fresh=settings.fresh, train_steps=settings.train_steps)
     if moved_to:
         logging.info("--fresh: moved the old %s aside to %s", run_dir, moved_to)
-    logdir.check_same_run(run_dir, logdir.run_identity(recipe.name, settings))
+    logdir.check_same_run(run_dir, logdir.run_identity(recipe.name, settings), logdir.resumable_changes(settings))
     return dataclasses.replace(settings, logdir=run_dir)
 
 
