@@ -34,15 +34,19 @@ def test_mnist_recipe_trains_on_idx_files(tmp_path, model):
     assert summary["eval_accuracy"] >= 0.9  # 1.0 here (40/40); images or labels misread would be chance, 0.1
 
 
+RATE = ["--learning_rate=0.05"]
+
+
 def test_cifar10_recipe_trains_on_the_archive_with_augmentation(tmp_path):
     write_cifar10(tmp_path, per_batch=24, archive=True)
     logdir = tmp_path / "run"
     summary = train(
-        cifar_command(f"--data_dir={tmp_path}", f"--logdir={logdir}", "--train_steps=80", "--augment"), logdir
+        cifar_command(f"--data_dir={tmp_path}", f"--logdir={logdir}", "--train_steps=80", "--augment", *RATE), logdir
     )
     assert (summary["recipe"], summary["dataset"]) == ("cifar10", "cifar10")
-    # 0.67 (16/24) in 80 augmented steps, on every x86-64 machine with AVX2 (the pinned kernels: 40 steps
-    # gave 0.29 with them, 0.75 without them here); misread images or labels would be chance, 0.1
+    # 0.79 (19/24) in 80 augmented steps at a rate of 0.05; misread images or labels would be chance, 0.1. At the
+    # default 0.1 these 120 images diverge after step 50 (loss 17.4 at step 80, 0.17): measured on an AMD EPYC
+    # (Zen 4) and under qemu-x86_64 -cpu EPYC-Rome-v1, the same bits on both; earlier sessions measured 0.67 there.
     assert summary["eval_accuracy"] >= 0.6
 
 
