@@ -327,8 +327,8 @@ def test_a_cosine_run_stopped_mid_way_resumes_only_with_its_schedule_and_then_en
     without = procs.start(launcher_command(f"--logdir={logdir}", *flags))
     assert without.wait(RUN_TIMEOUT) == 2, without.output
     assert without.lines == [
-        f"error: --logdir={logdir} holds an unfinished run that this command is not: learning_rate_schedule "
-        + without.lines[0].split("learning_rate_schedule ", 1)[1]
+        f"error: --logdir={logdir} holds an unfinished run that this command is not: learning_rate_schedule."
+        + without.lines[0].split("learning_rate_schedule.", 1)[1]
     ]
     assert "lr_schedule cosine, here constant" in without.output and "started" not in without.output
     resumed = procs.start(launcher_command(f"--logdir={logdir}", *flags, "--lr_schedule=cosine"))

@@ -123,6 +123,8 @@ def main(argv):
                 exit_config_error(f"run {run.name}: {e.error_line()}")
             print(f"error: run {run.name} {e}", file=sys.stderr)
             sys.exit(1)
+        if run.also_reference:
+            study.add("reference", 1, 1, logdir, summary, run.seed)
         row = study.add(run.variant, run.workers, run.repeat, logdir, summary, run.seed)
         print(
             f"[study] {index}/{len(plan)} {run.name} done in {time.time() - started:.0f}s: "
@@ -143,6 +145,7 @@ class PlannedRun:
     seed: int | None  # with --seeds: this repeat's seed, given to the run as --seed
     command: list
     given: list  # the task flags the run gets (besides the recipe's own)
+    also_reference: bool = False  # a row that is the reference run too (a strict study's sync on one worker)
 
     @property
     def name(self):
@@ -179,6 +182,24 @@ def _plan(recipe, variants, worker_counts, seeds):
                 PlannedRun(variant, mode, n, repeat, seed, command, given + seeded(seed))
                 for repeat, seed in enumerate(seeds, 1)
             ]
+    return _reference_run_once(plan)
+
+
+def _reference_run_once(plan):
+    """The plan with each reference that a row repeats exactly (a strict study's sync on one worker: the same
+    command and flags) run once, as that row, first."""
+    references = [run for run in plan if run.variant == "reference"]
+    for reference in references:
+        same = next(
+            (
+                run
+                for run in plan[len(references) :]
+                if (run.command, run.given) == (reference.command, reference.given)
+            ),
+            None,
+        )
+        if same:
+            plan = [dataclasses.replace(same, also_reference=True), *(r for r in plan if r not in (reference, same))]
     return plan
 
 

@@ -53,7 +53,7 @@ def check_shapes(values, cluster, shapes):
 def record(settings):
     """What summary.json says ran: the codec, whether error feedback was on, the algorithm's name, and its
     buckets where it has them (QSGD)."""
-    codec, feedback = codecs.parse(settings.gradient_compression), settings.error_feedback
+    codec, feedback = codecs.parse(settings.options["gradient_compression"]), settings.options["error_feedback"]
     return {
         "gradient_compression": settings.options["gradient_compression"],
         "error_feedback": feedback,
@@ -65,7 +65,7 @@ def record(settings):
 def reduce(settings, recipe, model, variables, ring):
     """All-reduce's reduce hook: every worker's codes gathered and decoded by all, the losses summed in
     float32. A random codec draws for variable i at step t from (t, stream·2¹⁶ + i), as on the servers."""
-    codec, feedback = codecs.parse(settings.gradient_compression), settings.error_feedback
+    codec, feedback = codecs.parse(settings.options["gradient_compression"]), settings.options["error_feedback"]
     seeds = codecs.seeds(tf.train.get_global_step().read_value(), settings.random_stream, len(variables))
     gradients = tf.gradients(model.loss, variables)
     means, sent = gathered_codes.mean_of_codes(gradients, ring.collectives, codec, feedback, seeds)
@@ -122,7 +122,7 @@ def transmit(settings, tensors, destinations, device, stream):
     """`tensors` as the parameter servers decode them, each next to its variable in `destinations`,
     encoded on `device` (this worker's), where each keeps its residual; the payloads are added to the
     PAYLOADS collection. A random codec draws for tensor i at global step t from seed (t, stream·2¹⁶ + i)."""
-    codec, feedback = codecs.parse(settings.gradient_compression), settings.error_feedback
+    codec, feedback = codecs.parse(settings.options["gradient_compression"]), settings.options["error_feedback"]
     with tf.device(device):
         step = tf.train.get_or_create_global_step().read_value()
     seeds = codecs.seeds(step, stream, len(tensors))
