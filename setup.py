@@ -12,6 +12,8 @@ setup(
     version="0.1.0",
     description="Controlled, reproducible parameter-server training in TensorFlow's graph mode",
     packages=find_packages(include=["parallel_tf", "parallel_tf.*"]),
+    # the portable kernels' sources, compiled on first use or by scripts/ensure_venv.sh (graph/portable_kernel.py)
+    package_data={"parallel_tf": ["kernels/*.cc", "kernels/*.h"]},
     python_requires=">=3.10",
     # tensorboard: the chief writes summaries, and tensorflow-cpu (unlike tensorflow) does not bring it.
     # scipy: the study's intervals (scikit-learn depends on it too).

@@ -22,6 +22,11 @@ ensure_venv() {
     return 1
   fi
   find "$REPO/.venv" -maxdepth 1 -name '.installed-*' ! -name ".installed-$setup_hash-*" -delete
+  # The portable kernels' op, compiled once with TensorFlow's flags (parallel_tf/graph/portable_kernel.py); without
+  # a C++ compiler only --kernels=fast runs, and a portable run says so in one line.
+  if ! "$REPO/.venv/bin/python" -m parallel_tf.graph.portable_kernel >>"$log" 2>&1; then
+    echo "[setup] the portable kernels could not be compiled (see $log): only --kernels=fast will run" >&2
+  fi
   touch "$stamp"
   echo "[setup] done"
 }

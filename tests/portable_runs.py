@@ -18,7 +18,7 @@ from inprocess import train
 from models import CNN, DIGITS, FLAGS, MLP
 
 from parallel_tf.compat import tf
-from parallel_tf.graph.products import contract
+from parallel_tf.graph.products import contract, conv2d_same
 
 # name: (recipe, mode, flags); the digits MLP and the mnist recipe's CNN, the tests' FLAGS unless said
 EMULATED = {  # a few steps at the shapes of one and two workers' shards: the products a cluster computes
@@ -37,26 +37,35 @@ DEFAULT = {  # what ./run_local_cluster.sh trains: the recipe's flag defaults
     "default run": (MLP, "sync", {"num_workers": 2, "train_steps": 1000, "log_every": 50}),
 }
 SETS = {"emulated": EMULATED, "clusters": CLUSTERS, "default": DEFAULT}
-# m, k, n of products: rows around every register block's edge (8, 16, 24, 48), sums around PIECE (288)
-ROWS, DEPTHS, COLUMNS = (1, 7, 16, 17, 24, 25, 47, 60, 97, 120), (1, 9, 64, 144, 287, 288, 289, 600), (1, 5, 33, 128)
-PRODUCTS = f"products of {len(ROWS) * len(DEPTHS) * len(COLUMNS)} shapes"
+# m, k, n of products: rows and columns around the kernel's 6 x 16 blocks, sums around its 256-term blocks
+ROWS, DEPTHS, COLUMNS = (1, 5, 6, 7, 13, 96, 97, 120), (1, 9, 64, 255, 256, 257, 600), (1, 15, 16, 17, 33, 128)
+# images (batch, height, width, channels) and kernels (size, filters) of convolutions, odd and even, square or not
+CONVOLUTIONS = (((2, 8, 8, 3), (3, 16)), ((3, 7, 5, 5), (2, 7)), ((1, 16, 16, 32), (5, 4)))
+PRODUCTS = f"products of {len(ROWS) * len(DEPTHS) * len(COLUMNS)} shapes and {len(CONVOLUTIONS)} convolutions"
 
 
 def hash_of_products():
-    """The SHA-256 of products.contract's a @ b and cᵀ b, with k known when the graph is built and known only
-    at run time (as a batch's rows are), for every m, k, n of ROWS, DEPTHS and COLUMNS, on seeded random
-    matrices: the arithmetic of every layer's forward and backward products."""
+    """The SHA-256 of products.contract's a @ b, aᵀ b and a bᵀ for every m, k, n of ROWS, DEPTHS and COLUMNS, and of
+    each convolution of CONVOLUTIONS with the gradients of its inputs and kernel, on seeded random values: the
+    arithmetic of every layer's forward and backward products."""
     digest = hashlib.sha256()
+    random = np.random.RandomState(0)
     with tf.Graph().as_default(), tf.Session() as sess:
-        random = np.random.RandomState(0)
-        for k in DEPTHS:
-            a, b, c = (tf.placeholder(tf.float32, shape) for shape in ([None, k], [k, None], [k, None]))
-            rows = tf.placeholder(tf.float32, [None, None])
-            products = [contract(a, b), contract(c, b, transpose_a=True), contract(rows, b, transpose_a=True)]
-            for m, n in itertools.product(ROWS, COLUMNS):
-                values = [random.randn(*shape).astype(np.float32) for shape in ((m, k), (k, n), (k, m))]
-                for product in sess.run(products, {a: values[0], b: values[1], c: values[2], rows: values[2]}):
-                    digest.update(product.tobytes())
+        a, b = tf.placeholder(tf.float32, [None, None]), tf.placeholder(tf.float32, [None, None])
+        products = [contract(a, b), contract(a, b, transpose_a=True), contract(a, b, transpose_b=True)]
+        for m, k, n in itertools.product(ROWS, DEPTHS, COLUMNS):
+            for product, (left, right) in zip(
+                products, (((m, k), (k, n)), ((k, m), (k, n)), ((m, k), (n, k))), strict=True
+            ):
+                feed = {a: random.randn(*left).astype(np.float32), b: random.randn(*right).astype(np.float32)}
+                digest.update(sess.run(product, feed).tobytes())
+        for image, (size, filters) in CONVOLUTIONS:
+            x = tf.constant(random.randn(*image).astype(np.float32))
+            kernel = tf.constant(random.randn(size, size, image[3], filters).astype(np.float32))
+            y = conv2d_same(x, kernel)
+            upstream = tf.constant(random.randn(*image[:3], filters).astype(np.float32))
+            for value in sess.run([y, *tf.gradients(y, [x, kernel], grad_ys=upstream)]):
+                digest.update(value.tobytes())
     return digest.hexdigest()
 
 

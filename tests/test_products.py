@@ -1,9 +1,12 @@
-"""graph/products.py's sums in runs, with numbers worked out by hand. The sum 2²⁴ + 1 + 1 + ... is the
-probe: float32 holds 2²⁴ + 288 exactly, but 2²⁴ + 1 rounds back to 2²⁴, so a kernel that adds the ones to
-2²⁴ one at a time loses every one of them, and only a sum whose ones form a run of their own, added to
-2²⁴ at the end, keeps them. The CPU-independence itself is tests/test_portable_bits.py's."""
+"""graph/products.py's portable kernels, with numbers worked out by hand: every sum added in order, term 0 first,
+each term by a fused multiply-add (one rounding), whatever the shape, the layout (a transpose is the same sums) or
+the thread count; a convolution as its windows times its kernel. The CPU-independence itself is
+tests/test_portable_bits.py's.
 
-import functools
+Two probes. 2²⁴ + 1 rounds back to 2²⁴ in float32 (the 1 is half an ulp, and ties go to even), so a sum that
+starts with 2²⁴ loses every 1 after it, and one that adds the ones first keeps them: the order shows. And with
+a = 1 + 2⁻¹², a·a = 1 + 2⁻¹¹ + 2⁻²⁴ exactly, which float32 rounds to 1 + 2⁻¹¹: after -(1 + 2⁻¹¹), a fused
+multiply-add leaves 2⁻²⁴ where a product rounded first and then added leaves 0."""
 
 import numpy as np
 import pytest
@@ -14,13 +17,7 @@ from parallel_tf.graph import products
 pytestmark = pytest.mark.inprocess
 
 BIG = 2.0**24
-ONES = products.PIECE  # a whole run of ones: 2²⁴ + 288 is even, so float32 holds it
-EXPECTED = BIG + ONES
-
-
-def terms():
-    """[2²⁴, 0, ..., 0 | 1, ..., 1]: the first run sums to 2²⁴, the second to 288."""
-    return np.concatenate([[BIG], np.zeros(products.PIECE - 1), np.ones(ONES)]).astype(np.float32)
+A = 1.0 + 2.0**-12
 
 
 def run(fetches, feed=None):
@@ -28,38 +25,75 @@ def run(fetches, feed=None):
         return sess.run(fetches, feed)
 
 
-def test_a_sum_known_when_the_graph_is_built_is_added_in_runs():
+def test_a_sum_is_added_in_order_term_0_first():
+    """[2²⁴, 1 × 600]: each 1 lost; [1 × 600, 2²⁴]: 2²⁴ + 600 (even: float32 holds it). 601 terms: more than one
+    block of the kernel's 256, and more than any run Eigen would add in one go."""
     with tf.Graph().as_default():
-        row = tf.constant(terms()[None, :])
-        column = tf.ones([2 * products.PIECE, 1])
-        in_runs = run(products.contract(row, column))
-    assert functools.reduce(np.add, terms()) == BIG  # one term at a time, float32 loses every one
-    assert in_runs[0, 0] == EXPECTED
+        ones = np.ones(600, np.float32)
+        big_first = tf.constant(np.concatenate([[BIG], ones]).astype(np.float32)[None, :])
+        big_last = tf.constant(np.concatenate([ones, [BIG]]).astype(np.float32)[None, :])
+        column = tf.ones([601, 1])
+        first, last = run([products.contract(big_first, column), products.contract(big_last, column)])
+    assert (first[0, 0], last[0, 0]) == (BIG, BIG + 600)
 
 
-def test_a_sum_over_rows_known_only_at_run_time_is_added_in_runs():
-    """The weights' gradient: a batch of 576 examples, one feature each, a gradient of one from each."""
+def test_each_term_is_a_fused_multiply_add():
+    """[1, a] · [-(1 + 2⁻¹¹), a] = fma(a, a, -(1 + 2⁻¹¹)) = 2⁻²⁴; in the other order the first product is rounded
+    alone (a multiply-add onto 0) and the sum is 0."""
     with tf.Graph().as_default():
-        rows = tf.placeholder(tf.float32, [None, 1])
-        in_runs = products.contract(rows, tf.ones([tf.shape(rows)[0], 1]), transpose_a=True)
-        assert run(in_runs, {rows: terms()[:, None]})[0, 0] == EXPECTED
+        row = tf.constant([[1.0, A]], tf.float32)
+        column = tf.constant([[-(1.0 + 2.0**-11)], [A]], tf.float32)
+        forward = products.contract(row, column)
+        backward = products.contract(tf.reverse(row, [1]), tf.reverse(column, [0]))
+        assert run([forward, backward]) == [[[2.0**-24]], [[0.0]]]
 
 
-def test_a_dense_layers_weight_gradient_sums_the_batch_in_runs():
+@pytest.mark.parametrize("transpose_a", [False, True])
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_a_transpose_is_the_same_sums(transpose_a, transpose_b):
+    """Matrices laid out either way give the same bits: a layout changes where the terms are read, not their order.
+    47 x 601 x 37: rows and columns past whole 6 x 16 blocks, terms past a block of 256."""
+    random = np.random.RandomState(0)
+    a, b = random.randn(47, 601).astype(np.float32), random.randn(601, 37).astype(np.float32)
+    with tf.Graph().as_default():
+        plain = products.contract(tf.constant(a), tf.constant(b))
+        laid_out = products.contract(
+            tf.constant(a.T.copy() if transpose_a else a),
+            tf.constant(b.T.copy() if transpose_b else b),
+            transpose_a=transpose_a,
+            transpose_b=transpose_b,
+        )
+        plain, laid_out = run([plain, laid_out])
+    assert plain.tobytes() == laid_out.tobytes()
+    np.testing.assert_allclose(plain, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_a_dense_layers_weight_gradient_sums_the_batch_in_order():
+    """The weights' gradient of y = x w, loss Σ y: Σ over the batch's rows of x, in the rows' order."""
     with tf.Graph().as_default():
         features = tf.placeholder(tf.float32, [None, 1])
         weight = tf.ones([1, 1])
         (gradient,) = tf.gradients(tf.reduce_sum(products.matmul(features, weight)), [weight])
-        assert run(gradient, {features: terms()[:, None]})[0, 0] == EXPECTED
+        batch = np.concatenate([np.ones(300), [BIG]]).astype(np.float32)[:, None]
+        assert run(gradient, {features: batch})[0, 0] == BIG + 300
+        assert run(gradient, {features: batch[::-1].copy()})[0, 0] == BIG
 
 
-def test_a_convolutions_kernel_gradient_sums_the_positions_in_runs():
-    """A 1x1 kernel over a 24x24 image: its gradient sums the image's 576 values, in two runs of 288."""
-    with tf.Graph().as_default():
-        image = tf.constant(terms().reshape(1, 24, 24, 1))
-        kernel = tf.ones([1, 1, 1, 1])
-        (gradient,) = tf.gradients(tf.reduce_sum(products.conv2d_same(image, kernel)), [kernel])
-        assert run(gradient)[0, 0, 0, 0] == EXPECTED
+def test_a_convolutions_kernel_gradient_sums_the_positions_in_order():
+    """A 1x1 kernel over a 24x24 image: its gradient sums the image's 576 values, position by position, row by row:
+    2²⁴ at the first position loses the ones after it, at the last it keeps them."""
+    kernel = tf.ones([1, 1, 1, 1])
+    for image, expected in (
+        (np.concatenate([[BIG], np.ones(575)]), BIG),
+        (np.concatenate([np.ones(575), [BIG]]), BIG + 575),
+    ):
+        with tf.Graph().as_default():
+            kernel = tf.ones([1, 1, 1, 1])
+            (gradient,) = tf.gradients(
+                tf.reduce_sum(products.conv2d_same(tf.constant(image.reshape(1, 24, 24, 1), tf.float32), kernel)),
+                [kernel],
+            )
+            assert run(gradient)[0, 0, 0, 0] == expected
 
 
 def test_a_convolutions_gradients_at_one_corner_of_a_3x3_image():
@@ -75,60 +109,38 @@ def test_a_convolutions_gradients_at_one_corner_of_a_3x3_image():
     assert kernel_gradient[:, :, 0, 0].tolist() == [[0, 0, 0], [0, 1, 2], [0, 4, 5]]
 
 
-def test_a_convolution_over_more_channels_than_a_run_holds_is_tensorflows_up_to_rounding():
-    """3x3 over 40 channels sums 360 terms a position: two groups of channels, added."""
+@pytest.mark.parametrize("shape", [(2, 5, 5, 3, 4, 3), (3, 8, 8, 16, 32, 3), (2, 7, 6, 5, 7, 5), (1, 4, 4, 2, 3, 2)])
+def test_a_convolution_and_its_gradients_are_tensorflows_up_to_rounding(shape):
+    """Windows of odd and even sizes, channels that fill no block, images that are not square."""
+    batch, height, width, channels, filters, size = shape
     random = np.random.RandomState(0)
-    x, w = random.randn(2, 5, 5, 40).astype(np.float32), random.randn(3, 3, 40, 4).astype(np.float32)
+    x = random.randn(batch, height, width, channels).astype(np.float32)
+    w = random.randn(size, size, channels, filters).astype(np.float32)
+    upstream = random.randn(batch, height, width, filters).astype(np.float32)
     with tf.Graph().as_default():
-        ours = products.conv2d_same(tf.constant(x), tf.constant(w))
-        theirs = tf.nn.conv2d(x, w, [1, 1, 1, 1], "SAME")
-        ours, theirs = run([ours, theirs])
+        image, kernel = tf.constant(x), tf.constant(w)
+        ours, theirs = products.conv2d_same(image, kernel), tf.nn.conv2d(image, kernel, [1, 1, 1, 1], "SAME")
+        gradients = [tf.gradients(y, [image, kernel], grad_ys=tf.constant(upstream)) for y in (ours, theirs)]
+        (ours, mine), (theirs, tensorflows) = run([(ours, gradients[0]), (theirs, gradients[1])])
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-4)
+    for a, b in zip(mine, tensorflows, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
 
 
-SHORT = products.SHORT_PIECE
-
-
-def short_terms():
-    """[2²⁴, 0, ..., 0 | 1, ..., 1] in two runs of SHORT_PIECE: 2²⁴ + 64 in runs, 2²⁴ one term at a time."""
-    return np.concatenate([[BIG], np.zeros(SHORT - 1), np.ones(SHORT)]).astype(np.float32)
-
-
-def matmul_depths(graph):
-    """The length of the sums of every product in `graph`: the inner dimension of each MatMul and BatchMatMul."""
-    depths = []
-    for op in graph.get_operations():
-        if op.type in ("MatMul", "BatchMatMulV2"):
-            shape = op.inputs[0].shape.as_list()
-            adjoint = op.get_attr("transpose_a" if op.type == "MatMul" else "adj_x")
-            depths.append(shape[-2] if adjoint else shape[-1])
-    return depths
-
-
-def test_a_product_eigen_could_split_by_the_l3_cache_sums_in_short_runs():
-    """Logits of two classes, [rows x 128] x [128 x 2], rows known at run time: an outer dimension under 8 and an
-    output that may exceed FITS_EVERY_L3 (a thousand rows... a million), which Eigen would split over its threads
-    on a machine whose L3 holds it and not on one whose L3 does not. Its sums go in runs of 64, which it never
-    splits; the weights' gradient [128 x 2] (1 KB) and the inputs' [rows x 128] keep runs of 288."""
-    assert products.longest_run(None, 2) == SHORT and products.longest_run(128, 2) == products.PIECE
-    assert products.longest_run(1 << 16, 2) == SHORT  # 512 KB of output
-    assert products.longest_run(1 << 15, 2) == products.PIECE  # 256 KB: fits in a thread's share of any L3
-    with tf.Graph().as_default() as graph:
-        features = tf.placeholder(tf.float32, [None, 2 * SHORT])
-        logits = products.matmul(features, tf.ones([2 * SHORT, 2]))
-        assert matmul_depths(graph) == [SHORT, SHORT]
-        assert run(logits, {features: short_terms()[None, :]}).tolist() == [[BIG + SHORT] * 2]
-
-
-def test_a_convolution_to_fewer_than_8_filters_sums_each_position_in_short_runs():
-    """3x3 over 16 channels into 4 filters sums 144 terms a position: runs of 7 channels (63 terms), 7, 2; the
-    same numbers as TensorFlow's one sum, up to rounding."""
+def test_a_max_pools_gradient_is_tensorflows_bit_for_bit():
+    """Each window's gradient to its first largest input, ties included (two equal values in the first window)."""
     random = np.random.RandomState(0)
-    x, w = random.randn(2, 5, 5, 16).astype(np.float32), random.randn(3, 3, 16, 4).astype(np.float32)
-    with tf.Graph().as_default() as graph:
-        ours = products.conv2d_same(tf.constant(x), tf.constant(w))
-        groups = [op.inputs[1].shape.as_list()[2] for op in graph.get_operations() if op.type == "Conv2D"]
-        theirs = tf.nn.conv2d(x, w, [1, 1, 1, 1], "SAME")
-        ours, theirs = run([ours, theirs])
-    assert groups == [7, 7, 2]
-    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-4)
+    x = random.randn(2, 7, 5, 4).astype(np.float32)
+    x[0, 0, 1, 0] = x[0, 0, 0, 0]
+    with tf.Graph().as_default():
+        image = tf.constant(x)
+        ours = products.max_pool(image, 2)
+        theirs = tf.nn.max_pool(image, [1, 2, 2, 1], [1, 2, 2, 1], "SAME")
+        upstream = tf.constant(random.randn(2, 4, 3, 4).astype(np.float32))
+        (ours, mine), (theirs, tensorflows) = run(
+            [
+                (ours, tf.gradients(ours, [image], grad_ys=upstream)),
+                (theirs, tf.gradients(theirs, [image], grad_ys=upstream)),
+            ]
+        )
+    assert ours.tobytes() == theirs.tobytes() and mine[0].tobytes() == tensorflows[0].tobytes()

@@ -91,11 +91,11 @@ def kernel_path():
         "kernels": kernels,
         "onednn_opts": onednn_opts,
         "intra_op_threads": compat.intra_op_threads(),
-        **_cpu(),
+        **cpu(),
     }
 
 
-def _cpu():
+def cpu():
     """The CPU's model name and which of the extensions that change kernels' bits it has (Linux's cpuinfo)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:

@@ -4,6 +4,7 @@ product through `products.matmul`, so they train the same bits on every x86-64 C
 import numpy as np
 
 from parallel_tf.compat import tf
+from parallel_tf.graph import products
 from parallel_tf.graph.products import conv2d_same, matmul
 
 
@@ -35,7 +36,8 @@ def conv2d(inputs, filters, kernel_size, name, activation=relu):
 
 
 def max_pool(inputs, size=2):
-    return tf.nn.max_pool(inputs, ksize=[1, size, size, 1], strides=[1, size, size, 1], padding="SAME")
+    """A size x size max pool at stride `size` ('SAME')."""
+    return products.max_pool(inputs, size)
 
 
 def flatten(inputs):

@@ -20,7 +20,7 @@ from parallel_tf.cluster.reachability import wait_until_reachable
 from parallel_tf.compat import tf
 from parallel_tf.data import datasets
 from parallel_tf.errors import ConfigError, TaskFailure, one_line
-from parallel_tf.graph import devices
+from parallel_tf.graph import devices, portable_kernel
 from parallel_tf.graph.model import trainable_shapes
 from parallel_tf.training import logdir, run_check
 from parallel_tf.training.options import link
@@ -47,6 +47,8 @@ def main(recipe, argv):
         settings = settings_from_flags()
         compat.pin_before_loading(settings.intra_op_threads, settings.kernels)  # before anything loads TensorFlow
         if flags.FLAGS.check_flags:  # every flag checked; nothing started, read or written
+            if settings.job_name == "worker" and compat.kernels(settings.kernels) == "portable":
+                portable_kernel.check()
             datasets.check_loader_flags(recipe.datasets[settings.dataset], settings)
             _check_model(recipe, settings)
             if settings.logdir and settings.is_chief:  # a resume this command is not: refused before any start

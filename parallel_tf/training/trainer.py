@@ -18,7 +18,7 @@ from parallel_tf import compat
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import GlobalBatchSharder
 from parallel_tf.errors import TaskFailure, chief_did_not_initialise
-from parallel_tf.graph import devices
+from parallel_tf.graph import devices, products
 from parallel_tf.graph.barrier import gather_at_chief, signal_done
 from parallel_tf.graph.model import build_held_out, seed_everything, trainable_shapes
 from parallel_tf.graph.partitions import whole_values
@@ -58,7 +58,8 @@ class Trainer:
             self.train_graph = _with_learning_rate(modes.build(recipe, dataset, settings), settings)
             self.held_out = None  # built only when asked: the default graph stays what it was
             if settings.is_chief and settings.eval_every:
-                with tf.device(devices.worker_device(0, settings.num_gpus) if cluster else None):
+                on_worker = devices.worker_device(0, settings.num_gpus) if cluster else None
+                with tf.device(on_worker), products.gpu_kernels(settings.num_gpus > 0):
                     self.held_out = build_held_out(recipe, dataset)
             self._all_trained = self._done = self.checkpoints = None
             if cluster:

@@ -1,0 +1,227 @@
+// C = A B in float32, each element of C summed over k in order, term 0 first, by fused multiply-adds
+// (c = a_k * b_k + c, rounded once): its bits follow only the inputs, never the blocking, the thread count or
+// the CPU, on every x86-64 CPU with AVX2 and FMA. A 6 x 16 block of C is held in registers over a block of KC
+// terms, then stored, and loaded again for the next block of terms: storing and loading round nothing, so cutting
+// k into blocks does not change the order of any sum.
+//
+// A and B are sources of elements: a matrix in memory (any strides: a transpose is a swap of them), read where
+// it lies where it can be, or the windows of an image (a convolution's operand), copied a panel at a time where
+// the kernel reads them, never written out whole.
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+namespace portable {
+
+constexpr int64_t MR = 6, NR = 16, KC = 256, MC = 96, NC = 1024;
+
+// A matrix in memory: element (i, j) at data[i * row_stride + j * col_stride].
+struct Matrix {
+  const float* data;
+  int64_t row_stride, col_stride;
+
+  const float* at(int64_t i, int64_t j) const { return data + i * row_stride + j * col_stride; }
+  // As A: rows [i0, i0 + rows), terms [p0, p0 + kc) into panel[p * MR + i], zeros past the rows.
+  void pack_rows(int64_t i0, int64_t rows, int64_t p0, int64_t kc, float* panel) const {
+    std::fill(panel, panel + kc * MR, 0.0f);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t p = 0; p < kc; ++p) panel[p * MR + i] = *at(i0 + i, p0 + p);
+  }
+  // As B: terms [p0, p0 + kc), columns [j0, j0 + cols) into panel[p * NR + j], zeros past the columns.
+  void pack_columns(int64_t p0, int64_t kc, int64_t j0, int64_t cols, float* panel) const {
+    if (cols < NR) std::fill(panel, panel + kc * NR, 0.0f);
+    for (int64_t j = 0; j < cols; ++j)
+      for (int64_t p = 0; p < kc; ++p) panel[p * NR + j] = *at(p0 + p, j0 + j);
+  }
+};
+
+// The windows of NHWC images as a matrix: row (image, y, x) is the size x size window around that position, from
+// `before` rows and columns above and left of it, zero outside the image, in the kernel's order (row, column,
+// channel); one row for each position of each image.
+struct Windows {
+  const float* images;
+  int64_t height, width, channels, size, before;
+
+  int64_t terms() const { return size * size * channels; }
+
+  // Terms [t0, t0 + count) of the window at `position` into out[0], out[stride], ...: a window's row of the
+  // image at a time, its part inside the image copied, the rest zeros.
+  void copy(int64_t position, int64_t t0, int64_t count, float* out, int64_t stride) const {
+    const int64_t x = position % width, y = (position / width) % height, image = position / (width * height);
+    const int64_t run = size * channels, x0 = x - before;  // a window's row: side by side in the image
+    for (int64_t t = t0; t < t0 + count;) {
+      const int64_t dy = t / run, first = t % run, end = std::min(first + t0 + count - t, run);
+      const int64_t iy = y + dy - before;
+      int64_t inside = std::clamp(-x0 * channels, first, end), past = std::clamp((width - x0) * channels, first, end);
+      if (iy < 0 || iy >= height) inside = past = end;
+      const float* source = images + ((image * height + iy) * width + x0) * channels;
+      for (int64_t u = first; u < inside; ++u, out += stride) *out = 0.0f;
+      for (int64_t u = inside; u < past; ++u, out += stride) *out = source[u];
+      for (int64_t u = past; u < end; ++u, out += stride) *out = 0.0f;
+      t += end - first;
+    }
+  }
+  // Term `term` of the windows at positions [p0, p0 + count) into out[0], out[stride], ...: an image row at a time.
+  void gather(int64_t term, int64_t p0, int64_t count, float* out, int64_t stride) const {
+    const int64_t dy = term / (size * channels), dx = term / channels % size, channel = term % channels;
+    for (int64_t p = p0; p < p0 + count;) {
+      const int64_t x = p % width, y = (p / width) % height, image = p / (width * height);
+      const int64_t end = std::min(p0 + count - p, width - x) + x;  // this image row's positions: [x, end)
+      const int64_t iy = y + dy - before, shift = dx - before;   // the image column of position x: x + shift
+      int64_t inside = std::clamp(-shift, x, end), past = std::clamp(width - shift, x, end);
+      if (iy < 0 || iy >= height) inside = past = end;
+      const float* source = images + ((image * height + iy) * width + shift) * channels + channel;
+      for (int64_t u = x; u < inside; ++u, out += stride) *out = 0.0f;
+      for (int64_t u = inside; u < past; ++u, out += stride) *out = source[u * channels];
+      for (int64_t u = past; u < end; ++u, out += stride) *out = 0.0f;
+      p += end - x;
+    }
+  }
+  // As A: rows (positions) [i0, i0 + rows), terms [p0, p0 + kc) into panel[p * MR + i], zeros past the rows.
+  void pack_rows(int64_t i0, int64_t rows, int64_t p0, int64_t kc, float* panel) const {
+    if (rows < MR) std::fill(panel, panel + kc * MR, 0.0f);
+    for (int64_t i = 0; i < rows; ++i) copy(i0 + i, p0, kc, panel + i, MR);
+  }
+};
+
+// The windows transposed, as A: row t is term t of every position's window, the positions its terms (a
+// convolution's kernel gradient: windowsᵀ @ the gradient at each position).
+struct WindowsTransposed {
+  Windows windows;
+
+  void pack_rows(int64_t i0, int64_t rows, int64_t p0, int64_t kc, float* panel) const {
+    const int64_t channels = windows.channels;
+    if (rows == MR && i0 % channels + MR <= channels) {  // six channels of one pixel: a position's six side by side
+      for (int64_t p = 0; p < kc; ++p) windows.copy(p0 + p, i0, MR, panel + p * MR, 1);
+      return;
+    }
+    if (rows < MR) std::fill(panel, panel + kc * MR, 0.0f);
+    for (int64_t i = 0; i < rows; ++i) windows.gather(i0 + i, p0, kc, panel + i, MR);
+  }
+};
+
+// Where the kernel reads a panel: a(i, p) = a[i * a_rows + p * a_terms].
+struct PanelA {
+  const float* a;
+  int64_t rows, terms;
+};
+
+// c[MR x NR] (row stride ldc) = (first ? 0 : c) + the sum over kc terms, in order, of a(i, p) * b(p, j), where
+// b(p, j..j+15) = b[p * b_terms ..].
+inline void kernel(int64_t kc, PanelA panel, const float* b, int64_t b_terms, float* c, int64_t ldc, bool first) {
+  __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+  if (first) {
+    c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
+  } else {
+    c00 = _mm256_loadu_ps(c + 0 * ldc), c01 = _mm256_loadu_ps(c + 0 * ldc + 8);
+    c10 = _mm256_loadu_ps(c + 1 * ldc), c11 = _mm256_loadu_ps(c + 1 * ldc + 8);
+    c20 = _mm256_loadu_ps(c + 2 * ldc), c21 = _mm256_loadu_ps(c + 2 * ldc + 8);
+    c30 = _mm256_loadu_ps(c + 3 * ldc), c31 = _mm256_loadu_ps(c + 3 * ldc + 8);
+    c40 = _mm256_loadu_ps(c + 4 * ldc), c41 = _mm256_loadu_ps(c + 4 * ldc + 8);
+    c50 = _mm256_loadu_ps(c + 5 * ldc), c51 = _mm256_loadu_ps(c + 5 * ldc + 8);
+  }
+  const int64_t r = panel.rows, terms = panel.terms;
+  const float *a0 = panel.a, *a1 = a0 + r, *a2 = a0 + 2 * r, *a3 = a0 + 3 * r, *a4 = a0 + 4 * r, *a5 = a0 + 5 * r;
+  for (int64_t p = 0; p < kc; ++p, b += b_terms) {
+    const int64_t at = p * terms;
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+    __m256 x = _mm256_broadcast_ss(a0 + at);
+    c00 = _mm256_fmadd_ps(x, b0, c00), c01 = _mm256_fmadd_ps(x, b1, c01);
+    x = _mm256_broadcast_ss(a1 + at);
+    c10 = _mm256_fmadd_ps(x, b0, c10), c11 = _mm256_fmadd_ps(x, b1, c11);
+    x = _mm256_broadcast_ss(a2 + at);
+    c20 = _mm256_fmadd_ps(x, b0, c20), c21 = _mm256_fmadd_ps(x, b1, c21);
+    x = _mm256_broadcast_ss(a3 + at);
+    c30 = _mm256_fmadd_ps(x, b0, c30), c31 = _mm256_fmadd_ps(x, b1, c31);
+    x = _mm256_broadcast_ss(a4 + at);
+    c40 = _mm256_fmadd_ps(x, b0, c40), c41 = _mm256_fmadd_ps(x, b1, c41);
+    x = _mm256_broadcast_ss(a5 + at);
+    c50 = _mm256_fmadd_ps(x, b0, c50), c51 = _mm256_fmadd_ps(x, b1, c51);
+  }
+  _mm256_storeu_ps(c + 0 * ldc, c00), _mm256_storeu_ps(c + 0 * ldc + 8, c01);
+  _mm256_storeu_ps(c + 1 * ldc, c10), _mm256_storeu_ps(c + 1 * ldc + 8, c11);
+  _mm256_storeu_ps(c + 2 * ldc, c20), _mm256_storeu_ps(c + 2 * ldc + 8, c21);
+  _mm256_storeu_ps(c + 3 * ldc, c30), _mm256_storeu_ps(c + 3 * ldc + 8, c31);
+  _mm256_storeu_ps(c + 4 * ldc, c40), _mm256_storeu_ps(c + 4 * ldc + 8, c41);
+  _mm256_storeu_ps(c + 5 * ldc, c50), _mm256_storeu_ps(c + 5 * ldc + 8, c51);
+}
+
+template <typename Source>
+constexpr bool in_memory() {
+  return std::is_same<Source, Matrix>::value;
+}
+
+// The output rows [i0, i1) x columns [j0, j1) of c (row stride ldc) = a b, with k terms a sum. A matrix is read
+// where it lies, but for a short panel at its edge (and B where its columns are not side by side); windows are
+// copied a panel at a time, each panel of B once for every row of A it meets.
+template <typename A, typename B>
+void gemm_block(const A& a, const B& b, int64_t k, float* c, int64_t ldc, int64_t i0, int64_t i1, int64_t j0,
+                int64_t j1) {
+  if (k == 0) {
+    for (int64_t i = i0; i < i1; ++i) std::fill(c + i * ldc + j0, c + i * ldc + j1, 0.0f);
+    return;
+  }
+  // Each thread's own buffers, grown once to the largest block it has packed: a small product pays no allocation
+  thread_local std::vector<float> packed_b, packed_a;
+  packed_b.resize(std::max<size_t>(packed_b.size(), KC * std::min(NC, j1 - j0 + NR)));
+  packed_a.resize(std::max<size_t>(packed_a.size(), KC * MC));
+  alignas(32) float edge_c[MR * NR];
+  for (int64_t jc = j0; jc < j1; jc += NC) {
+    const int64_t nc = std::min(NC, j1 - jc);
+    for (int64_t pc = 0; pc < k; pc += KC) {
+      const int64_t kc = std::min(KC, k - pc);
+      const bool first = pc == 0;
+      auto b_reads_in_place = [&](int64_t cols) {
+        if constexpr (in_memory<B>()) return b.col_stride == 1 && cols == NR;
+        return false;
+      };
+      for (int64_t jr = 0; jr < nc; jr += NR) {
+        const int64_t cols = std::min(NR, nc - jr);
+        if (!b_reads_in_place(cols)) b.pack_columns(pc, kc, jc + jr, cols, packed_b.data() + jr * kc);
+      }
+      for (int64_t ic = i0; ic < i1; ic += MC) {
+        const int64_t mc = std::min(MC, i1 - ic);
+        for (int64_t ir = 0; ir < mc; ir += MR) {  // each panel of A: read in place, or copied once for this block
+          const int64_t rows = std::min(MR, mc - ir);
+          bool in_place = false;
+          if constexpr (in_memory<A>()) in_place = rows == MR;
+          if (!in_place) a.pack_rows(ic + ir, rows, pc, kc, packed_a.data() + ir * kc);
+        }
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+          const int64_t cols = std::min(NR, nc - jr);
+          const bool b_in_place = b_reads_in_place(cols);
+          const float* pb = packed_b.data() + jr * kc;
+          int64_t b_terms = NR;
+          if constexpr (in_memory<B>()) {
+            if (b_in_place) pb = b.at(pc, jc + jr), b_terms = b.row_stride;
+          }
+          for (int64_t ir = 0; ir < mc; ir += MR) {
+            const int64_t rows = std::min(MR, mc - ir);
+            PanelA panel{packed_a.data() + ir * kc, 1, MR};
+            if constexpr (in_memory<A>()) {
+              if (rows == MR) panel = PanelA{a.at(ic + ir, pc), a.row_stride, a.col_stride};
+            }
+            float* tile = c + (ic + ir) * ldc + jc + jr;
+            if (rows == MR && cols == NR) {
+              kernel(kc, panel, pb, b_terms, tile, ldc, first);
+              continue;
+            }
+            if (!first) {  // the partial sums so far; zeros where C has no element
+              std::fill(edge_c, edge_c + MR * NR, 0.0f);
+              for (int64_t i = 0; i < rows; ++i) std::copy(tile + i * ldc, tile + i * ldc + cols, edge_c + i * NR);
+            }
+            kernel(kc, panel, pb, b_terms, edge_c, NR, first);
+            for (int64_t i = 0; i < rows; ++i) std::copy(edge_c + i * NR, edge_c + i * NR + cols, tile + i * ldc);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace portable
