@@ -3,22 +3,21 @@
 Everything else does `from parallel_tf.compat import tf` and gets the TF1 graph-mode API
 (`tf.compat.v1` with v2 behaviour disabled), so the package runs the same on TF 1.15 and on
 TF 2.x. The one exception is the benchmark's peers, TensorFlow 2's own distribution strategies,
-which ask for `tensorflow_v2()`. TF's C++ start-up chatter is hidden unless the user asks for
-it, and oneDNN's custom kernels are off by default: their results depend on computation order,
-which reproducibility studies must control (set TF_ENABLE_ONEDNN_OPTS=1 to turn them back on).
+which ask for `tensorflow_v2()`. TF's C++ logs are quiet unless the user asks for them.
 
-The kernels are pinned too, so a params_sha256 is the same on every x86-64 machine: TensorFlow's CPU
-MatMul and convolutions go through Eigen's contraction into oneDNN's sgemm even with
-TF_ENABLE_ONEDNN_OPTS=0, and oneDNN picks its code by the CPU's vendor and instruction set, which sums
-in another order (the default run ended on 0419aeb1... on an AMD EPYC and on f31fc5f1... on an Intel
-Xeon, both capped at AVX2). TENSORFLOW_USE_CUSTOM_CONTRACTION_KERNEL=false (--kernels=portable) keeps
-those products in Eigen's own kernel, whose one machine-dependent choice, how long a run of terms it
-sums in one go, graph/products.py takes away. The other half is the intra-op thread count, by which
-Eigen splits some sums: TensorFlow 2 sizes its pool once, from TF_NUM_INTRAOP_THREADS, as it loads (a
-session's ConfigProto comes too late), so it is fixed here, 2 whatever the cores. Both are run flags
-(--kernels, --intra_op_threads) that pin_before_loading sets before the import; as for every variable
-set here, the environment wins over the pins, and a flag that contradicts it is refused. summary.json's
-`kernels` records what the run had.
+What TensorFlow reads from the environment once, as it loads, and what changes a run's bits, is pinned here
+from the run's flags before the import (pin_before_loading):
+- --kernels: portable (the default) runs every product in this package's own op (graph/portable_kernel.py)
+  with oneDNN's ops and TensorFlow's custom contraction kernel off (TF_ENABLE_ONEDNN_OPTS=0,
+  TENSORFLOW_USE_CUSTOM_CONTRACTION_KERNEL=false), so nothing picks its code or its order of summation by the
+  CPU; fast is TensorFlow's own fastest path, both on, whose bits are this machine's. A user's setting of
+  either variable must agree with the kernels the run has: one that does not is refused, never silently obeyed.
+- --intra_op_threads: TF_NUM_INTRAOP_THREADS, 2 whatever the cores (Eigen's reductions split their sums by it,
+  and TensorFlow 2 sizes its pool once, as it loads: a session's ConfigProto comes too late). Here the user's
+  environment wins, and a flag that contradicts it is refused.
+A process started by one that loaded TensorFlow (a test, a notebook) inherits these pins; PARALLEL_TF_SET marks
+them as this package's, not the user's. summary.json's `kernels` records what the run had, and run.json the
+environment that could move its bits besides (BITS_ENVIRONMENT).
 
 The import happens on first use of `tf`, not when a module is loaded: a task refused for a bad
 flag or spec exits in a fraction of a second instead of after TensorFlow's import (3-6 s).
@@ -29,7 +28,6 @@ task's start-up (import median 6.2 s with it, 3.8 s without, five interleaved ru
 machine). `tf.keras` still loads on first use. TF 1.15 has no such load.
 """
 
-import dataclasses
 import functools
 import os
 import sys
@@ -39,22 +37,25 @@ from parallel_tf.errors import ConfigError
 _KERAS_EAGER_LOAD = "keras.src.optimizers"  # what tensorflow/__init__.py imports, in try/except ImportError
 ONEDNN_OPTS = "TF_ENABLE_ONEDNN_OPTS"
 CONTRACTION_KERNEL = "TENSORFLOW_USE_CUSTOM_CONTRACTION_KERNEL"  # read by TensorFlow's Eigen contraction
-KERNELS = ("portable", "fast")  # --kernels: Eigen's own kernel (false above), or oneDNN's sgemm (true)
+KERNELS = ("portable", "fast")  # --kernels
+# What each kernels choice sets as TensorFlow loads: {variable: {kernels: its text}}
+KERNEL_VARIABLES = {
+    ONEDNN_OPTS: {"portable": "0", "fast": "1"},
+    CONTRACTION_KERNEL: {"portable": "false", "fast": "true"},
+}
 INTRA_OP_THREADS = "TF_NUM_INTRAOP_THREADS"
 PINNED_THREADS = 2  # where neither --intra_op_threads nor the environment sets a count
-# Set before TensorFlow loads where the environment does not: its C++ logs (a failure is reported in one line of
-# Python's; errors too, so a lost peer does not print gRPC's lines first), and oneDNN's ops off.
-SET_BEFORE_LOADING = {"TF_CPP_MIN_LOG_LEVEL": "3", ONEDNN_OPTS: "0"}
+LOG_LEVEL = {"TF_CPP_MIN_LOG_LEVEL": "3"}  # errors too: a failure is one line of Python's, not gRPC's lines first
+_at_its_defaults = [False]  # a peer of the bench: TensorFlow as it loads by itself (tensorflow_v2)
 
 
 @functools.cache
 def _import_tensorflow():
-    for variable, value in SET_BEFORE_LOADING.items():
+    for variable, value in LOG_LEVEL.items():
         if _users(variable) is None:
             _set(variable, value)
-    for setting in _LOAD_SETTINGS.values():  # where no run flag pinned them (the tools, a test process)
-        if setting.variable not in _SET_HERE:
-            setting.pin(None, loaded=False)
+    if not _at_its_defaults[0]:
+        pin_before_loading()  # what no run flag pinned (the tools, a test process): the defaults
     skip_keras = _KERAS_EAGER_LOAD not in sys.modules
     if skip_keras:
         sys.modules[_KERAS_EAGER_LOAD] = None  # makes that import raise ImportError, which TF passes over
@@ -66,45 +67,86 @@ def _import_tensorflow():
     return tensorflow
 
 
-def intra_op_threads(requested=None):
-    """The intra-op threads a run gets: `requested` (--intra_op_threads) or the environment's
-    TF_NUM_INTRAOP_THREADS, which must agree where both are set, else PINNED_THREADS."""
-    return _LOAD_SETTINGS["intra_op_threads"].value(requested)
+def _loaded():
+    return bool(_import_tensorflow.cache_info().currsize)
 
 
 def kernels(requested=None):
-    """The kernels a run's products run in, "portable" or "fast": `requested` (--kernels) or what the
-    environment's TENSORFLOW_USE_CUSTOM_CONTRACTION_KERNEL says, which must agree where both are set,
-    else "portable". Portable kernels are refused beside oneDNN's ops (TF_ENABLE_ONEDNN_OPTS=1), whose bits
-    follow the CPU: the run would not be what it says."""
-    return _refuse_onednn_beside_portable(_LOAD_SETTINGS["kernels"].value(requested))
+    """The kernels a run's products run in, "portable" or "fast": `requested` (--kernels), else what this process
+    pinned, else portable; ConfigError where the user's environment says otherwise (oneDNN's ops on beside
+    portable kernels would silently move every hash)."""
+    return _kernels(requested)
 
 
-def _refuse_onednn_beside_portable(kernels):
-    if kernels == "portable" and (_users(ONEDNN_OPTS) or "").strip().lower() not in ("", "0", "false"):
+def intra_op_threads(requested=None):
+    """The intra-op threads a run gets: `requested` (--intra_op_threads) or the environment's
+    TF_NUM_INTRAOP_THREADS, which must agree where both are set, else what this process pinned, else
+    PINNED_THREADS."""
+    return _threads(requested)
+
+
+def _kernels(requested):
+    if _at_its_defaults[0]:
+        return "fast"
+    pinned = _SET_HERE.get(CONTRACTION_KERNEL)
+    chosen = requested or {"false": "portable", "true": "fast"}.get(pinned, "portable")
+    for variable in KERNEL_VARIABLES:
+        text = _users(variable)
+        if text is None:
+            continue
+        said = {"0": "portable", "false": "portable", "1": "fast", "true": "fast"}.get(text.strip().lower())
+        if said is None:
+            raise ConfigError(f"{variable}={text!r} in the environment is not true or false")
+        if said != chosen:
+            given = f"--kernels={chosen}" if requested else f"--kernels={chosen} (the default)"
+            raise ConfigError(
+                f"{variable}={text} in the environment asks for {'TensorFlow' if said == 'fast' else 'portable'}'s "
+                f"kernels, and the run's are {given}: unset it, or choose --kernels={said}"
+            )
+    return chosen
+
+
+def _threads(requested):
+    text = _users(INTRA_OP_THREADS)
+    if text is None:
+        return requested or int(_SET_HERE.get(INTRA_OP_THREADS, PINNED_THREADS))
+    if not text.strip().isdigit() or int(text) < 1:
+        raise ConfigError(f"{INTRA_OP_THREADS}={text!r} in the environment is not a thread count")
+    if requested is not None and requested != int(text):
         raise ConfigError(
-            f"{ONEDNN_OPTS}={os.environ[ONEDNN_OPTS]} in the environment turns on oneDNN's ops, whose bits follow "
-            "the CPU, and --kernels=portable promises bits that do not: unset it, or choose --kernels=fast"
+            f"--intra_op_threads={requested} contradicts {INTRA_OP_THREADS}={text} in the environment; drop one"
         )
-    return kernels
+    return int(text)
 
 
 def pin_before_loading(intra_op_threads=None, kernels=None):
-    """Sets what TensorFlow reads from the environment as it loads, from the run's flags (None: unset);
-    refused once it has loaded with something else (a process that trains several runs, as the tests do),
-    which would silently not apply."""
-    loaded = _import_tensorflow.cache_info().currsize
-    _LOAD_SETTINGS["intra_op_threads"].pin(intra_op_threads, loaded)
-    _refuse_onednn_beside_portable(_LOAD_SETTINGS["kernels"].value(kernels))
-    _LOAD_SETTINGS["kernels"].pin(kernels, loaded)
+    """Sets what TensorFlow reads from the environment as it loads, from the run's flags (None: unset), checked
+    against the user's environment; refused once it has loaded with something else (a process that trains
+    several runs, as the tests do), which would silently not apply."""
+    threads, chosen = _threads(intra_op_threads), _kernels(kernels)
+    wanted = {
+        INTRA_OP_THREADS: str(threads),
+        **{variable: texts[chosen] for variable, texts in KERNEL_VARIABLES.items()},
+    }
+    if not _loaded():
+        for variable, text in wanted.items():
+            if _users(variable) is None:
+                _set(variable, text)
+        return
+    flags = {INTRA_OP_THREADS: ("intra_op_threads", intra_op_threads), CONTRACTION_KERNEL: ("kernels", kernels)}
+    for variable, (flag, given) in flags.items():
+        if given is not None and os.environ[variable] != wanted[variable]:
+            raise ConfigError(
+                f"--{flag}={given}: TensorFlow loaded in this process with {variable}={os.environ[variable]}, "
+                "which it reads once"
+            )
 
 
 # Variables oneDNN reads as TensorFlow loads it that can change a run's bits, besides those the run flags pin
-# (kernels, threads) and oneDNN's switch (kernels() refuses it beside portable kernels), with the kernels under
-# which they can: a run's identity records them (logdir.run_identity), so a resume under others is refused.
-# The instruction-set cap moves no portable bit (tests/test_portable_bits.py runs under every one).
+# (kernels, threads), with the kernels under which they can: a run's identity records them (logdir.run_identity),
+# so a resume under others is refused. The instruction-set cap moves no portable bit (tests/test_portable_bits.py
+# runs under every one).
 BITS_ENVIRONMENT = {
-    ONEDNN_OPTS: KERNELS,
     "ONEDNN_MAX_CPU_ISA": ("fast",),
     "DNNL_MAX_CPU_ISA": ("fast",),  # oneDNN's older name for it
     "ONEDNN_DEFAULT_FPMATH_MODE": KERNELS,  # bfloat16 or TF32 arithmetic in oneDNN's products
@@ -113,13 +155,9 @@ BITS_ENVIRONMENT = {
 
 
 def bits_environment(kernels):
-    """{variable: its value as TensorFlow reads it, or will (None: unset)} of BITS_ENVIRONMENT's variables that
-    can move the bits of `kernels`: the user's, else what this package sets."""
-    return {
-        name: _users(name) or _SET_HERE.get(name, SET_BEFORE_LOADING.get(name))
-        for name, moves in BITS_ENVIRONMENT.items()
-        if kernels in moves
-    }
+    """{variable: the user's value (None: unset)} of BITS_ENVIRONMENT's variables that can move the bits of
+    `kernels`."""
+    return {name: _users(name) for name, moves in BITS_ENVIRONMENT.items() if kernels in moves}
 
 
 # What this package set in the environment, "VARIABLE=value ...", in this process or in the one that started it:
@@ -145,74 +183,21 @@ def _set(variable, value):
     )
 
 
-@dataclasses.dataclass(frozen=True)
-class _LoadSetting:
-    """A run flag whose value TensorFlow reads from an environment variable once, as it loads."""
-
-    flag: str
-    variable: str
-    default: object
-    parse: object  # the variable's text -> the flag's value, or None where it means none
-    encode: object  # the flag's value -> the variable's text
-    meaning: str  # what the variable's text should be, for the error
-
-    def value(self, requested):
-        """`requested` (the flag, or None), checked against the user's environment; where neither says, what
-        this process set, else the default."""
-        text = _users(self.variable)
-        if text is None:
-            if requested is not None:
-                return requested
-            return self.parse(_SET_HERE[self.variable]) if self.variable in _SET_HERE else self.default
-        value = self.parse(text.strip().lower())
-        if value is None:
-            raise ConfigError(f"{self.variable}={text!r} in the environment is not {self.meaning}")
-        if requested is not None and requested != value:
-            raise ConfigError(
-                f"--{self.flag}={requested} contradicts {self.variable}={text} in the environment; drop one"
-            )
-        return value
-
-    def pin(self, requested, loaded):
-        """Sets the variable to the run's value before TensorFlow loads (the user's, where they set it, is checked
-        against the flag and kept); once it has, refuses a flag that says otherwise than what it read."""
-        if not loaded:
-            value = self.value(requested)
-            if _users(self.variable) is None:
-                _set(self.variable, self.encode(value))
-        elif requested is not None and requested != self.parse(os.environ[self.variable].strip().lower()):
-            raise ConfigError(
-                f"--{self.flag}={requested}: TensorFlow loaded in this process with {self.variable}="
-                f"{os.environ[self.variable]}, which it reads once"
-            )
-
-
-_LOAD_SETTINGS = {
-    "intra_op_threads": _LoadSetting(
-        "intra_op_threads",
-        INTRA_OP_THREADS,
-        PINNED_THREADS,
-        parse=lambda text: int(text) if text.isdigit() and int(text) > 0 else None,
-        encode=str,
-        meaning="a thread count",
-    ),
-    "kernels": _LoadSetting(
-        "kernels",
-        CONTRACTION_KERNEL,
-        "portable",
-        parse={"false": "portable", "0": "portable", "true": "fast", "1": "fast"}.get,
-        encode=lambda kernels: "false" if kernels == "portable" else "true",
-        meaning="true or false",
-    ),
-}
-
-
 @functools.cache
 def _tensorflow_v1():
     v1 = _import_tensorflow().compat.v1
     v1.get_logger().setLevel("ERROR")
     v1.disable_v2_behavior()
     return v1
+
+
+def at_tensorflows_defaults():
+    """Before TensorFlow loads: load it as it loads by itself (its kernels, oneDNN's ops, its thread count: what a
+    user who picks it gets), the recipe's layers in TensorFlow's own ops (kernels() says fast). For the bench's
+    peers, TensorFlow's own strategies (tools/tf_strategies.py)."""
+    if _loaded():
+        raise ConfigError("TensorFlow loaded in this process already, with this package's pins")
+    _at_its_defaults[0] = True
 
 
 def tensorflow_v2():

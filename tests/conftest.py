@@ -148,6 +148,14 @@ def procs():
     tracker.kill_all()
 
 
+@pytest.fixture(scope="module")
+def procs_module():
+    """procs, for a module whose tests share the processes a module-scoped fixture starts."""
+    tracker = ProcessTracker()
+    yield tracker
+    tracker.kill_all()
+
+
 @pytest.fixture(scope="session")
 def sync_two_workers(tmp_path_factory):
     """The launcher's sync run of ps:0, worker:0, worker:1 that every other way of starting that

@@ -221,8 +221,8 @@ def cases(tmp):
         ),
         "oneDNN's ops beside portable kernels": (
             ["env", "TF_ENABLE_ONEDNN_OPTS=1", *launcher_command("--train_steps=5")],
-            "TF_ENABLE_ONEDNN_OPTS=1 in the environment turns on oneDNN's ops, whose bits follow the CPU, and "
-            "--kernels=portable promises bits that do not: unset it, or choose --kernels=fast",
+            "TF_ENABLE_ONEDNN_OPTS=1 in the environment asks for TensorFlow's kernels, and the run's are "
+            "--kernels=portable (the default): unset it, or choose --kernels=fast",
         ),
         "logdir holding a run": (recipe_command(f"--logdir={used}"), "already holds a finished run (summary.json)"),
         "logdir checked before any data is read": (

@@ -403,21 +403,25 @@ def test_fresh_through_the_launcher_moves_the_old_run_aside_and_starts_over(proc
 
 def test_a_resume_under_another_environment_that_moves_the_bits_is_refused_before_any_task(procs, tmp_path):
     """A 10-step --kernels=fast run (oneDNN's code picked by this CPU) resumed to 20 with oneDNN's instruction set
-    capped, or its ops switched on: each is another run's arithmetic, refused in one line before any task starts;
-    with the same environment the resume goes ahead."""
+    capped: another run's arithmetic, refused in one line before any task starts; with its ops switched off, not
+    the kernels the run had, refused too; with the same environment the resume goes ahead."""
     logdir = tmp_path / "fast"
     flags = [f"--logdir={logdir}", "--num_workers=1", "--kernels=fast"]
     first = procs.start(launcher_command(*flags, "--train_steps=10"))
     assert first.wait(RUN_TIMEOUT) == 0, first.output
-    for variable, value, recorded in (("ONEDNN_MAX_CPU_ISA", "AVX2", "unset"), ("TF_ENABLE_ONEDNN_OPTS", "1", "0")):
-        resumed = procs.start(["env", f"{variable}={value}", *launcher_command(*flags, "--train_steps=20")])
+    refusals = {
+        "ONEDNN_MAX_CPU_ISA=AVX2": f"--logdir={logdir} holds a run finished at step 10 that this command is not: "
+        "environment.ONEDNN_MAX_CPU_ISA unset, here AVX2; a resume may change --train_steps, --num_workers, "
+        "--num_ps, --steps_per_run, --link_rate or --link_delay, nothing else: give its flags, another --logdir, or "
+        "--fresh to start over",
+        # "false", not "0": this test process loaded TensorFlow with "0", which its children take for its pin
+        "TF_ENABLE_ONEDNN_OPTS=false": "TF_ENABLE_ONEDNN_OPTS=false in the environment asks for portable's kernels, "
+        "and the run's are --kernels=fast: unset it, or choose --kernels=portable",
+    }
+    for environment, refusal in refusals.items():
+        resumed = procs.start(["env", environment, *launcher_command(*flags, "--train_steps=20")])
         assert resumed.wait(RUN_TIMEOUT) == 2, resumed.output
-        assert resumed.lines == [
-            f"error: --logdir={logdir} holds a run finished at step 10 that this command is not: environment."
-            f"{variable} {recorded}, here {value}; a resume may change --train_steps, --num_workers, --num_ps, "
-            "--steps_per_run, --link_rate or --link_delay, nothing else: give its flags, another --logdir, or "
-            "--fresh to start over"
-        ]
+        assert resumed.lines == [f"error: {refusal}"]
     resumed = procs.start(launcher_command(*flags, "--train_steps=20"))
     assert resumed.wait(RUN_TIMEOUT) == 0, resumed.output
     assert read_summary(logdir)["train_steps"] == 20

@@ -38,26 +38,42 @@ def test_the_environments_thread_count_wins_over_the_pin_and_a_contradicting_fla
         compat.intra_op_threads()
 
 
-def test_the_environments_contraction_kernel_decides_the_kernels_unless_a_flag_contradicts_it(monkeypatch):
-    monkeypatch.delenv(compat.CONTRACTION_KERNEL, raising=False)
+def test_the_kernels_are_the_flags_and_an_environment_that_says_otherwise_is_refused(monkeypatch):
+    """--kernels decides, portable by default; a user's TENSORFLOW_USE_CUSTOM_CONTRACTION_KERNEL or
+    TF_ENABLE_ONEDNN_OPTS must agree with it: oneDNN's ops on beside portable kernels would move every hash."""
+    for variable in compat.KERNEL_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
     assert (compat.kernels(), compat.kernels("fast")) == ("portable", "fast")
     monkeypatch.setenv(compat.CONTRACTION_KERNEL, "true")
-    assert (compat.kernels(), compat.kernels("fast")) == ("fast", "fast")
-    with pytest.raises(ConfigError, match="^--kernels=portable contradicts TENSORFLOW_USE_CUSTOM_CONTRACTION_KERNEL="):
-        compat.kernels("portable")
+    assert compat.kernels("fast") == "fast"
+    with pytest.raises(
+        ConfigError,
+        match=r"^TENSORFLOW_USE_CUSTOM_CONTRACTION_KERNEL=true in the environment asks for TensorFlow's kernels, and "
+        r"the run's are --kernels=portable \(the default\): unset it, or choose --kernels=fast$",
+    ):
+        compat.kernels()
+    monkeypatch.delenv(compat.CONTRACTION_KERNEL)
+    monkeypatch.setenv(compat.ONEDNN_OPTS, "false")  # a text other than this process's own pin ("0"): the user's
+    with pytest.raises(
+        ConfigError, match=r"^TF_ENABLE_ONEDNN_OPTS=false .* portable's kernels, and the run's are --kernels=fast:"
+    ):
+        compat.kernels("fast")
+    monkeypatch.setenv(compat.ONEDNN_OPTS, "yes")
+    with pytest.raises(ConfigError, match=r"^TF_ENABLE_ONEDNN_OPTS='yes' in the environment is not true or false"):
+        compat.kernels()
 
 
 def test_a_setting_this_package_made_in_a_parent_process_is_not_the_users(monkeypatch):
     """A process started by one that loaded TensorFlow (this test process, a notebook) inherits the variables
     compat set there, noted in PARALLEL_TF_SET: they are not the user's, so a flag that says otherwise is the
     run's, not a contradiction; a value the user set over them is the user's again."""
-    monkeypatch.setenv(compat.SET_BY_PARALLEL_TF, f"{compat.CONTRACTION_KERNEL}=false {compat.ONEDNN_OPTS}=1")
-    monkeypatch.setenv(compat.CONTRACTION_KERNEL, "false")
-    monkeypatch.setenv(compat.ONEDNN_OPTS, "1")  # a parent's (say, a fast run's): not refused beside portable
-    assert (compat.kernels(), compat.kernels("fast")) == ("portable", "fast")
-    monkeypatch.setenv(compat.CONTRACTION_KERNEL, "true")  # the user's own
-    with pytest.raises(ConfigError, match="^--kernels=portable contradicts TENSORFLOW_USE_CUSTOM_CONTRACTION_KERNEL="):
-        compat.kernels("portable")
+    monkeypatch.setenv(compat.SET_BY_PARALLEL_TF, f"{compat.CONTRACTION_KERNEL}=true {compat.ONEDNN_OPTS}=1")
+    monkeypatch.setenv(compat.CONTRACTION_KERNEL, "true")  # a parent's (a fast run's): not the user's
+    monkeypatch.setenv(compat.ONEDNN_OPTS, "1")
+    assert (compat.kernels("portable"), compat.kernels("fast")) == ("portable", "fast")
+    monkeypatch.setenv(compat.CONTRACTION_KERNEL, "false")  # the user's own
+    with pytest.raises(ConfigError, match="^TENSORFLOW_USE_CUSTOM_CONTRACTION_KERNEL=false in the environment asks"):
+        compat.kernels("fast")
 
 
 def test_a_run_identity_records_what_can_move_its_kernels_bits(monkeypatch):
@@ -68,4 +84,3 @@ def test_a_run_identity_records_what_can_move_its_kernels_bits(monkeypatch):
     portable, fast = compat.bits_environment("portable"), compat.bits_environment("fast")
     assert portable["ONEDNN_DEFAULT_FPMATH_MODE"] == fast["ONEDNN_DEFAULT_FPMATH_MODE"] == "BF16"
     assert "ONEDNN_MAX_CPU_ISA" not in portable and fast["ONEDNN_MAX_CPU_ISA"] == "AVX2"
-    assert portable[compat.ONEDNN_OPTS] == "0"  # oneDNN's ops off: this package's setting, as TensorFlow reads it

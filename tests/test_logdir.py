@@ -142,15 +142,18 @@ def test_each_variable_that_moves_a_runs_bits_is_part_of_what_a_resume_must_matc
         monkeypatch.delenv(name, raising=False)
     settings = dataclasses.replace(models.DEFAULTS, kernels=kernels)
     record_run(str(tmp_path), logdir.run_identity("mnist", settings))
-    value = "1" if variable == compat.ONEDNN_OPTS else "AVX2"  # oneDNN's ops on; another cap or arithmetic mode
-    monkeypatch.setenv(variable, value)
-    if variable == compat.ONEDNN_OPTS and kernels == "portable":  # beside portable kernels, refused outright
-        with pytest.raises(ConfigError, match="^TF_ENABLE_ONEDNN_OPTS=1 in the environment turns on oneDNN"):
-            logdir.run_identity("mnist", settings)
-        return
-    with pytest.raises(ConfigError, match=rf"is not: environment\.{variable} .*, here {value}; a resume may"):
+    monkeypatch.setenv(variable, "AVX2")  # another cap, or an arithmetic mode
+    with pytest.raises(ConfigError, match=rf"is not: environment\.{variable} unset, here AVX2; a resume may"):
         check_same_run(str(tmp_path), logdir.run_identity("mnist", settings))
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "SSE41")
     if kernels == "portable" and variable != "ONEDNN_MAX_CPU_ISA":
         monkeypatch.delenv(variable)
         check_same_run(str(tmp_path), logdir.run_identity("mnist", settings))
+
+
+def test_a_resume_that_switches_kernels_is_refused(tmp_path):
+    """A run's kernels are part of what it computes: a portable run resumed with --kernels=fast is another run."""
+    record_run(str(tmp_path), logdir.run_identity("mnist", models.DEFAULTS))
+    fast = dataclasses.replace(models.DEFAULTS, kernels="fast")
+    with pytest.raises(ConfigError, match=r"is not: kernels portable, here fast; a resume may change --train_steps"):
+        check_same_run(str(tmp_path), logdir.run_identity("mnist", fast))

@@ -174,7 +174,8 @@ def _differences(recorded, identity):
         there, here = recorded.get(key, _NONE), identity.get(key, _NONE)
         if there == here:
             continue
-        if isinstance(there, dict) and isinstance(here, dict):
+        if isinstance(there, dict) and isinstance(here, dict):  # inside a record, a key it lacks is one unset
+            there, here = ({k: v for k, v in record.items() if v is not None} for record in (there, here))
             differences += [(f"{key}.{inner}", *values) for inner, *values in _differences(there, here)]
         else:
             differences.append((key, _shown(there), _shown(here)))
