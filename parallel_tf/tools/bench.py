@@ -203,7 +203,7 @@ def command_for(model_name, system_name, workers):
     if system.strategy:  # the peers trace nothing and save nothing
         command = [sys.executable, "-m", "parallel_tf.tools.tf_strategies", f"--strategy={system.strategy}"]
         run_flags = [flag for flag in run_flags if not flag.startswith("--trace_steps")]
-        return [*command, f"--num_workers={workers}", f"--recipe={recipe}"], run_flags
+        return [*command, f"--num_workers={workers}", f"--recipe={recipe}", *system.flags], run_flags
     # Ours checkpoint only at the end, unless told otherwise: a save inside the measured steps would count.
     run_flags = ["--checkpoint_every=0", *run_flags]
     loop = [f"--steps_per_run={per_run}"] if system.steps_per_run else []

@@ -49,6 +49,7 @@ SYSTEMS = {
     "sync_step": System("sync, ordered, a run a step", "sync", mode="sync", steps_per_run=1),
     "sync_8bit": System("sync, ordered, 8-bit gradients", "sync", mode="sync", flags=("--gradient_compression=8bit",)),
     "allreduce": System("all-reduce", "sync", mode="allreduce"),
+    "allreduce_fast": System("all-reduce, --kernels=fast", "sync", mode="allreduce", flags=("--kernels=fast",)),
     "allreduce_step": System("all-reduce, a run a step", "sync", mode="allreduce", steps_per_run=1),
     "allreduce_strict": System("all-reduce, strict", "sync", mode="allreduce", flags=("--strict_determinism",)),
     "allreduce_fp16": System(
@@ -69,8 +70,13 @@ SYSTEMS = {
     "async": System("async", "async", mode="async"),
     "async_step": System("async, a run a step", "async", mode="async", steps_per_run=1),
     "hierarchical": System("hierarchical, 2 groups", "async", mode="hierarchical", min_workers=2),
-    "mirrored": System("MultiWorkerMirroredStrategy", "sync", strategy="mirrored"),
-    "parameter_server": System("ParameterServerStrategy", "async", strategy="parameter_server", min_workers=2),
+    "mirrored": System("MultiWorkerMirroredStrategy (TensorFlow's defaults)", "sync", strategy="mirrored"),
+    "mirrored_ours": System(
+        "MultiWorkerMirroredStrategy, our kernels", "sync", strategy="mirrored", flags=("--noat_defaults",)
+    ),
+    "parameter_server": System(
+        "ParameterServerStrategy (TensorFlow's defaults)", "async", strategy="parameter_server", min_workers=2
+    ),
 }
 # The ways of talking less, which pay only on a link: the full run (BENCHMARKS.md's main tables) leaves them to
 # --links.
@@ -85,11 +91,21 @@ ON_LINKS = (
 )
 FULL_RUN = tuple(name for name in SYSTEMS if name not in ON_LINKS)
 
-PEERS = {"sync": "mirrored", "async": "parameter_server"}
+# The peers run at TensorFlow's defaults (tf_strategies.py): what a user who picks TensorFlow's strategy gets. The
+# one process is compared with MultiWorkerMirroredStrategy on one worker: TensorFlow alone, at its defaults.
+PEERS = {"sync": "mirrored", "async": "parameter_server", "limit": "mirrored"}
 
 
 def peer_of(system):
-    """The peer a system's throughput is compared with: TensorFlow's strategy of its kind; None for the one
-    process and for the peers themselves."""
+    """The peer a system's throughput is compared with: TensorFlow's strategy of its kind at its defaults; None
+    for the floor and for the peers themselves."""
     peer = PEERS.get(SYSTEMS[system].kind)
-    return peer if peer != system else None
+    return peer if peer != system and not SYSTEMS[system].strategy else None
+
+
+def same_kernels_peer_of(system):
+    """The peer in the system's own kernels, which measures the distribution alone: TensorFlow's defaults (its
+    fast path) beside --kernels=fast, the peer in our portable kernels beside those; None where there is none."""
+    if SYSTEMS[system].kind not in ("sync", "limit") or SYSTEMS[system].strategy:
+        return None
+    return "mirrored" if "--kernels=fast" in SYSTEMS[system].flags else "mirrored_ours"

@@ -7,7 +7,7 @@ import platform
 import statistics
 
 from parallel_tf.tools import figures
-from parallel_tf.tools.bench_systems import MODELS, SYSTEMS, peer_of
+from parallel_tf.tools.bench_systems import MODELS, SYSTEMS, peer_of, same_kernels_peer_of
 from parallel_tf.training import profiling
 
 
@@ -23,8 +23,9 @@ def table_rows(model, results, global_batch_size):
     for (system, n), ms in medians.items():
         spread = [r["ms_per_step"] for r in results[(model, system, n)]]
         summary = results[(model, system, n)][0]["summary"]
-        peer = peer_of(system)
-        peer_ms = medians.get((peer, n)) if peer else None
+        peer, same = peer_of(system), same_kernels_peer_of(system)
+        peer_ms = medians.get((peer, 1 if SYSTEMS[system].kind == "limit" else n)) if peer else None
+        same_ms = medians.get((same, 1 if SYSTEMS[system].kind == "limit" else n)) if same else None
         looped = "steps_per_run" in summary.get("declared", {})  # k steps a run, given or automatic
         one_run_a_step = SYSTEMS[system].mode == "sync" and not looped
         floor_ms = medians.get(("floor", n)) if one_run_a_step else None  # a run of k steps can go below it
@@ -37,6 +38,7 @@ def table_rows(model, results, global_batch_size):
                 "examples_per_sec": 1000.0 * global_batch_size / ms,
                 "x_limit": limit / ms if limit else None,
                 "x_peer": peer_ms / ms if peer_ms else None,
+                "x_peer_same_kernels": same_ms / ms if same_ms else None,
                 "x_floor": floor_ms / ms if floor_ms else None,
                 "kb_sent": summary.get("bytes_sent_per_step", 0) / 1000,
                 "kb_received": summary.get("bytes_received_per_step", 0) / 1000,
@@ -59,17 +61,30 @@ def _cells(row):
         f"{row['examples_per_sec']:.0f}",
         ratio(row["x_limit"]),
         ratio(row["x_peer"]),
+        ratio(row["x_peer_same_kernels"]),
         ratio(row["x_floor"]),
         f"{row['kb_sent']:.1f}" if row["kb_sent"] else "",
         f"{row['kb_received']:.1f}" if row["kb_received"] else "",
     ]
 
 
-HEADER = ["system", "workers", "ms/step", "spread", "examples/s", "x limit", "x peer", "x floor", "KB sent", "KB recv"]
+HEADER = [
+    "system",
+    "workers",
+    "ms/step",
+    "spread",
+    "examples/s",
+    "x limit",
+    "x peer",
+    "x peer, same kernels",
+    "x floor",
+    "KB sent",
+    "KB recv",
+]
 
 
 def text_table(rows):
-    widths = [30, 8, 9, 14, 11, 8, 8, 8, 9, 9]
+    widths = [40, 8, 9, 14, 11, 8, 8, 22, 8, 9, 9]
     lines = [HEADER, *(_cells(row) for row in rows)]
     return "\n".join(
         "".join(

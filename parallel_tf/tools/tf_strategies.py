@@ -18,6 +18,11 @@ graph mode exactly as the trainer builds them, before TF 2 behaviour is switched
 data order (data.GlobalBatchSharder), the same global batch and plain SGD. The chief writes metrics.jsonl,
 params.npz and summary.json as our chief does, so the benchmark reads both alike. TF 2 only.
 
+They run at TensorFlow's defaults (--at_defaults, the default): TensorFlow loaded as it loads by itself (its
+contraction kernel, oneDNN's ops, a thread a core) and the recipe's layers in its own ops (tf.matmul,
+tf.nn.conv2d), which is what a user who picks TensorFlow's strategy gets. --noat_defaults runs them in this
+package's kernels instead (--kernels, --intra_op_threads, as our runs), to measure the distribution alone.
+
 With --link_rate (and --link_delay) the peers run on the network ours do: every task on a simulated
 host of its own in a private network, each host's interface shaped as the launcher shapes it
 (launch/hosts.py), so the bench compares both on the same link. What a task does is in
@@ -32,6 +37,7 @@ import sys
 
 from absl import app, flags
 
+from parallel_tf import compat
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit
 from parallel_tf.cluster.config import check_shardable
 from parallel_tf.errors import ConfigError
@@ -51,6 +57,12 @@ def define_flags():
     flags.DEFINE_string("cluster", None, "Set by the launching process: the tasks' addresses, as JSON.")
     flags.DEFINE_string("job_name", None, "Set by the launching process: chief, ps or worker.")
     flags.DEFINE_integer("task_index", 0, "Set by the launching process.")
+    flags.DEFINE_bool(
+        "at_defaults",
+        True,
+        "TensorFlow as it loads by itself (its kernels, oneDNN's ops, its thread count) and the recipe's layers in "
+        "its own ops: what a user who picks it gets. --noat_defaults: this package's kernels (--kernels).",
+    )
     run_flags.define_recipe_flag()
     run_flags.define_run_flags()
     link.define_flags()
@@ -64,6 +76,9 @@ def main(argv):
             raise ConfigError(f"--optimizer={FLAGS.optimizer}: the peers train with plain SGD only")
         if FLAGS.link_delay and not FLAGS.link_rate:
             raise ConfigError("--link_delay applies only with --link_rate")
+        for pinned in ("kernels", "intra_op_threads"):  # the floor is ours: our kernels, as our runs
+            if FLAGS.strategy != "floor" and FLAGS.at_defaults and FLAGS[pinned].present:
+                raise ConfigError(f"--{pinned} does not apply at TensorFlow's defaults: add --noat_defaults")
         launching = FLAGS.job_name is None
         if launching and FLAGS.link_rate:
             enter_private_network()  # before the recipe: its imports start threads, after which no process can
@@ -74,6 +89,7 @@ def main(argv):
         if launching:
             sys.exit(launch(recipe_path, sys.argv[1:]))
         if FLAGS.strategy == "floor":  # a task only, as below
+            compat.pin_before_loading(FLAGS.intra_op_threads, FLAGS.kernels)
             from parallel_tf.tools import floor_task
 
             floor_task.run(recipe)

@@ -23,6 +23,10 @@ def train(recipe):
     """This task's part: serve (ps, or a worker of parameter_server), or train (the others)."""
     jobs = json.loads(FLAGS.cluster)
     job, index = FLAGS.job_name, FLAGS.task_index
+    if FLAGS.at_defaults:  # before anything loads TensorFlow
+        compat.at_tensorflows_defaults()
+    else:
+        compat.pin_before_loading(FLAGS.intra_op_threads, FLAGS.kernels)
     settings = plain_settings()
     dataset = recipe.datasets[settings.dataset](settings)
     initial = initial_params(recipe, dataset, settings.seed)
@@ -173,6 +177,8 @@ def finish(settings, variables):
         "last_logged_loss": metrics[-1]["loss"],  # the chief's slice; not our final_loss (the last global batch)
         "params_sha256": outputs.params_sha256(named),
         "tf_version": compat.tensorflow_v2().__version__,
+        "at_tensorflows_defaults": FLAGS.at_defaults,
+        "kernels": compat.kernels(),
     }
     outputs.write_results(settings.logdir, summary, named)
 
