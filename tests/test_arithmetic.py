@@ -102,7 +102,7 @@ def test_a_push_of_staleness_2_is_applied_at_half_the_rate_when_staleness_aware(
         staleness_aware=staleness_aware,
     )
     (b, b_session), (a, a_session) = workers
-    parts = {worker: dict(zip(("fetch", "push"), worker.train_graph.plan(0), strict=True)) for worker in (a, b)}
+    parts = {worker: dict(zip(("fetch", "push"), worker.train_graph.runs(0), strict=True)) for worker in (a, b)}
 
     def run(worker, session, part):  # a push also refetches (--prefetch), which this order does not see
         model = worker.train_graph.model
@@ -132,7 +132,7 @@ def test_a_prefetching_worker_reads_when_its_push_is_applied_not_when_its_next_s
     (b, b_session), (a, a_session) = workers
 
     def step(worker, session, index):
-        runs = worker.train_graph.plan(index)
+        runs = worker.train_graph.runs(index)
         for fetches in runs:
             session.run(fetches, {worker.train_graph.model.features: [[1.0]], worker.train_graph.model.labels: [1]})
         return len(runs)
@@ -180,7 +180,7 @@ def test_delay_compensation_corrects_a_gradient_for_the_drift_since_its_fetch(tm
     ((worker, session),) = joined_workers(
         scalar_recipe(half_mean_square, w0=1.0), scalar_dataset(0), tmp_path, "async", num_workers=1, **flags
     )
-    fetch, step_and_push = worker.train_graph.plan(0)
+    fetch, step_and_push = worker.train_graph.runs(0)
     (w_on_ps,) = worker.graph.get_collection("trainable_variables")
     session.run(fetch)
     w_on_ps.load([0.8], session)
@@ -234,7 +234,7 @@ def test_a_softsync_push_waits_while_a_whole_update_awaits_the_chief(tmp_path):
 
     def push(worker, session, x):
         model = worker.train_graph.model
-        for fetches in worker.train_graph.plan(0):
+        for fetches in worker.train_graph.runs(0):
             session.run(fetches, {model.features: [[x]], model.labels: [int(x)]})
 
     push(other, other_session, 3.0)

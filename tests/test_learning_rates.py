@@ -81,7 +81,7 @@ def test_async_pushes_are_applied_at_the_rate_of_the_push_count(tmp_path):
     for step in range(3):
         for worker, session in workers:  # one push at a time
             model = worker.train_graph.model
-            for fetches in worker.train_graph.plan(step):
+            for fetches in worker.train_graph.runs(step):
                 session.run(fetches, {model.features: [[2.0]], model.labels: [2]})
     (chief, session), _ = workers
     assert float(session.run(chief.graph.get_tensor_by_name("model/w:0"))[0]) == pytest.approx(4.5, abs=1e-6)

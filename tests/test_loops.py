@@ -156,13 +156,13 @@ DEFAULTS = run_flags.parse_run_args([])
     "given, line",
     [
         ({"aggregation": "accumulator"}, "--steps_per_run=5 needs --aggregation=ordered"),
-        ({"clip_norm": 1.0}, "--steps_per_run=5 does not go with --clip_norm=1.0: a loop of steps is built for the"),
+        ({"replicas_to_aggregate": 1}, "--replicas_to_aggregate=1 does not go with --steps_per_run=5: the chief picks"),
         ({"log_every": 12}, "--log_every=12 is not a multiple of --steps_per_run=5: the trainer can only log"),
         ({"trace_steps": "10:12"}, "--trace_steps traces session runs, and with --steps_per_run=5 a run is 5 steps"),
         ({"mode": "async", "push_every": 2}, "--steps_per_run=5 needs --push_every=1, not --push_every=2: async's"),
         ({"mode": "async", "prefetch": False}, "--steps_per_run=5 needs --prefetch, not --noprefetch: async's loop"),
     ],
-    ids=["accumulator", "a technique", "log interval", "traced steps", "async pushing every 2", "async no prefetch"],
+    ids=["accumulator", "backup workers", "log interval", "traced steps", "async pushing every 2", "async no prefetch"],
 )
 def test_what_a_loop_of_steps_cannot_hold_is_refused_with_one_line(given, line):
     values = {name: DEFAULTS[name].value for name in DEFAULTS}
@@ -199,15 +199,64 @@ def _settings(mode="sync", **flags):
 
 
 def test_left_unset_the_steps_a_run_are_automatic_where_a_loop_composes_and_one_elsewhere():
-    """Defaults (log every 50, checkpoint every 100): 10 in sync, all-reduce and async; 1 where a loop does
-    not compose (a technique, the accumulator, traced steps, async's pushes every 2 steps) or was given."""
+    """Defaults (log every 50, checkpoint every 100): 10 in sync, all-reduce and async, a technique with a graph
+    step on too; 1 where a loop does not compose (backup workers, the accumulator, traced steps, async's pushes
+    every 2 steps), with the reason summary.json gives, or where 1 was given."""
     assert _settings().steps_per_run == _settings("allreduce").steps_per_run == _settings("async").steps_per_run == 10
     assert "steps_per_run" in _settings().options_on
     assert _settings(log_every=15).steps_per_run == 5
-    assert _settings(clip_norm=1.0).steps_per_run == 1
+    assert _settings(clip_norm=1.0).steps_per_run == 10
+    backup = _settings(replicas_to_aggregate=1)
+    assert backup.steps_per_run == 1
+    assert backup.one_step_a_run.startswith("--replicas_to_aggregate=1 does not go with --steps_per_run=10: the chief")
     assert _settings(aggregation="accumulator").steps_per_run == 1
     assert _settings(trace_steps=(10, 12)).steps_per_run == 1
-    assert _settings(steps_per_run=1).steps_per_run == 1
+    assert _settings(steps_per_run=1).steps_per_run == 1 and not _settings(steps_per_run=1).one_step_a_run
     assert _settings("async", push_every=2).steps_per_run == 1
     assert _settings("async", prefetch=False).steps_per_run == 1
     assert _settings("single").steps_per_run == 10  # the one process: the reference loops as the clusters do
+
+
+TECHNIQUE_LOOPS = {  # (mode, workers, flags, an observable of the technique's that must move)
+    "sync 8-bit codes, error feedback": ("sync", 2, {"gradient_compression": "8bit"}, "bytes_per_push"),
+    "sync clipping": ("sync", 2, {"clip_norm": 0.5}, "clipped_updates"),
+    "all-reduce PowerSGD, from step 15": ("allreduce", 2, {"powersgd_rank": 1, "powersgd_start_step": 15}, None),
+    "all-reduce gathered QSGD codes": ("allreduce", 2, {"gradient_compression": "qsgd:4"}, "bytes_per_push"),
+    "all-reduce buckets in float16": (
+        "allreduce",
+        2,
+        {"allreduce_bucket_mb": 0.005, "allreduce_transport": "float16"},
+        "allreduce_buckets",
+    ),
+    "async staleness-aware": ("async", 1, {"staleness_aware": True}, "staleness_aware_pushes"),
+    "async 1-softsync": ("async", 1, {"softsync": 1}, "softsync_pushes"),
+    "async DC-ASGD": ("async", 1, {"delay_compensation": 0.04}, "compensated_pushes"),
+    "async DC-ASGD-a": ("async", 1, {"adaptive_delay_compensation": 0.04}, "compensated_pushes"),
+}
+# The chief's thread applies softsync's updates as pushes come, so whether a fetch sees the last one is timing's,
+# at one step a run too (two runs of it end on two hashes): its loop is held to the counts, not the bits.
+BITS_OF_TIMING = {"async 1-softsync"}
+
+
+@pytest.mark.parametrize("case", TECHNIQUE_LOOPS)
+def test_a_technique_in_the_default_loop_trains_what_one_step_a_run_trains(tmp_path, case):
+    """Left to the automatic k, a run with a technique whose step is a graph trains 10 steps a session run
+    (3 runs for 30 steps; PowerSGD's phases end a run at its start step: 0-9, 10-14, 15-19, 20-29; async's
+    first fetch is a run of its own) and ends on the bits, losses and counters of --steps_per_run=1 (softsync's:
+    its counters, BITS_OF_TIMING)."""
+    mode, workers, flags, observable = TECHNIQUE_LOOPS[case]
+    loop = {**FLAGS, "log_every": 10, "checkpoint_every": 0, "num_workers": workers, **flags}
+    looped = train(MLP, DIGITS, tmp_path / "looped", mode, **loop)
+    stepped = train(MLP, DIGITS, tmp_path / "stepped", mode, steps_per_run=1, **loop)
+    if case not in BITS_OF_TIMING:
+        assert looped["summary"]["params_sha256"] == stepped["summary"]["params_sha256"]
+        assert [(m["step"], m["loss"]) for m in looped["metrics"]] == [
+            (m["step"], m["loss"]) for m in stepped["metrics"]
+        ]
+    runs = {"sync": 3, "allreduce": 4 if "powersgd_rank" in flags else 3, "async": 1 + 3}[mode]
+    first_fetch = mode == "async"
+    assert (looped["summary"]["session_runs"], stepped["summary"]["session_runs"]) == (runs, 30 + first_fetch)
+    assert "one_step_a_run" not in looped["summary"]
+    if observable:
+        assert looped["summary"][observable] == stepped["summary"][observable]
+        assert looped["summary"][observable]

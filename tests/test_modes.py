@@ -115,7 +115,7 @@ def test_async_workers_compute_on_a_local_copy():
     # with --fetch_every=3, Downpour's local updates are on and the chief counts its own
     assert built.counters.keys() == {"updates_by_worker", "staleness_histogram", "local_updates_applied"}
     # Downpour's schedule: fetch before steps 0, 3, 6, 9; push after steps 1, 3, 5, 7, 9
-    plans = [built.plan(step) for step in range(FIELDS["train_steps"])]
+    plans = [built.runs(step) for step in range(FIELDS["train_steps"])]
     assert [step for step, runs in enumerate(plans) if len(runs) == 2] == [0, 3, 6, 9]
     trains = [runs[-1]["train"] for runs in plans]
     pushes = set(trains[1::2])
@@ -128,7 +128,7 @@ def test_a_resumed_async_worker_fetches_before_its_first_step():
     """Resumed at step 1, which --fetch_every=3 would not fetch before, a worker still reads the parameters
     before it computes; then the schedule goes on (no fetch before 2, one before 3)."""
     _, built = build("async", task_index=1)
-    assert [len(built.plan(step)) for step in (1, 2, 3)] == [2, 1, 2]
+    assert [len(built.runs(step)) for step in (1, 2, 3)] == [2, 1, 2]
 
 
 def test_hierarchical_groups_train_on_their_own_local_ps():
@@ -166,6 +166,6 @@ def test_backup_workers_have_no_barrier_and_count_what_the_chief_drops():
         assert not [name for name in names if "parallel_tf_barrier" in name]
         assert built.feed(7) == {built.step_input: 7}
         assert set(built.counters) == {"gradients_applied", "gradients_applied_by_worker", "stale_gradients_dropped"}
-        assert "next_step" in built.plan(0)[0] and built.next_step(0, {"next_step": 5}) == 5
+        assert "next_step" in built.runs(0)[0] and built.next_step(0, {"next_step": 5}) == 5
         assert not built.chief_waits_for_all
         assert (built.background is not None) == (task_index == 0)

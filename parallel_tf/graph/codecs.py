@@ -218,7 +218,8 @@ def encoded(codec, tensor, seed, feedback):
     if not feedback:
         return codec.encode(v, seed), []
     size = v.shape.num_elements()
-    residual = keep(tf.Variable(tf.zeros([size]), trainable=False, collections=LOCAL, name="residual"))
-    v = v + residual
+    with tf.init_scope():  # made once, outside any loop of steps; each step reads it afresh
+        residual = keep(tf.Variable(tf.zeros([size]), trainable=False, collections=LOCAL, name="residual"))
+    v = v + residual.read_value()
     payload = codec.encode(v, seed)
     return payload, [residual.assign(v - codec.decode(payload, size))]

@@ -105,13 +105,23 @@ def buckets(tensors, bucket_mb):
 
 
 @dataclasses.dataclass(frozen=True)
+class Reducing:
+    """A way of reducing a step's gradients (all-reduce's reduce hook), from step `first` on: `reduce(model, read)`
+    builds one step's Reduction of the gradients of `model`'s loss with respect to `read`, the variables as the
+    step read them. A step is built once a phase (and once in a loop of steps): its state is made before."""
+
+    first: int
+    reduce: object  # (model of the step, [each variable as the step read it]) -> Reduction
+    buckets: int = 0  # the collectives a step sums its floats in (--allreduce_bucket_mb's counter)
+
+
+@dataclasses.dataclass(frozen=True)
 class Reduction:
     """What one way of reducing makes of a step (all-reduce's reduce hook): each variable's mean gradient over
     the workers, in the variables' order, and every worker's loss (`losses`, N, for the chief's log)."""
 
     means: list
     losses: tf.Tensor
-    buckets: int = 0  # the collectives the ring summed its floats in (--allreduce_bucket_mb's counter)
 
 
 class Ring:
@@ -123,13 +133,19 @@ class Ring:
 
     def __init__(self, collectives, transport="float32", bucket_mb=0.0):
         self.collectives, self.transport, self.bucket_mb = collectives, tf.as_dtype(transport), bucket_mb
-        self.buckets_summed = 0  # so far, by means()
+
+    def reducing(self, variables):
+        """The plain ring's way of reducing, from step 0: every gradient's mean, the losses riding in the last
+        bucket."""
+        return Reducing(0, self.reduce, self.count_buckets(variables))
 
     def reduce(self, model, variables):
-        """The plain ring's reduction: every gradient's mean, the losses riding in the last bucket."""
-        before = self.buckets_summed
         means, losses = self.means(tf.gradients(model.loss, variables), riding=self.loss_slots(model.loss))
-        return Reduction(means, losses, self.buckets_summed - before)
+        return Reduction(means, losses)
+
+    def count_buckets(self, tensors):
+        """The collectives means() sums `tensors` in."""
+        return len(buckets(tensors, self.bucket_mb)) if tensors else 0
 
     def means(self, tensors, riding=None):
         """(each of `tensors`' mean over the workers, the sum of `riding`, float32 slots that go in the last
@@ -138,7 +154,6 @@ class Ring:
             return [], None if riding is None else self.collectives.sum(riding)
         means = {}
         *early, last = buckets(tensors, self.bucket_mb)
-        self.buckets_summed += 1 + len(early)
         for bucket in early:
             means.update(zip(bucket, self._mean([tensors[i] for i in bucket])[0], strict=True))
         rides = riding is not None and (self.transport == tf.float32 or self.collectives.num_workers == 1)

@@ -56,12 +56,14 @@ def orthonormal_columns(p):
 
 
 class LowRank:
-    """The state of PowerSGD for the `variables` it compresses (`indices` of them): each one's Q and error."""
+    """The state of PowerSGD for the `variables` it compresses (`indices` of them): each one's Q and error, made
+    once, before any step; a step (means) reads them afresh, so it can run k times in a loop of steps."""
 
     def __init__(self, variables, rank, min_compression, seed):
         shapes = [v.shape.as_list() for v in variables]
         self.indices = [i for i, shape in enumerate(shapes) if compressible(shape, rank, min_compression)]
         self.shapes = [shapes[i] for i in self.indices]
+        self.rank = rank
         self.qs, self.errors = [], []
         for i, shape in zip(self.indices, self.shapes, strict=True):
             n, m = as_matrix(shape)
@@ -72,14 +74,20 @@ class LowRank:
             keep(error)  # each worker's own, in the checkpoint
             self.errors.append(error)
 
+    def factor_specs(self):
+        """(every P's shape, every Q's), as the ring sums them."""
+        ps = [tf.TensorSpec([as_matrix(shape)[0], self.rank], tf.float32) for shape in self.shapes]
+        return ps, [tf.TensorSpec(q.shape, tf.float32) for q in self.qs]
+
     def means(self, gradients, ring):
         """The rank-r approximations of the mean of every worker's `gradients` (those of `indices`), by two
         rounds of the ring (every P, then every Q: in its buckets and its transport, as DDP's hook runs on
         its buckets and fp16 compresses its factors); the errors and Qs are updated before they are returned."""
+        errors, qs = [e.read_value() for e in self.errors], [q.read_value() for q in self.qs]
         matrices = [
-            tf.reshape(g, as_matrix(shape)) + e for g, shape, e in zip(gradients, self.shapes, self.errors, strict=True)
+            tf.reshape(g, as_matrix(shape)) + e for g, shape, e in zip(gradients, self.shapes, errors, strict=True)
         ]
-        ps, _ = ring.means([contract(m, q) for m, q in zip(matrices, self.qs, strict=True)])
+        ps, _ = ring.means([contract(m, q) for m, q in zip(matrices, qs, strict=True)])
         ps = [orthonormal_columns(p) for p in ps]
         qs, _ = ring.means([contract(m, p, transpose_a=True) for m, p in zip(matrices, ps, strict=True)])
         approximations = [contract(p, q, transpose_b=True) for p, q in zip(ps, qs, strict=True)]

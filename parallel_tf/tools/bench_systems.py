@@ -48,6 +48,13 @@ SYSTEMS = {
     "accumulator": System("sync, accumulator", "sync", mode="sync", flags=("--aggregation=accumulator",)),
     "sync_step": System("sync, ordered, a run a step", "sync", mode="sync", steps_per_run=1),
     "sync_8bit": System("sync, ordered, 8-bit gradients", "sync", mode="sync", flags=("--gradient_compression=8bit",)),
+    "sync_8bit_step": System(
+        "sync, ordered, 8-bit gradients, a run a step",
+        "sync",
+        mode="sync",
+        flags=("--gradient_compression=8bit",),
+        steps_per_run=1,
+    ),
     "allreduce": System("all-reduce", "sync", mode="allreduce"),
     "allreduce_fast": System("all-reduce, --kernels=fast", "sync", mode="allreduce", flags=("--kernels=fast",)),
     "allreduce_step": System("all-reduce, a run a step", "sync", mode="allreduce", steps_per_run=1),
@@ -57,6 +64,13 @@ SYSTEMS = {
     ),
     "allreduce_powersgd1": System(
         "all-reduce, PowerSGD rank 1", "sync", mode="allreduce", flags=("--powersgd_rank=1",)
+    ),
+    "allreduce_powersgd1_step": System(
+        "all-reduce, PowerSGD rank 1, a run a step",
+        "sync",
+        mode="allreduce",
+        flags=("--powersgd_rank=1",),
+        steps_per_run=1,
     ),
     "allreduce_powersgd4": System(
         "all-reduce, PowerSGD rank 4", "sync", mode="allreduce", flags=("--powersgd_rank=4",)
@@ -69,6 +83,10 @@ SYSTEMS = {
     ),
     "async": System("async", "async", mode="async"),
     "async_step": System("async, a run a step", "async", mode="async", steps_per_run=1),
+    "async_staleness_aware": System("async, staleness-aware", "async", mode="async", flags=("--staleness_aware",)),
+    "async_staleness_aware_step": System(
+        "async, staleness-aware, a run a step", "async", mode="async", flags=("--staleness_aware",), steps_per_run=1
+    ),
     "hierarchical": System("hierarchical, 2 groups", "async", mode="hierarchical", min_workers=2),
     "mirrored": System("MultiWorkerMirroredStrategy (TensorFlow's defaults)", "sync", strategy="mirrored"),
     "mirrored_ours": System(
@@ -89,7 +107,10 @@ ON_LINKS = (
     "allreduce_powersgd1",
     "allreduce_powersgd4",
 )
-FULL_RUN = tuple(name for name in SYSTEMS if name not in ON_LINKS)
+# A technique at the default steps a run against one a run (docs/benchmark.md, "Techniques in the loop"):
+# run with --systems, beside their default-k rows.
+A_RUN_A_STEP = ("sync_8bit_step", "allreduce_powersgd1_step", "async_staleness_aware", "async_staleness_aware_step")
+FULL_RUN = tuple(name for name in SYSTEMS if name not in ON_LINKS + A_RUN_A_STEP)
 
 # The peers run at TensorFlow's defaults (tf_strategies.py): what a user who picks TensorFlow's strategy gets. The
 # one process is compared with MultiWorkerMirroredStrategy on one worker: TensorFlow alone, at its defaults.

@@ -21,8 +21,7 @@ The rules, in the order `compose` applies them:
 3. At most one technique builds the mode's graph (its `build` hook), and it must call the mode hooks
    (HOOKS_OF_THE_MODE) of every other technique on: its `calls` lists the ones it does.
 4. At most one technique provides each single-owner hook (SINGLE_OWNER_HOOKS).
-5. A pair either of whose declarations names the other in `conflicts` (or EVERY_TECHNIQUE, for a
-   technique) is refused, with its reason.
+5. A pair either of whose declarations names the other in `conflicts` is refused, with its reason.
 
 Wrapping order: the graph is built by the technique that builds it (or the mode), then wrapped by
 every `wrap` hook in the order of TECHNIQUES (techniques/__init__.py), innermost first.
@@ -47,7 +46,6 @@ HOOKS_OF_THE_MODE = {
 }
 SINGLE_OWNER_HOOKS = ("transmit", "send_push")  # what reaches the parameters can be decided only once
 HOOKS = (*HOOKS_OF_THE_MODE, "build", "wrap")
-EVERY_TECHNIQUE = "every technique"  # a `conflicts` key: refused with any technique on
 NO_CLUSTER = "single"  # the mode of the one plain process (modes/single.py)
 
 
@@ -87,7 +85,7 @@ class Declaration:
     # {flag: (values) -> value}: a flag of its own whose default (None) means "as the run decides", while it is on:
     # the value the run uses, settled as a requirement is, so run.json and summary.json say what ran
     automatic: dict = dataclasses.field(default_factory=dict)
-    conflicts: dict = dataclasses.field(default_factory=dict)  # {declaration name or EVERY_TECHNIQUE: why}
+    conflicts: dict = dataclasses.field(default_factory=dict)  # {declaration name: why}
     switched_on_by: str = ""  # how a refusal names what switches it on; default --flags[0]
     named_by: tuple = ()  # the flags a refusal names it by, with their values; default flags[0]
     why_not_other_modes: str = ""  # said when one of its flags is given for a mode outside `modes`
@@ -265,7 +263,7 @@ def _refuse_idle_flags(declaration, given):
 
 
 def _conflict(a, b):
-    return a.conflicts.get(b.name) or (isinstance(b, Technique) and a.conflicts.get(EVERY_TECHNIQUE))
+    return a.conflicts.get(b.name)
 
 
 def _check_builder(on, values, mode):

@@ -254,6 +254,12 @@ def define_run_flags(flag_values=FLAGS):
         lower_bound=0,
         flag_values=flag_values,
     )
+    _define_task_flags(flag_values)
+    options.define_flags(run_options=True, flag_values=flag_values)
+
+
+def _define_task_flags(flag_values):
+    """How a task runs, whatever it trains: its timeouts, its NaN guard, its traces, its threads and kernels."""
     define_float(
         "startup_timeout",
         60.0,
@@ -303,7 +309,6 @@ def define_run_flags(flag_values=FLAGS):
         "(graph/products.py); fast: TensorFlow's own products and oneDNN's sgemm, whose bits follow the CPU.",
         flag_values=flag_values,
     )
-    options.define_flags(run_options=True, flag_values=flag_values)
 
 
 def define_data_flags(dataset_names, flag_values=FLAGS):

@@ -59,6 +59,9 @@ class Settings:
     # All-reduce: TensorFlow remembers a collective's keys for the life of a process, so one process
     # that runs several clusters in turn (the tests) gives each its own group; a task runs one.
     collective_group: int = 1
+    # Why the automatic --steps_per_run is 1 where the mode has a loop of steps: the refusal k > 1 would get
+    # (a technique that needs Python between steps); "" where it loops, or was given
+    one_step_a_run: str = ""
 
     def __getattr__(self, name):
         declared = self.__dict__.get("options", {})
@@ -248,11 +251,11 @@ def run_settings(given=frozenset(), **fields):
         settings = dataclasses.replace(settings, options=declared)
     try:
         composition = _composition(settings, given)
-    except ConfigError:
+    except ConfigError as refusal:  # the automatic k with this run: one step a run, and why
         if not looped or settings.steps_per_run == 1:
             raise
         declared["steps_per_run"] = 1
-        settings = dataclasses.replace(settings, options=declared)
+        settings = dataclasses.replace(settings, options=declared, one_step_a_run=str(refusal))
         composition = _composition(settings, given)
     settled = composition.settled
     return dataclasses.replace(

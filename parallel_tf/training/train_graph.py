@@ -36,11 +36,13 @@ SessionHook = Callable[["tf.Session"], None]  # a string: naming tf.Session here
 
 @dataclasses.dataclass(frozen=True)
 class TrainGraph:
-    """What a worker needs to train, whatever the mode: `plan(step)` gives the fetches to run at `step`."""
+    """What a worker needs to train, whatever the mode: `runs(step)` gives the fetches to run at `step`, the last
+    a run of the driver's steps (training/driver.py)."""
 
-    model: ModelGraph
+    model: ModelGraph  # the model on the fed batch, reading the parameters as they are: what the chief evaluates
     position: tf.Tensor  # int: the first step this worker has still to run
-    plan: Plan
+    steps: object  # driver.Steps: the inputs of a run, and the report a run of each phase fetches
+    plan: Plan | None = None  # (step) -> the fetches to run at `step`, where a mode runs more than its step's report
     # How a worker joins. Left None, each is derived once every technique has wrapped the graph
     # (with_join_fields); a builder that joins otherwise (SyncReplicasOptimizer, a group's central ps) gives its own.
     init_variables: list | None = None  # the chief (worker 0) initialises these; they, less SCRATCH, are its checkpoint
@@ -56,17 +58,19 @@ class TrainGraph:
     after_last_step: Callable[[tf.Session, dict], None] | None = None
     # every worker's own state a resume needs (worker_state.py): copied for the chief's checkpoints, restored on joining
     stash: Stash | None = None
-    steps_per_run: int = 1  # a run of the plan trains this many steps (the last run of a training, maybe fewer)
-    inputs_by_step: tuple | None = None  # with steps_per_run > 1: (features, labels) placeholders, the batches stacked
+
+    def runs(self, step):
+        """The fetches to run at `step`, in order: the last a StepReport, of a run of the steps from `step` to
+        run_end(step)."""
+        return self.plan(step) if self.plan else [self.steps.report(step)]
 
     def feed(self, step):
         """Tensors to feed at `step` besides the batch (e.g. the step itself)."""
         return {}
 
     def run_end(self, step):
-        """The step after the run that starts at `step`: the next multiple of steps_per_run, so that runs end at
-        the boundaries the steps a run divide (logs, checkpoints) even where a worker joins between them."""
-        return step - step % self.steps_per_run + self.steps_per_run
+        """The step after the run that starts at `step` (driver.Steps.run_end)."""
+        return self.steps.run_end(step)
 
     def next_step(self, step, result):
         """The step this worker runs after `step`, from the last run's result (the trainer stops at the end)."""
@@ -116,8 +120,3 @@ def microbatch_passes(settings, per_worker):
     if not settings.strict_determinism:
         return {}
     return {"microbatch_passes": tf.constant(per_worker, tf.int64)}
-
-
-def fixed_plan(fetches: StepReport) -> Plan:
-    """The plan of a mode that runs the same fetches every step."""
-    return lambda step: [fetches]

@@ -164,15 +164,9 @@ class Trainer:
         return images, self.dataset.train_y[rows]
 
     def _feed(self, steps, positions):
-        """What a run of `steps` (a range) is fed: its batch, or with --steps_per_run the batches of its
-        steps, stacked, and what the graph asks for besides."""
-        train_graph = self.train_graph
-        if train_graph.inputs_by_step is None:
-            inputs, batches = (train_graph.model.features, train_graph.model.labels), self._batch(steps[0], positions)
-        else:
-            inputs = train_graph.inputs_by_step
-            batches = [np.stack(arrays) for arrays in zip(*(self._batch(s, positions) for s in steps), strict=True)]
-        return {**dict(zip(inputs, batches, strict=True)), **train_graph.feed(steps[0])}
+        """What a run of `steps` (a range) is fed: their batches, stacked, and what the graph asks for besides."""
+        batches = self.train_graph.steps.feed([self._batch(step, positions) for step in steps])
+        return {**batches, **self.train_graph.feed(steps[0])}
 
     def _train(self, sess, first_step, writer):
         """Runs steps first_step..train_steps-1; the chief logs and checkpoints; returns the seconds spent.
@@ -192,7 +186,7 @@ class Trainer:
                 self.pauses += 1
             steps = range(step, min(train_graph.run_end(step), settings.train_steps))
             feed = self._feed(steps, positions)
-            runs = train_graph.plan(step)
+            runs = train_graph.runs(step)
             for part, fetches in enumerate(runs):
                 if self.tracer.wants(step):
                     result, spent = self.tracer.run(sess, step, fetches, feed, part)
@@ -330,6 +324,7 @@ class Trainer:
             "techniques": list(settings.techniques),  # what ran, as check_run decided
             "declared": settings.declared(),  # every technique and option on, and what it did
             "session_runs": self.session_runs,
+            **({"one_step_a_run": settings.one_step_a_run} if settings.one_step_a_run else {}),
             **({"straggler_pauses": self.pauses} if self.train_graph.pause_before_step else {}),
             # the updates applied: the clock a schedule runs in (async: pushes, or softsync's updates)
             "global_step": int(sess.run(tf.train.get_global_step())),

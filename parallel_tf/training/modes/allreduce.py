@@ -18,9 +18,9 @@ from parallel_tf.errors import TaskFailure
 from parallel_tf.graph import worker_state
 from parallel_tf.graph.collectives import Collectives, Ring
 from parallel_tf.graph.devices import worker_device
-from parallel_tf.graph.loops import StepReads, steps_in_one_run
+from parallel_tf.graph.loops import StepReads
 from parallel_tf.graph.model import build_model
-from parallel_tf.training import techniques
+from parallel_tf.training import driver, techniques
 from parallel_tf.training.rules import Mode
 from parallel_tf.training.train_graph import StepReport, TrainGraph, microbatch_passes
 
@@ -33,55 +33,39 @@ def build(recipe, dataset, settings):
         collectives = Collectives(num_workers, task_index, settings.collective_group, settings.num_gpus > 0)
         ring = Ring(collectives, settings.allreduce_transport, settings.allreduce_bucket_mb)
         variables = tf.trainable_variables()
+        # the reduce hook's owner's ways of reducing (rules.py), or the plain ring's
+        reducings = (
+            settings.reducer(settings, recipe, ring, variables) if settings.reducer else [ring.reducing(variables)]
+        )
+        optimizer = techniques.scheduled_optimizer(settings, global_step)  # one for every phase: the run's slots
 
-        def reductions(model, gradients_of):
-            """[(the first step it reduces, Reduction)]: the reduce hook's owner's (rules.py), or the plain ring's."""
-            if settings.reducer:
-                return settings.reducer(settings, recipe, model, gradients_of, ring)
-            return [(0, ring.reduce(model, gradients_of))]
+        def applying(reducing):
+            def step(model):
+                """Every worker's loss, once the mean of its step's gradients is applied. No update starts before
+                every mean is in, so none changes a variable backprop still reads (a bucket's collective may
+                overlap backprop; with one worker it is no wait at all)."""
+                reduction = reducing.reduce(model, model.reads.of(variables))
+                with tf.control_dependencies(reduction.means):
+                    train_op = optimizer.apply_gradients(zip(reduction.means, variables, strict=True), global_step)
+                with tf.control_dependencies([train_op]):
+                    return StepReport(workers=tf.range(num_workers), losses=tf.identity(reduction.losses))
 
-        def applied(reduction, optimizer):
-            """The report of a step that applies `reduction`'s means: every worker's loss, once the update is
-            done. No update starts before every mean is in, so none changes a variable backprop still reads
-            (a bucket's collective may overlap backprop; with one worker it is no wait at all)."""
-            with tf.control_dependencies(reduction.means):
-                train_op = optimizer.apply_gradients(
-                    zip(reduction.means, variables, strict=True), global_step=global_step
-                )
-            with tf.control_dependencies([train_op]):
-                return StepReport(workers=tf.range(num_workers), losses=tf.identity(reduction.losses))
+            return driver.Phase(reducing.first, step)
 
-        inputs_by_step = None
-        if settings.steps_per_run == 1:
-            phases = reductions(model, variables)
-            once = techniques.scheduled_optimizer(settings, global_step)  # one for every kind of step: the run's slots
-            steps = [(first, applied(reduction, once)) for first, reduction in phases]
-        else:  # k steps in one run, each reading the copies the last one updated
-            built = []
-
-            def one_step(on_step):
-                ((_, reduction),) = reductions(on_step, on_step.reads.of(variables))  # one kind of step (rules.py)
-                built.append(reduction)
-                report = applied(reduction, techniques.scheduled_optimizer(settings, global_step))
-                return report["workers"], report["losses"]
-
-            inputs_by_step, (workers, losses) = steps_in_one_run(recipe, model, one_step, StepReads)
-            phases, steps = [(0, built[0])], [(0, StepReport(workers=workers, losses=losses))]
+        steps = driver.drive(recipe, model, [applying(r) for r in reducings], settings.steps_per_run, StepReads)
         stash = worker_state.gathered(collectives, worker_device(task_index, settings.num_gpus))
         broadcast = collectives.broadcast(tf.global_variables())  # the optimizer's slots too: made by apply
         fingerprint = tf.placeholder(tf.int32, [1, FINGERPRINT_INTS], name="params_fingerprint")
         fingerprints = collectives.gather(fingerprint)
     buckets = (
-        {"allreduce_buckets": tf.constant(phases[-1][1].buckets, tf.int64)} if settings.allreduce_bucket_mb else {}
+        {"allreduce_buckets": tf.constant(reducings[-1].buckets, tf.int64)} if settings.allreduce_bucket_mb else {}
     )
     return TrainGraph(
         model=model,
         position=global_step,
-        plan=lambda step: [next(report for first, report in reversed(steps) if step >= first)],  # the latest begun
+        steps=steps,
         chief_waits_for_all=False,  # every step is a collective: nobody finishes a step before the others
         counters={**microbatch_passes(settings, settings.microbatches // num_workers), **buckets},
-        steps_per_run=settings.steps_per_run,
-        inputs_by_step=inputs_by_step,
         initialise_on_join=lambda sess: sess.run(broadcast),
         stash=stash,
         after_last_step=lambda sess, named: _check_copies(sess, named, fingerprint, fingerprints, task_index),

@@ -16,10 +16,8 @@ chief initialises its local ps once the central ones are ready.
 import dataclasses
 import time
 
-from absl import flags
-
 from parallel_tf.compat import tf
-from parallel_tf.errors import ConfigError, chief_did_not_initialise
+from parallel_tf.errors import chief_did_not_initialise
 from parallel_tf.graph.barrier import step_barrier
 from parallel_tf.graph.devices import device_setter, server_cpu
 from parallel_tf.graph.exchange_steps import sends_after
@@ -27,6 +25,8 @@ from parallel_tf.graph.model import build_model_on_copies, make_optimizer, refre
 from parallel_tf.graph.optimizers import DelegatingOptimizer
 from parallel_tf.graph.pushes import GradientSum, push_counter
 from parallel_tf.graph.sync_replicas import sync_replicas
+from parallel_tf.training import driver
+from parallel_tf.training.modes.hierarchical_groups import check, check_groups_by_host, define_flags
 from parallel_tf.training.rules import Mode
 from parallel_tf.training.train_graph import CopiesGraph, StepReport
 
@@ -58,6 +58,14 @@ class _GroupChiefInit:
     init_op: object
     central_uninitialised: object
     startup_timeout: float
+
+    @classmethod
+    def made(cls, central, startup_timeout):
+        """A group chief's, which initialises its local ps once `central` (the central variables) are."""
+        group_variables = [v for v in tf.global_variables() if v.device.startswith("/job:local_ps/")]
+        return cls(
+            tf.variables_initializer(group_variables), tf.report_uninitialized_variables(central), startup_timeout
+        )
 
     def __call__(self, sess):
         deadline = time.time() + self.startup_timeout
@@ -111,47 +119,18 @@ def build(recipe, dataset, settings):
         return [step_and_exchange if exchanging else plain_step]
 
     central = [v for v in tf.global_variables() if v.device.startswith("/job:ps/")]
-    group_variables = [v for v in tf.global_variables() if v.device.startswith("/job:local_ps/")]
-    group_init = None
-    if is_group_chief:
-        group_init = _GroupChiefInit(
-            tf.variables_initializer(group_variables),
-            tf.report_uninitialized_variables(central),
-            settings.startup_timeout,
-        )
     return CopiesGraph(
         model=model,
         position=group_step,
+        steps=driver.once(model, plain_step),
         plan=plan,
         init_variables=central,
         local_init_op=replicas.local_init_op,
         ready_for_local_init_op=replicas.ready_for_local_init_op,
         counters={"central_exchanges_by_group": exchanges},
-        initialise_on_join=group_init,
+        initialise_on_join=_GroupChiefInit.made(central, settings.startup_timeout) if is_group_chief else None,
         refresh_op=refresh,
     )
-
-
-def check(values, cluster):
-    """Each group's workers take equal slices of the global batch."""
-    batch = values["global_batch_size"]
-    for g, group in enumerate(cluster.groups):
-        if batch % len(group):
-            raise ConfigError(
-                f"groups[{g}] has {len(group)} workers, which does not divide --global_batch_size={batch}"
-            )
-
-
-def check_groups_by_host(hosts_known, source, flag_values=flags.FLAGS):
-    """--groups=by_host's one rule, wherever a cluster is laid out (Slurm, the launcher, a TFJob): one
-    group per host, so `source` must say which tasks share a host (`hosts_known`), and the host count
-    is the group count, so --num_groups is refused."""
-    if flag_values.groups != "by_host":
-        return
-    if not hosts_known:
-        raise ConfigError(f"--groups=by_host: {source} does not say which tasks share a host; use --num_groups")
-    if flag_values["num_groups"].present:
-        raise ConfigError("--groups=by_host makes one group per host; it does not take --num_groups")
 
 
 MODE = Mode(
@@ -162,22 +141,4 @@ MODE = Mode(
     check=check,
     check_layout=check_groups_by_host,
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    """How the launcher, a resolver and the manifest writer lay out the groups."""
-    flags.DEFINE_integer(
-        "num_groups",
-        2,
-        "hierarchical: worker groups, each with a local ps; worker i joins group i mod G.",
-        lower_bound=1,
-        flag_values=flag_values,
-    )
-    flags.DEFINE_enum(
-        "groups",
-        "interleaved",
-        ["interleaved", "by_host"],
-        "hierarchical: interleaved puts worker i in group i mod --num_groups; by_host makes one group per "
-        "host (a Slurm node, or a --simulate_hosts host), its local ps and its workers on that host.",
-        flag_values=flag_values,
-    )
+__all__ = ["MODE", "build", "define_flags"]  # define_flags: the groups' flags, hierarchical_groups.py's

@@ -12,14 +12,13 @@ from parallel_tf.graph import worker_state
 from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
 from parallel_tf.graph.barrier import gather_at_chief, release_workers, step_barrier
 from parallel_tf.graph.devices import device_setter, server_cpu, worker_device
-from parallel_tf.graph.loops import steps_in_one_run
 from parallel_tf.graph.model import build_model
 from parallel_tf.graph.optimizers import CountingOptimizer
 from parallel_tf.graph.server_vectors import PackedReads, sent_packed
 from parallel_tf.graph.sync_replicas import sync_replicas
-from parallel_tf.training import techniques
+from parallel_tf.training import driver, techniques
 from parallel_tf.training.rules import Mode
-from parallel_tf.training.train_graph import StepReport, TrainGraph, fixed_plan, microbatch_passes
+from parallel_tf.training.train_graph import StepReport, TrainGraph, microbatch_passes
 
 
 def build(recipe, dataset, settings):
@@ -47,7 +46,6 @@ def _in_fixed_order(recipe, model, global_step, settings):
     aggregator = SlotAggregator(tf.trainable_variables(), per_worker * num_workers)
     on_worker = worker_device(task_index, settings.num_gpus)
     is_chief = task_index == 0
-
     variables = aggregator.variables
     encoded = bool(techniques.providing(settings, "transmit"))  # a technique sends each gradient its own way
 
@@ -71,19 +69,13 @@ def _in_fixed_order(recipe, model, global_step, settings):
         with tf.device(server_cpu("ps", 0)), tf.control_dependencies([released]):
             report = tf.concat([tf.cast(workers, tf.float32), losses], 0)  # one tensor back, not two
         reported = num_workers if is_chief else 1
-        return tf.cast(report[:reported], tf.int32), report[reported:]
+        return StepReport(workers=tf.cast(report[:reported], tf.int32), losses=report[reported:])
 
-    inputs_by_step = None
-    if settings.steps_per_run == 1:
-        workers, losses = step(model.on(recipe, model.features, model.labels, PackedReads(variables)))
-    else:
-        inputs_by_step, (workers, losses) = steps_in_one_run(recipe, model, step, lambda: PackedReads(variables))
+    steps = driver.drive(recipe, model, [driver.Phase(0, step)], settings.steps_per_run, lambda: PackedReads(variables))
     return TrainGraph(
         model=model,
         position=global_step,  # the data position is a function of the global step
-        plan=fixed_plan(StepReport(workers=workers, losses=losses)),
-        steps_per_run=settings.steps_per_run,
-        inputs_by_step=inputs_by_step,
+        steps=steps,
         counters=microbatch_passes(settings, per_worker),
         stash=worker_state.on_server(num_workers, task_index),  # the encoders' residuals, where kept
     )
@@ -100,7 +92,7 @@ def _in_arrival_order(recipe, model, global_step, settings):
     return TrainGraph(
         model=model,
         position=global_step,
-        plan=fixed_plan(StepReport(workers=workers, losses=losses)),
+        steps=driver.once(model, StepReport(workers=workers, losses=losses)),
         local_init_op=replicas.local_init_op,
         ready_for_local_init_op=replicas.ready_for_local_init_op,
         counters={"accumulator_updates": optimizer.counter},

@@ -1,5 +1,5 @@
 """--steps_per_run=k (the one process; sync, ordered; all-reduce; async, pushing and fetching every step):
-k steps in one session run, a tf.while_loop (graph/loops.py), paying a run's RPC rounds once for all of
+k steps in one session run, a tf.while_loop (training/driver.py), paying a run's RPC rounds once for all of
 them, and training the parameters k runs of one step train, bit for bit, whatever the learning-rate
 schedule: each step computes its rate from the global step inside the loop, all-reduce's collectives run
 inside it in the same order, and an async worker pushes and prefetches in it as a run of one step does
@@ -10,15 +10,16 @@ summary.json).
 Left unset, it is automatic: the most steps, up to AUTOMATIC_MOST, that divide every interval the
 trainer acts at between runs (BETWEEN_RUNS), so a run ends at each log line, evaluation, checkpoint and
 snapshot, as Keras's steps_per_execution would if it chose for itself; where k steps a run do not compose
-with the rest of the run (a technique, the accumulator, --trace_steps, a mode without a loop), one. It
-changes when things can happen, not what is computed, so a resume may run with another."""
+with the rest of the run (a technique that needs Python between steps, the accumulator, --trace_steps, a mode
+without a loop), one, and summary.json says why. It changes when things can happen, not what is computed,
+so a resume may run with another."""
 
 import math
 
 from absl import flags
 
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.rules import EVERY_TECHNIQUE, Option
+from parallel_tf.training.rules import Option
 
 BETWEEN_RUNS = ("log_every", "checkpoint_every", "eval_every", "snapshot_every")
 # An automatic run trains at most this many steps: 10 take the digits MLP's sync step 1.35x faster at one
@@ -62,9 +63,6 @@ OPTION = Option(
         "push_every": (1, "async's loop of steps is built for a push every step"),
         "fetch_every": (1, "async's loop of steps is built for a fetch every step"),
         "prefetch": (True, "async's loop of steps fetches at the end of a step, as --prefetch does"),
-    },
-    conflicts={
-        EVERY_TECHNIQUE: "a loop of steps is built for the plain step only, and each technique changes it between steps"
     },
     timing_only=True,  # the same bits, whatever k
 )

@@ -12,7 +12,7 @@ from absl import flags
 
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.aggregation import gathered_in_fixed_order
-from parallel_tf.graph.collectives import Reduction
+from parallel_tf.graph.collectives import Reducing, Reduction
 from parallel_tf.training.rules import Option
 
 
@@ -30,10 +30,13 @@ def check(values, cluster):
         )
 
 
-def reduce(settings, recipe, model, variables, ring):
+def reduce(settings, recipe, ring, variables):
     """All-reduce's reduce hook: every microbatch's gradient gathered whole, summed in microbatch order."""
-    collectives = ring.collectives
-    return [(0, Reduction(*gathered_in_fixed_order(recipe, model, variables, collectives, settings.microbatches)))]
+
+    def gathered(model, read):
+        return Reduction(*gathered_in_fixed_order(recipe, model, read, ring.collectives, settings.microbatches))
+
+    return [Reducing(0, gathered)]
 
 
 OPTION = Option(

@@ -111,9 +111,18 @@ def optimizer_for(settings, learning_rate):
 
 
 def scheduled_optimizer(settings, global_step):
-    """The optimizer of the update `global_step` counts, at the schedule's rate: made in the step, so that a
-    loop of steps (graph/loops.py) reads the global step in each of its iterations."""
-    return optimizer_for(settings, settings.schedule.at(global_step))
+    """The optimizer of the updates `global_step` counts, at the schedule's rate as it applies each: made once,
+    so its slots are the run's (every phase of a run applies through it), its rate computed where it applies an
+    update, so each step of a loop (training/driver.py) reads its own global step."""
+
+    def rate():
+        with tf.colocate_with(global_step):
+            return tf.convert_to_tensor(settings.schedule.at(global_step), tf.float32)
+
+    applies = make_optimizer(settings.optimizer, rate)
+    for technique in providing(settings, "optimizer"):
+        applies = technique.optimizer(settings, applies)
+    return applies
 
 
 def push_learning_rate(settings, staleness):

@@ -51,14 +51,16 @@ def push_gradients(settings, parameters, sums):
     initial_scale = settings.adaptive_delay_compensation
 
     def adapted_scale(parameter, gradient):
-        mean_square = tf.get_variable(
-            f"{parameter.op.name}/mean_square_gradient",
-            parameter.shape,
-            parameter.dtype.base_dtype,
-            tf.zeros_initializer(),
-            trainable=False,
-        )
-        taken = mean_square.assign(MEAN_SQUARE_DECAY * mean_square + (1 - MEAN_SQUARE_DECAY) * gradient * gradient)
+        with tf.init_scope():  # made outside a loop of steps (training/driver.py), read in each step
+            mean_square = tf.get_variable(
+                f"{parameter.op.name}/mean_square_gradient",
+                parameter.shape,
+                parameter.dtype.base_dtype,
+                tf.zeros_initializer(),
+                trainable=False,
+            )
+        averaged = MEAN_SQUARE_DECAY * mean_square.read_value() + (1 - MEAN_SQUARE_DECAY) * gradient * gradient
+        taken = mean_square.assign(averaged)
         return initial_scale / tf.sqrt(taken + EPSILON)
 
     return delay_compensation.compensate(adapted_scale, settings, parameters, sums)

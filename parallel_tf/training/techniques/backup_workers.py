@@ -33,8 +33,9 @@ from parallel_tf.errors import ConfigError
 from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
 from parallel_tf.graph.devices import device_setter, worker_device
 from parallel_tf.graph.model import build_model
+from parallel_tf.training import driver
 from parallel_tf.training.rules import Technique
-from parallel_tf.training.train_graph import StepReport, TrainGraph, fixed_plan, own_report
+from parallel_tf.training.train_graph import StepReport, TrainGraph, own_report
 
 
 def check(values, cluster):
@@ -57,6 +58,7 @@ TECHNIQUE = Technique(
         "aggregation": ("ordered", "each step sums its first R gradients in worker order, by the fixed tree"),
         "strict_determinism": (False, "which gradients arrive first depends on timing"),
     },
+    conflicts={"steps_per_run": "the chief picks each step's first R gradients as they arrive, in Python between runs"},
 )
 
 
@@ -153,7 +155,7 @@ def build(recipe, dataset, settings, hooks):
     return BackupWorkersGraph(
         model=model,
         position=global_step,
-        plan=fixed_plan(report),
+        steps=driver.once(model, report),
         counters={
             "gradients_applied": applied_in_all,  # R a step
             "gradients_applied_by_worker": applied,  # at most one a step each

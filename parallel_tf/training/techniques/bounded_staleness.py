@@ -102,7 +102,7 @@ def wrap(settings, graph):
     def plan(step):
         gate = (wait_gate if step > s else tell_gate) if started[0] else first_gate
         started[0] = True
-        return [gate, *graph.plan(step)]
+        return [gate, *graph.runs(step)]
 
     # Its variables are joined as every other's (train_graph.with_join_fields): the chief initialises and
     # checkpoints them, and every worker waits for them.

@@ -54,7 +54,7 @@ def optimizer(settings, optimizer):
 
 def _count_clipped(threshold):
     def count(norm):
-        with tf.variable_scope("clipping", reuse=tf.AUTO_REUSE):
+        with tf.init_scope(), tf.variable_scope("clipping", reuse=tf.AUTO_REUSE):  # made outside a loop of steps
             clipped = tf.get_variable(COUNTER, [], tf.int64, tf.zeros_initializer(), trainable=False)
         add_counter(COUNTER, clipped)
         return clipped.assign_add(tf.cast(norm > threshold, tf.int64))

@@ -25,7 +25,7 @@ from parallel_tf.cli import counted, validate_by_parsing
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import codecs, gathered_codes
-from parallel_tf.graph.collectives import Reduction
+from parallel_tf.graph.collectives import Reducing, Reduction
 from parallel_tf.training.rules import Technique
 
 
@@ -62,16 +62,20 @@ def record(settings):
     }
 
 
-def reduce(settings, recipe, model, variables, ring):
+def reduce(settings, recipe, ring, variables):
     """All-reduce's reduce hook: every worker's codes gathered and decoded by all, the losses summed in
     float32. A random codec draws for variable i at step t from (t, stream·2¹⁶ + i), as on the servers."""
     codec, feedback = codecs.parse(settings.options["gradient_compression"]), settings.options["error_feedback"]
-    seeds = codecs.seeds(tf.train.get_global_step().read_value(), settings.random_stream, len(variables))
-    gradients = tf.gradients(model.loss, variables)
-    means, sent = gathered_codes.mean_of_codes(gradients, ring.collectives, codec, feedback, seeds)
-    for part in sent:
-        tf.add_to_collection(PAYLOADS, part)  # what `wrap` counts
-    return [(0, Reduction(means, ring.collectives.sum(ring.loss_slots(model.loss))))]
+
+    def gathered(model, read):
+        seeds = codecs.seeds(tf.train.get_global_step().read_value(), settings.random_stream, len(read))
+        gradients = tf.gradients(model.loss, read)
+        means, sent = gathered_codes.mean_of_codes(gradients, ring.collectives, codec, feedback, seeds)
+        for part in sent:
+            tf.add_to_collection(PAYLOADS, part)  # what `wrap` counts
+        return Reduction(means, ring.collectives.sum(ring.loss_slots(model.loss)))
+
+    return [Reducing(0, gathered)]
 
 
 TECHNIQUE = Technique(

@@ -52,16 +52,18 @@ def compensate(scale_of, settings, parameters, sums):
     all; each uses its own row."""
     num_workers, task_index = settings.num_workers, settings.task_index
     compensated, backups = [], []
-    pushes = push_counter(COUNTER, num_workers)
+    with tf.init_scope():  # made outside a loop of steps (training/driver.py), read in each step
+        pushes = push_counter(COUNTER, num_workers)
     counted = tf.scatter_add(pushes, [task_index], tf.constant([1], tf.int64))
     add_counter(COUNTER, pushes)
     for parameter, gradient in zip(parameters, sums, strict=True):
         with tf.device(parameter.device):
             shape = [num_workers, *parameter.shape.as_list()]
-            backup = tf.get_variable(
-                f"{parameter.op.name}/fetched_by_worker", shape, parameter.dtype.base_dtype, trainable=False
-            )
-            drift = parameter.read_value() - backup[task_index]
+            with tf.init_scope():
+                backup = tf.get_variable(
+                    f"{parameter.op.name}/fetched_by_worker", shape, parameter.dtype.base_dtype, trainable=False
+                )
+            drift = parameter.read_value() - backup.read_value()[task_index]
             with tf.control_dependencies([counted]):
                 compensated.append(gradient + scale_of(parameter, gradient) * gradient * gradient * drift)
             backups.append((backup, parameter))

@@ -27,6 +27,7 @@ from parallel_tf.graph.barrier import gather_at_chief, release_workers
 from parallel_tf.graph.devices import device_setter, worker_device
 from parallel_tf.graph.exchange_steps import sends_after
 from parallel_tf.graph.model import LOCAL, build_model_on_copies, refresh_copies
+from parallel_tf.training import driver
 from parallel_tf.training.rules import Technique
 from parallel_tf.training.train_graph import CopiesGraph, StepReport, own_report
 
@@ -34,6 +35,7 @@ OWN_STEPS = (
     "the copies take plain SGD steps at one rate (--learning_rate, linearly scaled); a schedule is not defined "
     "for them yet"
 )
+EXCHANGE_RUNS = "an exchange every few steps is a session run of its own kind, between the local steps' runs"
 TECHNIQUE = Technique(
     name="local_sgd",
     flags=("local_steps",),
@@ -46,6 +48,7 @@ TECHNIQUE = Technique(
         "lr_schedule": ("constant", OWN_STEPS),
         "warmup_steps": (0, OWN_STEPS),
     },
+    conflicts={"steps_per_run": EXCHANGE_RUNS},
 )
 
 
@@ -114,6 +117,7 @@ def build_exchanging(recipe, dataset, settings, period, rule):
     return _ExchangingGraph(
         model=model,
         position=global_step,
+        steps=driver.once(model, local),
         plan=plan,
         refresh_op=refresh_copies(pairs),
         counters={"exchanges": exchanges},

@@ -72,7 +72,7 @@ def wrap(settings, graph):
             )
 
     def plan(step):
-        return [dict(run, local_update=local_update) if isinstance(run, dict) else run for run in graph.plan(step)]
+        return [dict(run, local_update=local_update) if isinstance(run, dict) else run for run in graph.runs(step)]
 
     return dataclasses.replace(
         graph,

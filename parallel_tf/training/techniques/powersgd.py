@@ -16,7 +16,7 @@ from absl import flags
 from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
-from parallel_tf.graph.collectives import Reduction
+from parallel_tf.graph.collectives import Reducing, Reduction
 from parallel_tf.graph.powersgd import LowRank, compressible
 from parallel_tf.training.rules import Technique
 
@@ -31,20 +31,23 @@ def check_shapes(values, cluster, shapes):
         )
 
 
-def reduce(settings, recipe, model, variables, ring):
-    """All-reduce's reduce hook: the plain ring's steps up to --powersgd_start_step, PowerSGD's from there.
-    Each kind of step is a graph of its own, so what a step sends is counted by its kind."""
-    plain = ring.reduce(model, variables) if settings.powersgd_start_step else None
-    before = ring.buckets_summed
-    gradients = tf.gradients(model.loss, variables)
+def reduce(settings, recipe, ring, variables):
+    """All-reduce's reduce hook: two phases, the plain ring's steps up to --powersgd_start_step, PowerSGD's from
+    there (each kind of step a graph of its own, so what a step sends is counted by its kind)."""
     low_rank = LowRank(variables, settings.powersgd_rank, settings.powersgd_min_compression, settings.seed)
-    factored = low_rank.means([gradients[i] for i in low_rank.indices], ring)
-    means = dict(zip(low_rank.indices, factored, strict=True))
-    whole = [i for i in range(len(variables)) if i not in means]
-    whole_means, losses = ring.means([gradients[i] for i in whole], riding=ring.loss_slots(model.loss))
-    means.update(zip(whole, whole_means, strict=True))
-    compressed = Reduction([means[i] for i in range(len(variables))], losses, ring.buckets_summed - before)
-    return [(0, plain), (settings.powersgd_start_step, compressed)] if plain else [(0, compressed)]
+    whole = [i for i in range(len(variables)) if i not in low_rank.indices]
+
+    def factored(model, read):
+        gradients = tf.gradients(model.loss, read)
+        means = dict(zip(low_rank.indices, low_rank.means([gradients[i] for i in low_rank.indices], ring), strict=True))
+        whole_means, losses = ring.means([gradients[i] for i in whole], riding=ring.loss_slots(model.loss))
+        means.update(zip(whole, whole_means, strict=True))
+        return Reduction([means[i] for i in range(len(read))], losses)
+
+    ps, qs = low_rank.factor_specs()
+    buckets = ring.count_buckets(ps) + ring.count_buckets(qs) + ring.count_buckets([variables[i] for i in whole])
+    compressed = Reducing(settings.powersgd_start_step, factored, buckets)
+    return [ring.reducing(variables), compressed] if settings.powersgd_start_step else [compressed]
 
 
 def wrap(settings, graph):

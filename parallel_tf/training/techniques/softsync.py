@@ -61,21 +61,22 @@ def send_push(settings, optimizer, sums, parameters, global_step, after, optimiz
     pushes_in_a_run = num_workers * math.ceil(settings.train_steps / settings.push_every)
     per_update = num_workers // n
     with tf.device(global_step.device):
-        queue = tf.FIFOQueue(
-            per_update, [s.dtype for s in sums], [s.shape for s in sums], shared_name="parallel_tf_softsync_pushes"
-        )
-        made = tf.get_variable("softsync_pushes", [], tf.int64, tf.zeros_initializer(), trainable=False)
+        with tf.init_scope():  # the queue and the chief's part outside a loop of steps (training/driver.py)
+            queue = tf.FIFOQueue(
+                per_update, [s.dtype for s in sums], [s.shape for s in sums], shared_name="parallel_tf_softsync_pushes"
+            )
+            made = tf.get_variable("softsync_pushes", [], tf.int64, tf.zeros_initializer(), trainable=False)
+            close_if_all_made = tf.cond(made >= pushes_in_a_run, queue.close, tf.no_op)  # a resume after the last
+            means = [tf.reduce_mean(pushes, axis=0) for pushes in _as_list(queue.dequeue_up_to(per_update))]
+            with tf.control_dependencies(means):  # the rate (and a technique's count of it) once there are pushes
+                optimizer = optimizer_at(tf.constant(n, tf.int64))
+            apply = optimizer.apply_gradients(zip(means, parameters, strict=True), global_step=global_step)
         add_counter("softsync_pushes", made)
         with tf.control_dependencies([after]):
             enqueue = queue.enqueue(sums)
         with tf.control_dependencies([enqueue]):
             count = made.assign_add(1)
         push = tf.cond(count >= pushes_in_a_run, queue.close, tf.no_op)  # the last push of the run
-        close_if_all_made = tf.cond(made >= pushes_in_a_run, queue.close, tf.no_op)  # a resume after the last
-        means = [tf.reduce_mean(pushes, axis=0) for pushes in _as_list(queue.dequeue_up_to(per_update))]
-        with tf.control_dependencies(means):  # the rate (and a technique's count of it) once there are pushes
-            optimizer = optimizer_at(tf.constant(n, tf.int64))
-        apply = optimizer.apply_gradients(zip(means, parameters, strict=True), global_step=global_step)
     return Send(
         push, chief_on_join=lambda sess: sess.run(close_if_all_made), chief_background=functools.partial(_apply, apply)
     )

@@ -33,7 +33,8 @@ def define_flags(flag_values=flags.FLAGS):
 
 def push_learning_rate(settings, learning_rate, staleness):
     """The rate a push of `staleness` (an int64 tensor) is applied with, counted each time it is used."""
-    with tf.variable_scope("staleness_aware", reuse=tf.AUTO_REUSE):  # one count, however many rates use it
+    # one count, however many rates use it, made outside a loop of steps (training/driver.py)
+    with tf.init_scope(), tf.variable_scope("staleness_aware", reuse=tf.AUTO_REUSE):
         scaled = tf.get_variable("pushes", [], tf.int64, tf.zeros_initializer(), trainable=False)
     add_counter("staleness_aware_pushes", scaled)
     with tf.control_dependencies([scaled.assign_add(1)]):

@@ -28,6 +28,7 @@ TECHNIQUE = Technique(
     check=check,
     hooks=("wrap",),
     requires={"prefetch": (False, "an async straggler pauses before it reads its copy, as its step begins")},
+    conflicts={"steps_per_run": "a straggler's pause is a sleep in Python before each step's session run"},
 )
 
 
