@@ -189,6 +189,7 @@ FIELDS_AS_GIVEN = tuple(
         "num_gpus",
         "trace_steps",
         "collective_group",
+        "one_step_a_run",
         "recipe_flags",
     }
 )
