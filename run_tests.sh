@@ -12,7 +12,5 @@ cd "$REPO"
 .venv/bin/lint-imports --no-logo --no-cache
 # The manual (docs/, mkdocs.yml): a broken link, anchor or page fails.
 .venv/bin/mkdocs build --strict --quiet
-# Two pytest-xdist workers: the tests that start processes go to one of them, one after another (one
-# cluster at a time: tests/conftest.py), and the in-process tests fill the other. `-n 0` runs them in one.
 # pytest exits 5 when it collects no tests; set -e turns that into a failure, never a silent pass.
-exec .venv/bin/python -m pytest -n 2 --dist loadgroup "$@"
+exec .venv/bin/python -m pytest "$@"

@@ -39,15 +39,6 @@ def read_summary(logdir):
     return json.loads((Path(logdir) / "summary.json").read_text())
 
 
-def pytest_collection_modifyitems(items):
-    """Under pytest-xdist (run_tests.sh runs two workers, --dist loadgroup) every test that starts processes
-    goes to one worker, one after another: one cluster at a time, while the other worker trains the
-    in-process tests on the core the cluster's tasks leave."""
-    for item in items:
-        if item.get_closest_marker("cluster") or item.get_closest_marker("slurm"):
-            item.add_marker(pytest.mark.xdist_group("processes"))
-
-
 @pytest.fixture(scope="session", autouse=True)
 def tensorflow_imported():
     """TensorFlow's import sets variables of its own (TF2_BEHAVIOR, ...), as does compat around it:
