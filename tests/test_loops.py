@@ -1,5 +1,5 @@
 """--steps_per_run=k: k steps of the one process, ordered sync, all-reduce or async in one session run
-(graph/loops.py) train the parameters that k runs of one step train, bit for bit, and log, checkpoint and
+(training/driver.py) train the parameters that k runs of one step train, bit for bit, and log, checkpoint and
 count bytes as those do; what a loop cannot hold is refused with one line; left unset, k is the most, up
 to 10, that ends a run at each boundary the trainer acts at."""
 

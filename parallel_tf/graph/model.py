@@ -42,6 +42,29 @@ class ModelGraph:
         return model_on(recipe, features, labels, self.num_classes, reads or self.reads, True, self.split_over)
 
 
+class StepReads:
+    """The reads of a step that may run inside a loop of steps (training/driver.py): a custom getter (model_on's)
+    that answers each variable with one `read_value()`, made where the step first asks for it. A variable's
+    ordinary read is a snapshot made once, outside the loop, which would train on stale values without an
+    error; inside a loop's step, this is that step's read, after the previous step's update (a worker's own
+    variables: all-reduce's replicas, async's copies, given as `instead`, {a parameter's op name: the copy read
+    in its place}). `of(variables)`: what the step's gradients are taken with respect to."""
+
+    def __init__(self, instead=None):
+        self._values = {}
+        self._instead = instead or {}
+
+    def __call__(self, getter, name, *args, **kwargs):
+        variable = getter(name, *args, **kwargs)
+        variable = self._instead.get(variable.op.name, variable)
+        if variable.op.name not in self._values:
+            self._values[variable.op.name] = variable.read_value()
+        return self._values[variable.op.name]
+
+    def of(self, variables):
+        return [self._values[variable.op.name] for variable in variables]
+
+
 def seed_everything(seed):
     """Fixes Python's, numpy's and the default graph's seeds; call before data or variables exist."""
     import numpy as np  # here, not at the top: the launcher imports this module and must stay single-threaded

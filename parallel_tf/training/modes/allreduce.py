@@ -18,8 +18,7 @@ from parallel_tf.errors import TaskFailure
 from parallel_tf.graph import worker_state
 from parallel_tf.graph.collectives import Collectives, Ring
 from parallel_tf.graph.devices import worker_device
-from parallel_tf.graph.loops import StepReads
-from parallel_tf.graph.model import build_model
+from parallel_tf.graph.model import StepReads, build_model
 from parallel_tf.training import driver, techniques
 from parallel_tf.training.rules import Mode
 from parallel_tf.training.train_graph import StepReport, TrainGraph, microbatch_passes
