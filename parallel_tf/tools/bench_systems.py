@@ -107,10 +107,15 @@ ON_LINKS = (
     "allreduce_powersgd1",
     "allreduce_powersgd4",
 )
-# A technique at the default steps a run against one a run (docs/benchmark.md, "Techniques in the loop"):
-# run with --systems, beside their default-k rows.
-A_RUN_A_STEP = ("sync_8bit_step", "allreduce_powersgd1_step", "async_staleness_aware", "async_staleness_aware_step")
-FULL_RUN = tuple(name for name in SYSTEMS if name not in ON_LINKS + A_RUN_A_STEP)
+# The rows of BENCHMARKS.md's "Techniques in the loop" the full run has no use for (a technique at the default
+# steps a run, and at one a run): run with --systems, beside the default-k rows the full run has.
+TECHNIQUES_IN_THE_LOOP = (
+    "sync_8bit_step",
+    "allreduce_powersgd1_step",
+    "async_staleness_aware",
+    "async_staleness_aware_step",
+)
+FULL_RUN = tuple(name for name in SYSTEMS if name not in ON_LINKS + TECHNIQUES_IN_THE_LOOP)
 
 # The peers run at TensorFlow's defaults (tf_strategies.py): what a user who picks TensorFlow's strategy gets. The
 # one process is compared with MultiWorkerMirroredStrategy on one worker: TensorFlow alone, at its defaults.
