@@ -104,10 +104,7 @@ def optimizer_for(settings, learning_rate):
     are applied, so it does not cross from the worker with every update."""
     with tf.colocate_with(tf.train.get_global_step()):
         learning_rate = tf.convert_to_tensor(learning_rate, tf.float32)
-    applies = make_optimizer(settings.optimizer, learning_rate)
-    for technique in providing(settings, "optimizer"):
-        applies = technique.optimizer(settings, applies)
-    return applies
+    return _applying(settings, learning_rate)
 
 
 def scheduled_optimizer(settings, global_step):
@@ -119,7 +116,13 @@ def scheduled_optimizer(settings, global_step):
         with tf.colocate_with(global_step):
             return tf.convert_to_tensor(settings.schedule.at(global_step), tf.float32)
 
-    applies = make_optimizer(settings.optimizer, rate)
+    return _applying(settings, rate)
+
+
+def _applying(settings, learning_rate):
+    """--optimizer at `learning_rate` (a tensor, or a function the optimizer calls as it applies an update), as
+    the techniques on change how it applies updates."""
+    applies = make_optimizer(settings.optimizer, learning_rate)
     for technique in providing(settings, "optimizer"):
         applies = technique.optimizer(settings, applies)
     return applies
