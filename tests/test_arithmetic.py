@@ -34,8 +34,13 @@ def w(run):
 
 @pytest.mark.parametrize(
     "flags",
-    [{}, {"strict_determinism": True, "microbatches": 2}, {"aggregation": "accumulator"}],
-    ids=["ordered", "strict", "accumulator"],
+    [
+        {},
+        {"strict_determinism": True, "microbatches": 2},
+        {"aggregation": "accumulator"},
+        {"pipeline_pieces": 2, "strict_determinism": True, "microbatches": 2},
+    ],
+    ids=["ordered", "strict", "accumulator", "pipelined"],
 )
 @pytest.mark.parametrize("num_workers", [1, 2])
 def test_sync_takes_the_mean_gradient_of_the_global_batch_at_each_step(tmp_path, flags, num_workers):

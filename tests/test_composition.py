@@ -56,6 +56,7 @@ ENABLE = {
     "push_every": {"push_every": 2},
     "fetch_every": {"fetch_every": 2},
     "prefetch": {"prefetch": True},  # async's default, given: a pair that cannot prefetch is refused
+    "pipeline": {"pipeline_pieces": 2},
     "central_every": {"central_every": 2},
     "allreduce_buckets": {"allreduce_bucket_mb": 1e-6},  # a bucket a variable: the matrix's one
     "allreduce_transport": {"allreduce_transport": "float16"},
@@ -174,6 +175,12 @@ def _one_session_run_a_step(s):
     assert s["session_runs"] == STEPS // steps_a_run + 1
 
 
+def _pulled_piece_by_piece(s):
+    """The matrix is one variable on one server: one piece, however many --pipeline_pieces allow (a server's
+    variables are cut between them, never a variable), pushed and pulled on its own each step."""
+    assert s["pipelined_pieces"] == 1
+
+
 def _central_every_2_steps(s):
     assert s["central_exchanges_by_group"] == [STEPS // 2]
 
@@ -221,6 +228,7 @@ OBSERVE = {
     "push_every": _pushed_every_2_steps,
     "fetch_every": _fetched_every_2_steps,
     "prefetch": _one_session_run_a_step,
+    "pipeline": _pulled_piece_by_piece,
     "central_every": _central_every_2_steps,
     "allreduce_buckets": _a_bucket_for_each_tensor_summed,
     "allreduce_transport": _half_the_gradient_bytes,
@@ -383,7 +391,7 @@ def _alone(tmp_path, mode, name):
 # The pairs the rules refuse (the others are refused for a declaration's modes): a rule that changes shows
 # here. `pytest -s -k count_of_pairs` prints each with its line.
 # of the mode × pair combinations, those trained, composed with a link only, and refused (the docs quote them)
-RUN, LINKED, REFUSED = 207, 45, 1152
+RUN, LINKED, REFUSED = 214, 46, 1252
 REFUSED_BY_RULES = {
     ("allreduce", "strict_determinism", "allreduce_buckets"),
     ("allreduce", "strict_determinism", "allreduce_transport"),
@@ -419,6 +427,12 @@ REFUSED_BY_RULES = {
     ("sync", "stragglers", "steps_per_run"),
     ("sync", "aggregation", "strict_determinism"),
     ("sync", "aggregation", "steps_per_run"),
+    ("sync", "backup_workers", "pipeline"),
+    ("sync", "local_sgd", "pipeline"),
+    ("sync", "easgd", "pipeline"),
+    ("sync", "compression", "pipeline"),
+    ("sync", "clipping", "pipeline"),
+    ("sync", "aggregation", "pipeline"),
     ("async", "local_updates", "softsync"),
     ("async", "local_updates", "bounded_staleness"),
     ("async", "local_updates", "delay_compensation"),
@@ -510,12 +524,19 @@ FOUR_WORKERS = cluster_lib.parse({"cluster": {"ps": ["a:1"], "worker": ["a:2", "
             "--central_every=4 with --optimizer=adam: the central ps would take one adam step on the group's "
             "summed gradients, not the group's 4 steps",
         ),
+        (
+            "sync",
+            TWO_WORKERS,
+            {"pipeline_pieces": 2, "optimizer": "adam"},
+            "--pipeline_pieces does not go with --optimizer=adam: Adam counts one update of every variable a step",
+        ),
     ],
     ids=[
         "backup workers accumulating",
         "SSP pushing every 2",
         "EASGD alpha 0.5 on 4 sync workers",
         "hierarchical adam",
+        "pipelined adam",
     ],
 )
 def test_the_cases_that_trained_something_else_are_refused_with_one_line(mode, cluster, given, line):

@@ -1,9 +1,11 @@
 """The equalities every mode and technique keeps, trained on in-process clusters (inprocess.py). On the
 digits MLP (50 steps), bitwise: one process = sync with one worker = async with one worker pushing and
 fetching every step; hierarchical with one group = sync accumulator with that many workers (Adam); 2 parameter
-servers = 1; strict determinism gives one model for 1, 2 and 4 workers. Up to rounding:
+servers = 1, pipelined or not; strict determinism gives one model for 1, 2 and 4 workers. Up to rounding:
 ordered sync on 3 workers = 1 worker. On the CIFAR-10 CNN with augmentation, sync repeats bitwise; local SGD
 and synchronous EASGD repeat bitwise."""
+
+import itertools
 
 import numpy as np
 import pytest
@@ -47,13 +49,18 @@ def test_two_parameter_servers_train_what_one_does(tmp_path, mode):
 
 @pytest.mark.parametrize("model", [MLP, CNN], ids=["MLP", "CNN"])
 @pytest.mark.parametrize("workers", [2, 4])
-def test_variables_split_over_1_2_and_4_servers_train_the_same_bits(tmp_path, model, workers):
+def test_variables_split_over_1_2_and_4_servers_pipelined_or_not_train_the_same_bits(tmp_path, model, workers):
     """Sync splits its large variables over the servers (graph/partitions.py): every element is still summed
-    and updated as one server does it, and the pieces start from the whole variable's values."""
+    and updated as one server does it, and the pieces start from the whole variable's values. Pipelined
+    (graph/pipeline.py), in 3 pieces a server each applied and pulled on its own, inside the loop of steps,
+    the sums and updates are the same."""
     hashes = set()
-    for servers in (1, 2, 4):
-        run = train(model, DIGITS, tmp_path / f"{servers}", "sync", num_ps=servers, num_workers=workers, **FLAGS)
-        assert run["summary"]["variables_split_over"] == (0 if servers == 1 else servers)
+    for servers, pieces in itertools.product((1, 2, 4), (0, 3)):
+        flags = {"num_ps": servers, "num_workers": workers, "pipeline_pieces": pieces, **FLAGS}
+        run = train(model, DIGITS, tmp_path / f"{servers}_{pieces}", "sync", **flags)
+        split = servers * max(pieces, 1)
+        assert run["summary"]["variables_split_over"] == (split if split > 1 else 0)
+        assert run["summary"]["session_runs"] == FLAGS["train_steps"] // 5  # 5 steps a run: log_every=15
         hashes.add(run["summary"]["params_sha256"])
     assert len(hashes) == 1
 
@@ -98,9 +105,12 @@ def test_local_steps_on_copies_repeat_bitwise(tmp_path, technique):
     assert first == second
 
 
-def test_a_run_resumed_on_another_number_of_servers_ends_on_the_straight_runs_bits(tmp_path):
+@pytest.mark.parametrize("optimizer, pieces", [("sgd", 0), ("momentum", 3)], ids=["plain", "pipelined-momentum"])
+def test_a_run_resumed_on_another_number_of_servers_ends_on_the_straight_runs_bits(tmp_path, optimizer, pieces):
     """The checkpoint holds each variable whole (its pieces saved as slices of it), so 15 steps on 2 servers
-    trained on to 30 on 4 end where 30 on 1 do."""
-    train(MLP, DIGITS, tmp_path / "resumed", "sync", num_ps=2, **{**FLAGS, "train_steps": 15})
-    resumed = train(MLP, DIGITS, tmp_path / "resumed", "sync", num_ps=4, **FLAGS)["summary"]["params_sha256"]
-    assert resumed == sha(tmp_path / "straight", "sync", num_ps=1)
+    trained on to 30 on 4 end where 30 on 1 do; resumed pipelined too, 3 pieces a server, with momentum's
+    slots restored into the pipeline's pieces."""
+    train(MLP, DIGITS, tmp_path / "resumed", "sync", num_ps=2, optimizer=optimizer, **{**FLAGS, "train_steps": 15})
+    on_4 = {"num_ps": 4, "optimizer": optimizer, "pipeline_pieces": pieces, **FLAGS}
+    resumed = train(MLP, DIGITS, tmp_path / "resumed", "sync", **on_4)["summary"]["params_sha256"]
+    assert resumed == sha(tmp_path / "straight", "sync", num_ps=1, optimizer=optimizer)

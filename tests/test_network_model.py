@@ -5,7 +5,9 @@ R·1448/1538/8: 117 685.3 bytes a millisecond at 1 Gbit/s."""
 import pytest
 
 from parallel_tf.tools.network_model import (
+    PIPELINE_PIECES,
     break_even_gbits,
+    busiest_bytes,
     communication_ms,
     network_ms,
     overlapped_ms,
@@ -68,12 +70,14 @@ def test_beyond_this_machine_every_interface_counts_the_workers_own_too():
     """100 MB at 1 Gbit/s on Ethernet (117 685 bytes a ms), 8 workers: the ring moves 2·7/8 of it each way, 1 487 ms,
     as servers on the workers' own machines do; one ps sends 8 copies and takes the last write, 9 of them, 7 648 ms;
     a ps per worker carries 9/8 of the model, but each worker reads all 100 MB and then writes 100 MB, 1 699 ms: the
-    ring wins. A worker whose reads overlap its writes (BytePS) carries 100 MB each way at once: 956 ms, 1.56x the
-    ring."""
+    ring wins. Pipelined in 4 pieces a server (BytePS; the bench's), a worker carries 100 MB each way at once and
+    a quarter of it around them, as a server does: 125 MB, 1 062 ms, 1.4x the ring."""
     assert communication_ms("ring", 8, 1e8, 1) == pytest.approx(1.75e8 / ETHERNET_PER_MS_1GBIT, rel=1e-6)
     assert communication_ms("ps", 8, 1e8, 1) == pytest.approx(9e8 / ETHERNET_PER_MS_1GBIT, rel=1e-6)
     assert communication_ms("ps x N", 8, 1e8, 1) == pytest.approx(2e8 / ETHERNET_PER_MS_1GBIT, rel=1e-6)
-    assert communication_ms("ps x N, overlapping", 8, 1e8, 1) == pytest.approx(1.125e8 / ETHERNET_PER_MS_1GBIT)
+    assert PIPELINE_PIECES == 4
+    assert communication_ms("ps x N, pipelined", 8, 1e8, 1) == pytest.approx(1.25e8 / ETHERNET_PER_MS_1GBIT)
+    assert round(communication_ms("ps x N, pipelined", 8, 1e8, 1)) == 1062
     assert round(communication_ms("ps x N", 8, 1e8, 1)) == 1699
     # A ps on every worker's machine: its interface carries its server's 7/8 out and in, and its worker's reads
     # and writes of the other 7 pieces: the ring's 2·7/8 each way.
@@ -99,16 +103,31 @@ def test_where_one_server_holds_most_of_the_model_its_share_bounds_the_step():
     assert network_ms("sync", 4, 4, 2180392, 2180392, 1e8) == pytest.approx(2 * 2180392 / PER_MS_100MBIT)
 
 
-def test_four_servers_for_four_workers_give_at_most_1_2x_the_ring_and_0_75x_as_a_step_runs_here():
-    """N = 4 workers, k = 4 servers, M bytes of model: the ring carries 2·3/4 M = 1.5 M each way. A worker
-    whose reads overlap its writes carries M each way, but each server sends its quarter to 4 workers and takes
-    4 writes, the last after the others: (4 + 1)/4 M = 1.25 M, so 1.5/1.25 = 1.2x the ring, whatever the link
-    (issue 49 asked 1.25x). As a sync step runs here, reading then writing, a worker carries 2 M: 0.75x."""
+def test_four_servers_for_four_workers_pipelined_in_p_pieces_carry_1_plus_1_over_p_models_each_way():
+    """N = 4 workers, k = 4 servers, M bytes of model: the ring carries 2·3/4 M = 1.5 M each way. Pipelined in p
+    pieces a server (graph/pipeline.py), every interface carries M one way and, around it, one round of the
+    other: a worker's first round of pushes goes before any pull, and its last pull after every push; a
+    server takes each of the 4 workers' quarter and sends it back 4 times. M (1 + 1/p): 1.25 M at p = 4, 1.2x
+    the ring; 1.125 M at p = 8, 1.33x. As a step runs without the pipeline, reading then writing, a worker
+    carries 2 M: 0.75x."""
     model = 2180392
     ring = step_bytes("ring", 4, model)
     assert ring == pytest.approx(1.5 * model)
-    assert ring / step_bytes("ps x N, overlapping", 4, model) == pytest.approx(1.2)
+    assert busiest_bytes("sync", 4, 4, model, model, pieces=4) == pytest.approx(1.25 * model)
+    assert ring / busiest_bytes("sync", 4, 4, model, model, pieces=8) == pytest.approx(1.5 / 1.125)
+    assert ring / step_bytes("ps x N, pipelined", 4, model) == pytest.approx(1.5 / (1 + 1 / PIPELINE_PIECES))
     assert ring / step_bytes("ps x N", 4, model) == pytest.approx(0.75)
+
+
+def test_the_pipeline_lowers_the_overlapped_bound_not_the_serial_one():
+    """83 ms unshaped, 4 workers, 4 servers, the CNN's 2,180,392 bytes each way at 100 Mbit/s (11,955 bytes a
+    ms of TCP payload), 8 pieces a server: at best 1.125 · 2,180,392 / 11,955 = 205.2 ms of transfers; at worst
+    the pieces land together and are pulled after, as a plain step reads and writes: 83 + 2 · 182.4 = 447.8."""
+    shape = ("sync", 4, 4, 2180392, 2180392, 1e8)
+    assert overlapped_ms(83.0, *shape, pieces=8) == pytest.approx(1.125 * 2180392 / PER_MS_100MBIT)
+    assert overlapped_ms(83.0, *shape, pieces=8) == pytest.approx(205.2, abs=0.1)
+    assert overlapped_ms(83.0, *shape) == pytest.approx(364.8, abs=0.1)
+    assert serial_ms(83.0, *shape) == pytest.approx(447.8, abs=0.1)
 
 
 def test_a_step_shorter_than_a_second_is_said_in_milliseconds():

@@ -47,29 +47,35 @@ class SlotAggregator:
                     )
                 )
 
-    def write(self, first_microbatch, gradients_by_microbatch):
-        """Stores gradients_by_microbatch[k][v] (microbatch first_microbatch + k, variable v) in their slots."""
+    def write(self, first_microbatch, gradients_by_microbatch, only=None):
+        """Stores gradients_by_microbatch[k][i] (microbatch first_microbatch + k, variable i, or only[i] of a
+        piece of the variables: indices) in their slots."""
         writes = []
-        for v, slot in enumerate(self.slots):
+        for i, v in enumerate(range(len(self.slots)) if only is None else only):
+            slot = self.slots[v]
             with tf.colocate_with(slot):  # where the slot is: a decoded gradient (compression) stays there
                 if len(gradients_by_microbatch) == 1:  # a row: a stack of one would be sent twice (see below)
-                    writes.append(tf.scatter_update(slot, first_microbatch, gradients_by_microbatch[0][v]))
+                    writes.append(tf.scatter_update(slot, first_microbatch, gradients_by_microbatch[0][i]))
                     continue
-                stacked = tf.stack([gradients[v] for gradients in gradients_by_microbatch])
+                stacked = tf.stack([gradients[i] for gradients in gradients_by_microbatch])
                 indices = list(range(first_microbatch, first_microbatch + len(gradients_by_microbatch)))
                 writes.append(tf.scatter_update(slot, indices, stacked))
         return tf.group(*writes)
 
-    def apply(self, optimizer, global_step, after, rows=None):
+    def apply(self, optimizer, global_step, after, rows=None, only=None):
         """Once `after` (ops) has run: every variable's slots (or only `rows`, an int32 vector of known length,
-        in its order) summed by `tree_sum` on its ps, divided by their count, and applied with `optimizer`."""
+        in its order) summed by `tree_sum` on its ps, divided by their count, and applied with `optimizer`; of
+        the variables `only` (indices), where given, and counted by `global_step` unless it is None."""
         count = self.num_microbatches if rows is None else rows.shape.as_list()[0]
+        indices = range(len(self.slots)) if only is None else only
         means = []
-        for slot in self.slots:
-            with tf.colocate_with(slot), tf.control_dependencies(after):
-                summed = slot.read_value() if rows is None else tf.gather(slot.read_value(), rows)
+        for v in indices:
+            with tf.colocate_with(self.slots[v]), tf.control_dependencies(after):
+                slot = self.slots[v].read_value()
+                summed = slot if rows is None else tf.gather(slot, rows)
                 means.append(tree_sum(tf.unstack(summed, count)) / float(count))
-        return optimizer.apply_gradients(zip(means, self.variables, strict=True), global_step=global_step)
+        pairs = zip(means, [self.variables[v] for v in indices], strict=True)
+        return optimizer.apply_gradients(pairs, global_step=global_step)
 
 
 def worker_gradients(recipe, model, microbatches_per_worker, variables):

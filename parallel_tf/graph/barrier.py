@@ -31,12 +31,12 @@ from parallel_tf.graph.devices import server_cpu
 LIVENESS_POLL_SECS = 0.5
 
 
-def _shared_queue(name, device, dtypes, shapes):
+def shared_queue(name, device, dtypes, shapes):
     with tf.device(device):
         return tf.FIFOQueue(-1, dtypes, shapes=shapes, shared_name=name, name=name)
 
 
-def _constant(value, device):
+def constant_at(value, device):
     """A constant made where the queue op that takes it runs, and before any control dependency: made
     inside one, on the worker, it would cost a round trip (server to worker and back) in each step.
     In a loop of steps (training/driver.py) it is made outside the loop as well, and entered into it by an
@@ -45,7 +45,7 @@ def _constant(value, device):
         return tf.constant(value, tf.int32)
 
 
-def _taken(queue, count, number):
+def taken(queue, count, number):
     """`number` items taken from `queue` (`count`, the same as a tensor made where the queue is), their
     shapes known: a count that enters a loop (training/driver.py) is no constant to infer them from."""
     items = queue.dequeue_many(count)
@@ -55,20 +55,20 @@ def _taken(queue, count, number):
 
 
 def _done_queue(job, task):
-    return _shared_queue(f"parallel_tf_done_{job}_{task}", server_cpu(job, task), [tf.int32], [[]])
+    return shared_queue(f"parallel_tf_done_{job}_{task}", server_cpu(job, task), [tf.int32], [[]])
 
 
 def step_barrier(members, worker_index, loss, after, device):
     """Returns (worker indices, losses) of all `members`, ready once each has run its `after` ops."""
     queues = {
-        member: _shared_queue(f"parallel_tf_barrier_{member}", device, [tf.int32, tf.float32], [[], []])
+        member: shared_queue(f"parallel_tf_barrier_{member}", device, [tf.int32, tf.float32], [[], []])
         for member in members
     }
-    index, count = _constant(worker_index, device), _constant(len(members), device)
+    index, count = constant_at(worker_index, device), constant_at(len(members), device)
     with tf.device(device), tf.control_dependencies(after):
         arrivals = [queue.enqueue((index, loss)) for queue in queues.values()]
     with tf.device(device), tf.control_dependencies(arrivals):
-        return _taken(queues[worker_index], count, len(members))
+        return taken(queues[worker_index], count, len(members))
 
 
 def gather_at_chief(num_workers, worker_index, value, after, name):
@@ -79,13 +79,13 @@ def gather_at_chief(num_workers, worker_index, value, after, name):
     step as long as no worker can send twice before the chief has read a round: see release_workers.
     """
     device = server_cpu("ps", 0)
-    queue = _shared_queue(f"parallel_tf_{name}", device, [tf.int32, tf.float32], [[], []])
-    index, count = _constant(worker_index, device), _constant(num_workers, device)
+    queue = shared_queue(f"parallel_tf_{name}", device, [tf.int32, tf.float32], [[], []])
+    index, count = constant_at(worker_index, device), constant_at(num_workers, device)
     with tf.device(device), tf.control_dependencies(after):
         sent = queue.enqueue((index, value))
     with tf.device(device), tf.control_dependencies([sent]):  # on the ps, where the step's report is made
         if worker_index == 0:
-            return _taken(queue, count, num_workers)
+            return taken(queue, count, num_workers)
         return tf.constant([worker_index]), tf.reshape(tf.identity(value), [1])
 
 
@@ -95,8 +95,8 @@ def release_workers(num_workers, worker_index, after):
     One queue per worker, one token per step: a worker cannot take a later step's token early.
     """
     device = server_cpu("ps", 0)
-    queues = [_shared_queue(f"parallel_tf_release_{w}", device, [tf.int32], [[]]) for w in range(num_workers)]
-    token = _constant(0, device)
+    queues = [shared_queue(f"parallel_tf_release_{w}", device, [tf.int32], [[]]) for w in range(num_workers)]
+    token = constant_at(0, device)
     with tf.device(device), tf.control_dependencies(after):
         if worker_index == 0:
             return tf.group(*[queue.enqueue(token) for queue in queues[1:]])

@@ -16,12 +16,12 @@ from parallel_tf.compat import tf
 PIECE_BYTES = 1024  # a variable smaller than this stays whole: a bias is not worth a piece (an RPC) of its own
 
 
-def pieces_over(servers):
-    """The partitioner that cuts a variable of more than PIECE_BYTES along its first axis into up to `servers`
-    pieces; None for one server."""
-    if servers <= 1:
+def pieces_over(pieces):
+    """The partitioner that cuts a variable of more than PIECE_BYTES along its first axis into up to `pieces`
+    pieces (one a server, or the pipeline's several a server: graph/pipeline.py); None for one."""
+    if pieces <= 1:
         return None
-    return tf.min_max_variable_partitioner(max_partitions=servers, axis=0, min_slice_size=PIECE_BYTES)
+    return tf.min_max_variable_partitioner(max_partitions=pieces, axis=0, min_slice_size=PIECE_BYTES)
 
 
 def split_by(partitioner, shape, dtype):

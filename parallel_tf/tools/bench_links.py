@@ -61,11 +61,18 @@ def table_rows(model, results):
             sharing = workers // len(summary.get("central_exchanges_by_group", [0]))  # a ps's workers
             shape = (mode, sharing, summary["num_ps"] or 1, row["sent"], row["received"], bits_per_second(link))
             unshaped = medians[m, system, workers, UNSHAPED]
-            bounds = (network_model.overlapped_ms, network_model.serial_ms)
-            share = busiest_server_share(summary)
-            row["predicted"] = tuple(bound(unshaped, *shape, server_share=share) for bound in bounds)
+            share, pieces = busiest_server_share(summary), pipeline_pieces(summary)
+            row["predicted"] = (
+                network_model.overlapped_ms(unshaped, *shape, pieces=pieces, server_share=share),
+                network_model.serial_ms(unshaped, *shape, server_share=share),
+            )
         rows.append(row)
     return rows
+
+
+def pipeline_pieces(summary):
+    """The pieces a server's share was pipelined in (--pipeline_pieces), 0 where a step read, then wrote."""
+    return summary.get("declared", {}).get("pipeline", {}).get("pipeline_pieces", 0)
 
 
 def busiest_server_share(summary):

@@ -3,6 +3,8 @@ modes on a local cluster, TensorFlow's strategy of a kind (its peer), or the par
 
 import dataclasses
 
+from parallel_tf.tools.network_model import PIPELINE_PIECES
+
 
 @dataclasses.dataclass(frozen=True)
 class Model:
@@ -43,6 +45,14 @@ SYSTEMS = {
     "floor": System("parameter-server floor", "floor", strategy="floor"),
     "sync": System("sync, ordered", "sync", mode="sync"),
     "sync_servers": System("sync, a ps per worker", "sync", mode="sync", ps_per_worker=True, min_workers=2),
+    "sync_servers_pipelined": System(
+        "sync, a ps per worker, pipelined",
+        "sync",
+        mode="sync",
+        flags=(f"--pipeline_pieces={PIPELINE_PIECES}",),
+        ps_per_worker=True,
+        min_workers=2,
+    ),
     "sync_fast": System("sync, ordered, --kernels=fast", "sync", mode="sync", flags=("--kernels=fast",)),
     "strict": System("sync, strict", "sync", mode="sync", flags=("--strict_determinism",)),
     "accumulator": System("sync, accumulator", "sync", mode="sync", flags=("--aggregation=accumulator",)),
@@ -100,6 +110,7 @@ SYSTEMS = {
 # --links.
 ON_LINKS = (
     "sync_servers",
+    "sync_servers_pipelined",
     "sync_8bit",
     "allreduce_fp16",
     "allreduce_8bit",

@@ -14,6 +14,10 @@ which count a codec's payload, not float), every interface counted, the workers'
                          own interface carries its reads, then its writes: a step reads every parameter
                          before it computes and writes its gradients after, so received + sent, in turn.
                          The busier of the two interfaces is the step's.
+    sync, pipelined      --pipeline_pieces=p (graph/pipeline.py): a worker writes a round of pieces (one a
+                         server) while it reads the one before, so each interface carries its busier
+                         direction and one round (1/p) of the other, around it: a worker max + min/p, a ps
+                         N·(max + min/p)/P.
     async                a worker reads, computes and pushes in turn, sent + received on its own
                          interface; the ps serves the N workers' pushes and reads at once, so its busier
                          direction, N·max(sent, received)/P, bounds a round of N steps too
@@ -50,11 +54,13 @@ def payload_bytes_per_ms(bits_per_second, goodput=TC_GOODPUT):
     return bits_per_second * goodput / 8 / 1000
 
 
-def busiest_bytes(mode, workers, num_ps, sent, received, overlapping=False, server_share=None):
+def busiest_bytes(mode, workers, num_ps, sent, received, pieces=0, server_share=None):
     """The bytes the busiest interface carries a step, each direction as busy as it can be while the other
-    works. `overlapping`: a parameter-server worker reads pieces while it writes others (BytePS's pipeline;
-    as built, a sync step reads, then writes). `server_share`: the busiest server's share of a worker's
-    traffic with the servers (summary.json's bytes_per_step_by_server); default an even 1/P."""
+    works. `pieces`: a sync worker's reads overlap its writes in rounds of that many pieces a server (BytePS's
+    pipeline, --pipeline_pieces): one round goes before the other direction starts, so every interface
+    carries its busier direction and one round of the other; 0: a sync step reads, then writes.
+    `server_share`: the busiest server's share of a worker's traffic with the servers (summary.json's
+    bytes_per_step_by_server); default an even 1/P."""
     if mode not in MODES:
         raise ValueError(f"the network model has no formula for --mode={mode}")
     if mode == "allreduce":
@@ -62,14 +68,17 @@ def busiest_bytes(mode, workers, num_ps, sent, received, overlapping=False, serv
     share = 1 / num_ps if server_share is None else server_share
     if mode == "async":
         return max(sent + received, workers * max(sent, received) * share)
+    if pieces:
+        one_way = max(sent, received) + min(sent, received) / pieces
+        return max(workers * one_way * share, one_way)
     server = (workers * max(sent, received) + min(sent, received)) * share
-    return max(server, max(sent, received) if overlapping else sent + received)
+    return max(server, sent + received)
 
 
-def network_ms(mode, workers, num_ps, sent, received, bits_per_second, delay_ms=0.0, server_share=None):
+def network_ms(mode, workers, num_ps, sent, received, bits_per_second, delay_ms=0.0, pieces=0, server_share=None):
     """What the busiest interface takes a step (busiest_bytes at tc's goodput), and its delays."""
     crossings = 2 * (workers - 1) if mode == "allreduce" else 4
-    carried = busiest_bytes(mode, workers, num_ps, sent, received, server_share=server_share)
+    carried = busiest_bytes(mode, workers, num_ps, sent, received, pieces, server_share)
     return carried / payload_bytes_per_ms(bits_per_second) + crossings * delay_ms
 
 
@@ -80,7 +89,8 @@ def overlapped_ms(unshaped_ms, *shape, **options):
 
 
 def serial_ms(unshaped_ms, mode, workers, num_ps, sent, received, bits_per_second, delay_ms=0.0, server_share=None):
-    """The serial bound: the unshaped step, then every direction of the busiest interface in turn."""
+    """The serial bound: the unshaped step, then every direction of the busiest interface in turn. A pipelined
+    step (--pipeline_pieces) has the same: at worst its pieces all land together and are pulled after."""
     if mode not in MODES:
         raise ValueError(f"the network model has no formula for --mode={mode}")
     bytes_per_ms = payload_bytes_per_ms(bits_per_second)
@@ -91,6 +101,7 @@ def serial_ms(unshaped_ms, mode, workers, num_ps, sent, received, bits_per_secon
 
 
 WORKERS = (8, 32, 128, 256)
+PIPELINE_PIECES = 4  # the bench's sync_servers_pipelined
 GBITS = (1, 10, 25, 100)
 BEYOND_BEGIN = "<!-- network-model:begin (written by python -m parallel_tf.tools.network_model) -->"
 BEYOND_END = "<!-- network-model:end -->"
@@ -103,7 +114,7 @@ class Layout:
     title: str
     mode: str
     servers: Callable[[int], int]  # parameter servers for N workers
-    overlapping: bool = False  # a worker reads pieces while it writes others (BytePS); as built, it reads, then writes
+    pieces: int = 0  # a server's pieces, pulled while others are pushed (BytePS, --pipeline_pieces); 0: read, write
     colocated: bool = False  # each server on a worker's machine: that machine's interface carries both's traffic
 
 
@@ -111,7 +122,9 @@ LAYOUTS = {
     "ring": Layout("ring all-reduce", "allreduce", lambda n: 0),
     "ps": Layout("one ps", "sync", lambda n: 1),
     "ps x N": Layout("a ps per worker on machines of their own, a step reading then writing", "sync", lambda n: n),
-    "ps x N, overlapping": Layout("the same, reads overlapping writes (BytePS)", "sync", lambda n: n, True),
+    "ps x N, pipelined": Layout(
+        f"the same, pipelined in {PIPELINE_PIECES} pieces a server (BytePS)", "sync", lambda n: n, PIPELINE_PIECES
+    ),
     "ps x N, co-located": Layout("a ps on every worker's machine", "sync", lambda n: n, colocated=True),
 }
 
@@ -128,7 +141,7 @@ def step_bytes(layout, workers, param_bytes, written_bytes=None):
         return busiest_bytes(shape.mode, workers, 0, ring * written, ring * written)
     if shape.colocated:
         return (workers - 1) / workers * (param_bytes + written)
-    return busiest_bytes(shape.mode, workers, shape.servers(workers), written, param_bytes, shape.overlapping)
+    return busiest_bytes(shape.mode, workers, shape.servers(workers), written, param_bytes, shape.pieces)
 
 
 def communication_ms(layout, workers, param_bytes, gbits):

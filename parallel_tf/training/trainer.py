@@ -304,7 +304,7 @@ class Trainer:
             "mode": settings.mode,
             "num_workers": settings.num_workers,
             "num_ps": settings.cluster.num_ps if settings.cluster else 0,
-            "variables_split_over": self.train_graph.model.split_over,  # servers; 0: whole variables placed
+            "variables_split_over": self.train_graph.model.split_over,  # pieces; 0: whole variables placed
             "num_gpus": settings.num_gpus,
             # what TensorFlow's GPU kernels were asked for; on CPUs it changes nothing
             devices.DETERMINISTIC_OPS: os.environ.get(devices.DETERMINISTIC_OPS, ""),

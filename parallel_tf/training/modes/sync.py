@@ -3,6 +3,9 @@
 --aggregation=ordered: gradient slots summed in a fixed order by the chief (see aggregation.py);
 repeats are bitwise at any worker count, and with --strict_determinism so are different counts.
 
+With --pipeline_pieces, ordered aggregation's sums and updates run piece by piece, each piece pulled by every
+worker as soon as it is applied, while later pieces are still pushed (graph/pipeline.py): the same bits.
+
 --aggregation=accumulator: TensorFlow's SyncReplicasOptimizer (set up as sync_replicas.py says),
 kept for comparison, with a step barrier after each step, which its tokens make safe to reuse.
 """
@@ -12,8 +15,9 @@ from parallel_tf.graph import worker_state
 from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
 from parallel_tf.graph.barrier import gather_at_chief, release_workers, step_barrier
 from parallel_tf.graph.devices import device_setter, server_cpu, worker_device
-from parallel_tf.graph.model import build_model
+from parallel_tf.graph.model import StepReads, build_model
 from parallel_tf.graph.optimizers import CountingOptimizer
+from parallel_tf.graph.pipeline import Pipeline, worker_copies
 from parallel_tf.graph.server_vectors import PackedReads, sent_packed
 from parallel_tf.graph.sync_replicas import sync_replicas
 from parallel_tf.training import driver, techniques
@@ -25,24 +29,32 @@ def build(recipe, dataset, settings):
     with tf.device(device_setter(settings.cluster, settings.task_index, settings.num_gpus)):
         model = build_model(recipe, dataset, split_over=_split_over(settings))
         global_step = tf.train.get_or_create_global_step()
-        aggregate = _in_fixed_order if settings.aggregation == "ordered" else _in_arrival_order
-        return aggregate(recipe, model, global_step, settings)
+        if settings.aggregation == "accumulator":
+            return _in_arrival_order(recipe, model, global_step, settings)
+        return (_pipelined if settings.pipeline_pieces else _in_fixed_order)(recipe, model, global_step, settings)
 
 
 MODE = Mode(name="sync", build=build, lockstep=True)
 
 
 def _split_over(settings):
-    """The servers large variables are split over (graph/partitions.py): all of them, for ordered aggregation,
-    unless a technique on needs each variable whole (a codec's scale, a clipping norm's sum); then 0."""
+    """The pieces large variables are cut into (graph/partitions.py), for ordered aggregation: one a server, or
+    --pipeline_pieces a server; 0 (whole variables) for one piece, or where a technique on needs each variable
+    whole (a codec's scale, a clipping norm's sum)."""
     if settings.aggregation != "ordered" or techniques.need_whole_variables(settings):
         return 0
-    return settings.cluster.num_ps if settings.cluster.num_ps > 1 else 0
+    pieces = settings.cluster.num_ps * max(settings.pipeline_pieces, 1)
+    return pieces if pieces > 1 else 0
+
+
+def _per_worker(settings):
+    """The microbatches a worker computes a step: its share of --microbatches under strict determinism, else one."""
+    return settings.microbatches // settings.num_workers if settings.strict_determinism else 1
 
 
 def _in_fixed_order(recipe, model, global_step, settings):
     num_workers, task_index = settings.num_workers, settings.task_index
-    per_worker = settings.microbatches // num_workers if settings.strict_determinism else 1
+    per_worker = _per_worker(settings)
     aggregator = SlotAggregator(tf.trainable_variables(), per_worker * num_workers)
     on_worker = worker_device(task_index, settings.num_gpus)
     is_chief = task_index == 0
@@ -79,6 +91,25 @@ def _in_fixed_order(recipe, model, global_step, settings):
         counters=microbatch_passes(settings, per_worker),
         stash=worker_state.on_server(num_workers, task_index),  # the encoders' residuals, where kept
     )
+
+
+def _pipelined(recipe, model, global_step, settings):
+    """Ordered aggregation piece by piece: each step reads this worker's copies, which its pulls fill."""
+    num_workers, task_index = settings.num_workers, settings.task_index
+    per_worker = _per_worker(settings)
+    aggregator = SlotAggregator(tf.trainable_variables(), per_worker * num_workers)
+    copies = worker_copies(aggregator.variables, worker_device(task_index, settings.num_gpus))
+    pipeline = Pipeline(aggregator, copies, settings.pipeline_pieces, num_workers, task_index)
+
+    def step(model):
+        gradients = worker_gradients(recipe, model, per_worker, model.reads.of(copies.values()))
+        optimizer = techniques.scheduled_optimizer(settings, global_step) if task_index == 0 else None
+        workers, losses = pipeline.step(gradients, model.loss, task_index * per_worker, optimizer, global_step)
+        return StepReport(workers=workers, losses=losses)
+
+    steps = driver.drive(recipe, model, [driver.Phase(0, step)], settings.steps_per_run, lambda: StepReads(copies))
+    pieces = {"pipelined_pieces": tf.constant(pipeline.pieces, tf.int64)}  # pushed and pulled a step, as built
+    return TrainGraph(model, global_step, steps, counters={**microbatch_passes(settings, per_worker), **pieces})
 
 
 def _in_arrival_order(recipe, model, global_step, settings):
