@@ -5,6 +5,7 @@ import json
 import pytest
 from inprocess import half_mean_square, scalar_dataset, scalar_recipe, train
 
+from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.training import profiling
 
@@ -30,6 +31,47 @@ def test_bad_step_ranges_are_refused(text):
 )
 def test_ops_are_sorted_by_what_they_do(op_type, device, kind):
     assert profiling.kind_of(op_type, device) == kind
+
+
+def test_a_pipelined_step_s_pieces_are_timed_from_the_ops_of_their_name_scopes():
+    """The step starts with its first op, at 1,000 µs. The piece was sent when the chief's concat of it ended
+    (2,000 + 500: 1.5 ms), landed when the first split on its server started (4,000: 3.0; the later one and the
+    pull's split on the worker do not count), was all in when the take of every arrival ended (5,000 + 1,500:
+    5.5), applied when its last update ended (6,000 + 250: 5.25), pulled when the chief's last assign ended
+    (7,000 + 1,000: 7.0)."""
+    metadata = tf.RunMetadata()
+    worker = metadata.step_stats.dev_stats.add(device="/job:worker/replica:0/task:0/device:CPU:0")
+    server = metadata.step_stats.dev_stats.add(device="/job:ps/replica:0/task:1/device:CPU:0")
+    piece = "parallel_tf_pipeline_0_1/"
+    for device, name, op_type, start, micros in [
+        (worker, "model/MatMul", "MatMul", 1000, 500),
+        (worker, piece + "concat", "ConcatV2", 2000, 500),
+        (server, piece + "split", "SplitV", 4000, 100),
+        (server, piece + "split_1", "SplitV", 4200, 100),
+        (server, piece + "parallel_tf_pipeline_0_1_DequeueMany", "QueueDequeueManyV2", 5000, 1500),
+        (server, piece + "GradientDescent/update_a/ApplyGradientDescent", "ApplyGradientDescent", 6000, 250),
+        (server, piece + "GradientDescent/update_b/ApplyGradientDescent", "ApplyGradientDescent", 6100, 100),
+        (worker, piece + "split_2", "SplitV", 7000, 10),
+        (worker, piece + "Assign", "Assign", 7000, 1000),
+        (worker, piece + "Assign_1", "Assign", 7500, 200),
+    ]:
+        device.node_stats.add(
+            node_name=name, all_start_micros=start, all_end_rel_micros=micros, timeline_label=f"{name} = {op_type}(x)"
+        )
+    assert profiling.piece_times(metadata.step_stats) == {
+        "parallel_tf_pipeline_0_1": {"sent": 1.5, "landed": 3.0, "all_in": 5.5, "applied": 5.25, "pulled": 7.0}
+    }
+
+
+@pytest.mark.inprocess
+def test_a_traced_pipelined_step_says_when_each_piece_moved_in_the_order_it_must(tmp_path):
+    """One parameter, so one piece: the chief sends it, it lands, every arrival is taken, it is applied and only
+    then pulled, as the dataflow of graph/pipeline.py orders them (one process's clock for every task)."""
+    recipe, data = scalar_recipe(half_mean_square, 0.0), scalar_dataset(1, 3)
+    train(recipe, data, tmp_path, "sync", pipeline_pieces=2, trace_steps=(1, 2))
+    (line,) = [json.loads(line) for line in (tmp_path / "trace_breakdown.jsonl").read_text().splitlines()]
+    (times,) = line["pieces"].values()
+    assert sorted(times, key=times.get) == ["sent", "landed", "all_in", "applied", "pulled"]
 
 
 @pytest.mark.inprocess

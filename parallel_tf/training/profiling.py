@@ -16,6 +16,10 @@ It also lists the step's cross-task edges, from the partition graphs TensorFlow 
 RPC, a round the step may wait on. An edge is "data" when an op reads the value, "control" when it
 only orders ops (TensorFlow still sends a tensor for it); its bytes are what the receiver allocated.
 `partition_edges` in trace_breakdown.jsonl lists them, and the log line counts them.
+
+In a pipelined sync step (--pipeline_pieces, graph/pipeline.py) `pieces` gives each piece's moments, in ms from
+the step's first op: `sent`, the chief's vector of its gradients made; `landed`, that vector split on the server;
+`all_in`, every worker's arrival taken; `applied`, its update done; `pulled`, the chief's copy of it assigned.
 """
 
 import collections
@@ -34,6 +38,7 @@ TASK = re.compile(r"/job:([^/]+)/(?:replica:\d+/)?task:(\d+)")
 TRANSFER = re.compile(r"^_(Host)?(Send|Recv)$|^RecvTensor$|^Collective")  # a collective: waiting and moving
 WAIT = re.compile(r"^Queue(Enqueue|Dequeue)")
 UPDATE = re.compile(r"^(Apply|ResourceApply|Assign|Scatter|ResourceScatter)")
+PIECE = re.compile(r"(parallel_tf_pipeline_\d+_\d+)/")  # the name scope of a piece's ops (graph/pipeline.py)
 
 
 def parse_steps(text):
@@ -68,6 +73,35 @@ def breakdown(step_stats):
             ends.append(node.all_start_micros + node.all_end_rel_micros)
     wall = (max(ends) - min(starts)) / 1000.0 if starts else 0.0
     return {kind: round(ms, 3) for kind, ms in totals.items()}, round(wall, 3)
+
+
+def piece_times(step_stats):
+    """{piece: {moment: ms from the step's first op}} of a pipelined step (see above); {} for another."""
+    nodes = [(device.device, node) for device in step_stats.dev_stats for node in device.node_stats]
+    first = min((node.all_start_micros for _, node in nodes), default=0)
+    pieces = collections.defaultdict(dict)
+    for device, node in nodes:
+        piece, moment = PIECE.search(node.node_name), _moment(_op_type(node), "/job:worker/" in device)
+        if not (piece and moment):
+            continue
+        start = (node.all_start_micros - first) / 1000.0
+        if moment == "landed":  # the first of a landing; the last op of every other moment
+            at = min(pieces[piece[1]].get(moment, start), start)
+        else:
+            at = max(pieces[piece[1]].get(moment, 0.0), start + node.all_end_rel_micros / 1000.0)
+        pieces[piece[1]][moment] = round(at, 3)
+    return dict(pieces)
+
+
+def _moment(op_type, on_worker):
+    """Which of a piece's moments an op of it marks: the end of the last of its kind, the start of a landing."""
+    if on_worker:
+        return {"ConcatV2": "sent", "Assign": "pulled"}.get(op_type)
+    if op_type == "QueueDequeueManyV2":
+        return "all_in"
+    if op_type.startswith(("Apply", "ResourceApply")):
+        return "applied"
+    return "landed" if op_type == "SplitV" else None
 
 
 def _op_type(node):
@@ -163,6 +197,7 @@ class StepTracer:
         edges = cross_task_edges(metadata.partition_graphs, metadata.step_stats)
         line = {"step": step, "part": part, "wall_ms": wall, "op_ms": kinds}
         line["partition_edges"] = [dataclasses.asdict(edge) for edge in edges]
+        line.update({"pieces": pieces} if (pieces := piece_times(metadata.step_stats)) else {})
         with open(os.path.join(self.logdir, "trace_breakdown.jsonl"), "a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
         spent = "  ".join(f"{kind} {ms:.2f}" for kind, ms in kinds.items())
