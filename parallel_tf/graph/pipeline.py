@@ -13,9 +13,9 @@ step ends, piece by piece:
   as the plain step does (so the bits are the plain step's), and gives every other worker a token;
 - each worker then pulls the piece, one vector, into its copy of it; its next step reads the copies.
 Graph dataflow does the overlap (no threads of our own): a piece's pull crosses while other pieces' pushes
-do. How much they overlap is the transport's: TensorFlow's gRPC shares a link between the pieces in flight, so
-they land about together, and a round-by-round order, each round sent once the one before has landed or been
-pulled, waits for a sign that queues behind the pulls (BENCHMARKS.md, "Pieces pulled when ready").
+do, the pieces landing one after another as the transport sends them. A round-by-round order forced on top,
+each round sent once the one before has landed or been pulled, was slower: the sign it waits for comes back
+behind the pulls (BENCHMARKS.md, "Pieces pulled when ready").
 """
 
 from parallel_tf.compat import tf
