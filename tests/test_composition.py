@@ -528,7 +528,7 @@ FOUR_WORKERS = cluster_lib.parse({"cluster": {"ps": ["a:1"], "worker": ["a:2", "
             "sync",
             TWO_WORKERS,
             {"pipeline_pieces": 2, "optimizer": "adam"},
-            "--pipeline_pieces does not go with --optimizer=adam: Adam counts one update of every variable a step",
+            "--pipeline_pieces=2 does not go with --optimizer=adam: Adam counts one update of every variable a step",
         ),
     ],
     ids=[

@@ -18,8 +18,8 @@ BY_PIECE = "the pipeline applies each piece as soon as its gradients are in"
 def check(values, cluster):
     if values["pipeline_pieces"] and values["optimizer"] == "adam":
         raise ConfigError(
-            f"--pipeline_pieces does not go with --optimizer=adam: Adam counts one update of every variable a step "
-            f"(its beta powers), and {BY_PIECE}"
+            f"--pipeline_pieces={values['pipeline_pieces']} does not go with --optimizer=adam: Adam counts one update "
+            f"of every variable a step (its beta powers), and {BY_PIECE}"
         )
 
 
