@@ -36,8 +36,8 @@ def test_ops_are_sorted_by_what_they_do(op_type, device, kind):
 def test_a_pipelined_step_s_pieces_are_timed_from_the_ops_of_their_name_scopes():
     """The step starts with its first op, at 1,000 µs. The piece was sent when the chief's concat of it ended
     (2,000 + 500: 1.5 ms), landed when the first split on its server started (4,000: 3.0; the later one and the
-    pull's split on the worker do not count), was all in when the take of every arrival ended (5,000 + 1,500:
-    5.5), applied when its last update ended (6,000 + 250: 5.25), pulled when the chief's last assign ended
+    pull's split on the worker do not count), was all in when the take of every arrival ended (5,000 + 1,000:
+    5.0), applied when its last update ended (6,000 + 250: 5.25), pulled when the chief's last assign ended
     (7,000 + 1,000: 7.0)."""
     metadata = tf.RunMetadata()
     worker = metadata.step_stats.dev_stats.add(device="/job:worker/replica:0/task:0/device:CPU:0")
@@ -48,7 +48,7 @@ def test_a_pipelined_step_s_pieces_are_timed_from_the_ops_of_their_name_scopes()
         (worker, piece + "concat", "ConcatV2", 2000, 500),
         (server, piece + "split", "SplitV", 4000, 100),
         (server, piece + "split_1", "SplitV", 4200, 100),
-        (server, piece + "parallel_tf_pipeline_0_1_DequeueMany", "QueueDequeueManyV2", 5000, 1500),
+        (server, piece + "parallel_tf_pipeline_0_1_DequeueMany", "QueueDequeueManyV2", 5000, 1000),
         (server, piece + "GradientDescent/update_a/ApplyGradientDescent", "ApplyGradientDescent", 6000, 250),
         (server, piece + "GradientDescent/update_b/ApplyGradientDescent", "ApplyGradientDescent", 6100, 100),
         (worker, piece + "split_2", "SplitV", 7000, 10),
@@ -59,7 +59,7 @@ def test_a_pipelined_step_s_pieces_are_timed_from_the_ops_of_their_name_scopes()
             node_name=name, all_start_micros=start, all_end_rel_micros=micros, timeline_label=f"{name} = {op_type}(x)"
         )
     assert profiling.piece_times(metadata.step_stats) == {
-        "parallel_tf_pipeline_0_1": {"sent": 1.5, "landed": 3.0, "all_in": 5.5, "applied": 5.25, "pulled": 7.0}
+        "parallel_tf_pipeline_0_1": {"sent": 1.5, "landed": 3.0, "all_in": 5.0, "applied": 5.25, "pulled": 7.0}
     }
 
 
