@@ -162,14 +162,19 @@ def build_model_on_copies(recipe, dataset, copy_device, collections):
 
     def compute_on_a_copy(getter, name, *args, **kwargs):
         parameter = getter(name, *args, **kwargs)
-        with tf.device(copy_device):
-            copy = tf.Variable(
-                parameter.read_value(), trainable=False, collections=collections, name=name.split("/")[-1] + "_copy"
-            )
+        copy = copy_of(parameter, copy_device, collections)
         pairs.append((parameter, copy))
         return copy
 
     return build_model(recipe, dataset, custom_getter=compute_on_a_copy), pairs
+
+
+def copy_of(parameter, device, collections):
+    """A copy of `parameter` on `device`, never trainable, in `collections`, that starts as its value when
+    initialised (a local variable: when its worker joins, after the parameters are initialised or restored)."""
+    with tf.device(device):
+        name = parameter.op.name.split("/")[-1] + "_copy"
+        return tf.Variable(parameter.read_value(), trainable=False, collections=collections, name=name)
 
 
 def build_held_out(recipe, dataset):

@@ -20,8 +20,8 @@ behind the pulls (BENCHMARKS.md, "Pieces pulled when ready").
 
 from parallel_tf.compat import tf
 from parallel_tf.graph.barrier import constant_at, shared_queue, taken
-from parallel_tf.graph.model import LOCAL
-from parallel_tf.graph.server_vectors import by_server
+from parallel_tf.graph.model import LOCAL, copy_of
+from parallel_tf.graph.server_vectors import by_server, read_packed, sent_packed
 
 
 def rounds(variables, pieces_per_server):
@@ -31,12 +31,13 @@ def rounds(variables, pieces_per_server):
     index = {variable.op.name: v for v, variable in enumerate(variables)}
     by_round = [[] for _ in range(pieces_per_server)]
     for group in by_server(variables):
-        total, filled = sum(_size(v) for v in group), 0
+        sizes = [variable.shape.num_elements() for variable in group]
+        total, filled = sum(sizes), 0
         runs = [[] for _ in range(pieces_per_server)]
-        for variable in group:  # a variable goes to the run its middle byte falls in
-            middle = filled + _size(variable) / 2
+        for variable, size in zip(group, sizes, strict=True):  # a variable goes to the run its middle byte falls in
+            middle = filled + size / 2
             runs[min(pieces_per_server - 1, int(middle * pieces_per_server / total))].append(index[variable.op.name])
-            filled += _size(variable)
+            filled += size
         for r, run in enumerate(runs):
             if run:
                 by_round[r].append(run)
@@ -45,12 +46,7 @@ def rounds(variables, pieces_per_server):
 
 def worker_copies(variables, device):
     """{variable's op name: its copy on `device`}, a local variable each worker starts as the variable's value."""
-    copies = {}
-    for variable in variables:
-        with tf.device(device):
-            name = variable.op.name.split("/")[-1] + "_copy"
-            copies[variable.op.name] = tf.Variable(variable.read_value(), trainable=False, collections=LOCAL, name=name)
-    return copies
+    return {variable.op.name: copy_of(variable, device, LOCAL) for variable in variables}
 
 
 class Pipeline:
@@ -72,12 +68,14 @@ class Pipeline:
         every worker, once every piece is applied with `optimizer` and `global_step` counts the step; another
         worker's, its own, once its copies hold the step's update."""
         done, reported = [], None
-        for number, pieces in enumerate(reversed(self.rounds)):  # backprop's order: the last layers' come first
+        # named round by round, the last layers' round first, as backprop makes their gradients first; when each
+        # piece goes is the dataflow's, not this order's
+        for number, pieces in enumerate(reversed(self.rounds)):
             for p, piece in enumerate(pieces):
-                sent = [gradients[v] for gradients in gradients_by_microbatch for v in piece] + [loss]
+                sent = [[gradients[v] for v in piece] for gradients in gradients_by_microbatch]
                 name = f"parallel_tf_pipeline_{number}_{p}"
                 with tf.name_scope(name):  # a trace (--trace_steps) names each piece's ops by it
-                    queue, arrival = self._push(name, piece, sent, first_microbatch)
+                    queue, arrival = self._push(name, piece, sent, loss, first_microbatch)
                     released, arrivals = self._release(name, piece, queue, arrival, optimizer)
                     done += [released, self._pull(piece, after=released)]
                 reported = reported or arrivals  # the chief's first: every worker's index and loss
@@ -89,24 +87,19 @@ class Pipeline:
         with tf.control_dependencies([counted]):
             return tuple(tf.identity(tensor) for tensor in reported)
 
-    def _push(self, name, piece, tensors, first_microbatch):
-        """(the piece's queue `name`, and this worker's arrival on it, once `tensors`, this worker's gradients of
-        `piece`, microbatch by microbatch, and its loss, sent as one vector, are written into their slots)."""
-        variables = self.aggregator.variables
-        server = variables[piece[0]].device
-        flat = tf.concat([tf.reshape(tensor, [-1]) for tensor in tensors], 0)
-        with tf.colocate_with(variables[piece[0]]):
-            parts = tf.split(flat, [tensor.shape.num_elements() for tensor in tensors])
-            rows = [
-                [tf.reshape(part, variables[v].shape) for v, part in zip(piece, parts[k : k + len(piece)], strict=True)]
-                for k in range(0, len(parts) - 1, len(piece))
-            ]
+    def _push(self, name, piece, gradients_by_microbatch, loss, first_microbatch):
+        """(the piece's queue `name`, and this worker's arrival on it, once its gradients of `piece`
+        (gradients_by_microbatch[k][i], of variable piece[i]) and its loss, sent as one vector, are written into
+        their slots)."""
+        variables = [self.aggregator.variables[v] for v in piece]
+        server = variables[0].device
+        rows, (loss,) = sent_packed(gradients_by_microbatch, variables, riding=[loss])  # the piece's one server
         with tf.device(server):  # what waits for the write waits on the server, not on a round trip to here
             written = self.aggregator.write(first_microbatch, rows, only=piece)
         queue = shared_queue(name, server, [tf.int32, tf.float32], [[], []])
         index = constant_at(self.task_index, server)
         with tf.device(server), tf.control_dependencies([written]):
-            return queue, queue.enqueue((index, tf.reshape(parts[-1], [])))
+            return queue, queue.enqueue((index, loss))
 
     def _release(self, name, piece, queue, arrival, optimizer):
         """(the release of `piece` to this worker, and the chief's every worker's (index, loss) on it): the chief
@@ -127,15 +120,5 @@ class Pipeline:
 
     def _pull(self, piece, after):
         """The read of `piece` once ops `after` have run, as one vector, into this worker's copies."""
-        variables = [self.aggregator.variables[v] for v in piece]
-        with tf.colocate_with(variables[0]), tf.control_dependencies([after]):
-            flat = tf.concat([tf.reshape(variable.read_value(), [-1]) for variable in variables], 0)
-        copies = [self.copies[variable.op.name] for variable in variables]
-        with tf.colocate_with(copies[0]):
-            parts = tf.split(flat, [_size(variable) for variable in variables])
-            pulled = [copy.assign(tf.reshape(part, copy.shape)) for copy, part in zip(copies, parts, strict=True)]
-        return tf.group(*pulled)
-
-
-def _size(variable):
-    return variable.shape.num_elements()
+        values = read_packed([self.aggregator.variables[v] for v in piece], after=[after])
+        return tf.group(*[self.copies[name].assign(value) for name, value in values.items()])

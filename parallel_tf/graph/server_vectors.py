@@ -23,7 +23,7 @@ class PackedReads:
     def __call__(self, getter, name, *args, **kwargs):
         variable = getter(name, *args, **kwargs)
         if not self._values:
-            self._values = _read_packed(self.variables)
+            self._values = read_packed(self.variables)
         if not isinstance(variable, tf.Variable):  # a PartitionedVariable: pieces on several servers (partitions.py)
             return tf.concat([self._values[piece.op.name] for piece in variable], axis=0)
         return self._values[variable.op.name]
@@ -33,10 +33,12 @@ class PackedReads:
         return [self._values[variable.op.name] for variable in variables]
 
 
-def _read_packed(variables):
+def read_packed(variables, after=()):
+    """{op name: value} of `variables`, read as one vector on each server that holds some, once ops `after` have
+    run there, and split where the caller computes."""
     values = {}
     for group in by_server(variables):
-        with tf.colocate_with(group[0]):
+        with tf.colocate_with(group[0]), tf.control_dependencies(after):
             flat = tf.concat([tf.reshape(variable.read_value(), [-1]) for variable in group], 0)
         for variable, part in zip(group, tf.split(flat, [_size(variable) for variable in group]), strict=True):
             values[variable.op.name] = tf.reshape(part, variable.shape)
