@@ -14,7 +14,8 @@ from absl import logging
 from parallel_tf.cluster.addresses import host_and_port
 from parallel_tf.errors import TaskFailure
 
-POLL_SECS = 0.5
+POLL_SECS = 0.1  # between looks: a task starts this soon after its peers listen (a look is one TCP connect)
+CONNECT_TIMEOUT_SECS = 0.5  # a peer that takes longer to accept counts as not there yet
 ANNOUNCE_AFTER_SECS = 5.0
 
 
@@ -40,7 +41,7 @@ def wait_until_reachable(peers, timeout_secs):
 def accepts(address):
     """True if something listens at "host:port": the cheapest sign that a task is still running."""
     try:
-        with socket.create_connection(host_and_port(address), timeout=POLL_SECS):
+        with socket.create_connection(host_and_port(address), timeout=CONNECT_TIMEOUT_SECS):
             return True
     except OSError:
         return False

@@ -29,6 +29,9 @@ from parallel_tf.compat import tf
 from parallel_tf.graph.devices import server_cpu
 
 LIVENESS_POLL_SECS = 0.5
+# How often a server looks for done signals: it exits this soon after the last (a look is one local run; a
+# dequeue that blocks with a deadline could take a signal and lose it to the deadline)
+SIGNAL_POLL_SECS = 0.05
 
 
 def shared_queue(name, device, dtypes, shapes):
@@ -122,6 +125,7 @@ def wait_until_workers_done(target, job, task, workers, is_alive, on_done, on_lo
     config = tf.ConfigProto(device_filters=[f"/job:{job}/task:{task}"])
     pending = set(workers)
     last_alive = dict.fromkeys(pending, time.time())
+    checked = 0.0
     with tf.Session(target, graph=graph, config=config) as sess:
         while pending:
             for _ in range(int(sess.run(signals_waiting))):  # never blocks: this server is the only reader
@@ -129,11 +133,13 @@ def wait_until_workers_done(target, job, task, workers, is_alive, on_done, on_lo
                 pending.discard(worker)
                 on_done(worker)
             now = time.time()
-            for worker in sorted(pending):
-                if is_alive(worker):
-                    last_alive[worker] = now
-                elif now - last_alive[worker] > patience_secs:
-                    pending.discard(worker)
-                    on_lost(worker)
+            if now - checked >= LIVENESS_POLL_SECS:
+                checked = now
+                for worker in sorted(pending):
+                    if is_alive(worker):
+                        last_alive[worker] = now
+                    elif now - last_alive[worker] > patience_secs:
+                        pending.discard(worker)
+                        on_lost(worker)
             if pending:
-                time.sleep(LIVENESS_POLL_SECS)
+                time.sleep(SIGNAL_POLL_SECS)
