@@ -328,8 +328,8 @@ def cases(tmp):
         ),
         "launcher: half-precision transport with strict determinism": (
             launcher_command("--mode=allreduce", "--allreduce_transport=bfloat16", "--strict_determinism"),
-            "--allreduce_transport=bfloat16 does not go with --strict_determinism: strict determinism gathers whole "
-            "float32 microbatch gradients, to equal sync strict bitwise",
+            "--strict_determinism does not go with --allreduce_transport=bfloat16: strict determinism gathers whole "
+            "float32 microbatch gradients, to equal sync strict bitwise",  # the one that closes the ring speaks first
         ),
         "launcher: --num_groups outside hierarchical": (
             launcher_command("--mode=async", "--num_groups=2"),

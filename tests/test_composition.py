@@ -306,6 +306,34 @@ COMPOSED = [pair for pair, (refusal, _) in OUTCOMES.items() if refusal is None]
 RUNS = [pair for pair in COMPOSED if not SHAPED_ONLY & set(pair)]
 
 
+def _composed(*declarations, offered=()):
+    """rules.compose of made-up declarations `declarations`, each switched on by its one flag, in mode "m"."""
+    values = {d.flags[0]: 1 for d in declarations}
+    return rules.compose(declarations, "m", None, values, set(values), dict.fromkeys(values, 0), offered)
+
+
+def test_one_rule_refuses_a_second_owner_and_a_filler_of_a_closed_seam_and_chains_the_rest():
+    """rules.SEAMS, on made-up declarations: two encoders of what a worker sends are refused; two wraps chain;
+    a seam a declaration closes is refused to its filler, the closer first, only in a mode that offers it."""
+
+    def declared(name, kind=rules.Technique, **fields):
+        return kind(name=name, flags=(name,), modes=("m",), **fields)
+
+    a, b = declared("a", hooks=("transmit", "wrap")), declared("b", hooks=("transmit",))
+    with pytest.raises(ConfigError, match="^--a=1 does not go with --b=1: both encode the gradients a worker sends$"):
+        _composed(a, b)
+    assert _composed(a, declared("c", hooks=("wrap",))).names == ("a", "c")
+    closer = declared("d", rules.Option, closes={"ring": "d sums its own way"})
+    ring = declared("e", rules.Option, fills=("ring",))
+    with pytest.raises(ConfigError, match="^--d=1 does not go with --e=1: d sums its own way$"):
+        _composed(ring, closer, offered=("ring",))
+    assert _composed(ring, closer).options == ("e", "d")  # a mode without a ring: nothing to close
+    builder = declared("f", hooks=("build",), calls=("transmit",))
+    assert _composed(builder, b).names == ("f", "b")  # it calls the transmit hook
+    with pytest.raises(ConfigError, match="^--f=1 does not go with --g=1: it builds its own m graph, which does not "):
+        _composed(builder, declared("g", hooks=("optimizer",)))
+
+
 @pytest.mark.parametrize("mode, a, b", list(OUTCOMES), ids=[" ".join(p) for p in OUTCOMES])
 def test_a_pair_is_refused_naming_both_or_composes_both(mode, a, b):
     """Refused by scope (a flag of a declaration of other modes, named with the modes it is for), or by

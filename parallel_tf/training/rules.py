@@ -18,10 +18,12 @@ The rules, in the order `compose` applies them:
 2. Every declaration of the run's mode refuses bad values of its own flags (its `check`), and a flag
    of a declaration that is off, other than the one that switches it on, is refused when given: it
    would do nothing (--microbatches without --strict_determinism).
-3. At most one technique builds the mode's graph (its `build` hook), and it must call the mode hooks
-   (HOOKS_OF_THE_MODE) of every other technique on: its `calls` lists the ones it does.
-4. At most one technique provides each single-owner hook (SINGLE_OWNER_HOOKS).
-5. A pair either of whose declarations names the other in `conflicts` is refused, with its reason.
+3. Seams (SEAMS), the places of a mode's step a declaration fills with its own code: a seam that takes one
+   owner (`both` says why) is refused to a second, and a seam a declaration closes (`closes`: strict
+   determinism's reduction, which does not sum by the ring; a technique that builds the graph itself, for
+   the mode's hooks its builder does not call) is refused to every other. The rest chain, in the order of
+   TECHNIQUES. A mode's own seams (`Mode.seams`: all-reduce's reduction and ring) count only in that mode.
+4. A pair either of whose declarations names the other in `conflicts` is refused, with its reason.
 
 Wrapping order: the graph is built by the technique that builds it (or the mode), then wrapped by
 every `wrap` hook in the order of TECHNIQUES (techniques/__init__.py), innermost first.
@@ -34,8 +36,8 @@ from typing import ClassVar
 
 from parallel_tf.errors import ConfigError
 
-# The hooks a mode's builder calls (sync: transmit and optimizer; async: all of them). A technique that builds the
-# graph itself calls only those it lists in `calls`; with any other technique providing one, it is refused.
+# The hooks a mode's builder calls (sync: transmit and optimizer; async: all of them), by what each does. A technique
+# that builds the graph itself calls only those it lists in `calls`, and closes the others (rule 3).
 HOOKS_OF_THE_MODE = {
     "transmit": "encode the gradients a worker sends",
     "optimizer": "change how the optimizer applies an update",
@@ -44,8 +46,20 @@ HOOKS_OF_THE_MODE = {
     "send_push": "change how a push reaches the parameters",
     "after_push": "mark a worker's own push as already in its copy",
 }
-SINGLE_OWNER_HOOKS = ("transmit", "send_push")  # what reaches the parameters can be decided only once
-HOOKS = (*HOOKS_OF_THE_MODE, "build", "wrap")
+HOOKS = (*HOOKS_OF_THE_MODE, "build", "wrap")  # a technique's hooks: functions of its module
+
+
+# The seams (rule 3), each with why a second owner is refused ({mode}: the run's), or "" where any number chain
+SEAMS = {
+    "build": "each builds the {mode} graph its own way",
+    "transmit": "both " + HOOKS_OF_THE_MODE["transmit"],  # what reaches the parameters is decided once
+    "send_push": "both " + HOOKS_OF_THE_MODE["send_push"],
+    **dict.fromkeys(("wrap", "optimizer", "push_learning_rate", "push_gradients", "after_push"), ""),
+    # all-reduce's: how a step reduces its gradients (Declaration.reduces), and what shapes the ring's sums
+    "reduce": "each reduces the gradients its own way, and all-reduce has one reduce hook",
+    "ring": "",
+}
+MODE_SEAMS = ("reduce", "ring")  # the seams that count only in a mode that offers them (Mode.seams)
 NO_CLUSTER = "single"  # the mode of the one plain process (modes/single.py)
 
 
@@ -105,14 +119,21 @@ class Declaration:
     # (values, cluster, [shape of each trainable variable]) -> ConfigError for what only the model's shapes tell
     # (PowerSGD's rank against its matrices): checked before any task starts, from the recipe's model
     check_shapes: Callable[[Values, object, list], None] | None = None
-    # All-reduce's reduce hook, which at most one declaration of a run owns: (settings, recipe, model, variables,
-    # ring) -> [(first step, collectives.Reduction)], its ways of reducing and the step each starts at. Without
-    # an owner, the plain ring (collectives.Ring.reduce).
+    # All-reduce's reduce hook, filling the "reduce" seam: (settings, recipe, model, variables, ring) ->
+    # [(first step, collectives.Reduction)], its ways of reducing and the step each starts at. Without an owner,
+    # the plain ring (collectives.Ring.reduce).
     reduces: Callable | None = None
-    # Why the ring's options (ring_option) cannot shape it, where its reduction does not sum floats by the ring
-    skips_ring: str = ""
-    # It shapes how the ring sums floats (buckets, a transport): refused beside a reducer that skips the ring
-    ring_option: bool = False
+    fills: tuple = ()  # the SEAMS it fills besides its hooks and `reduces` (a ring option: "ring")
+    closes: dict = dataclasses.field(default_factory=dict)  # {seam: why no other declaration may fill it}
+
+    def __post_init__(self):
+        unknown = (set(self.fills) | set(self.closes)) - set(SEAMS)
+        assert not unknown, f"{self.name}: unknown seams {sorted(unknown)}"
+
+    def seams(self, mode):
+        """The seams it fills, and {seam: why} of those it closes, in `mode`."""
+        filled = (*getattr(self, "hooks", ()), *self.fills, *(("reduce",) if self.reduces else ()))
+        return filled, self.closes
 
     def is_on(self, values, cluster, defaults):
         """Whether a run with `values` uses it; `defaults`: every flag's defined default."""
@@ -141,12 +162,22 @@ class Technique(Declaration):
     spare_workers: Callable[[Values, object], int] | None = None  # (values, cluster) -> workers the run may lose
 
     def __post_init__(self):
+        super().__post_init__()
         unknown = set(self.hooks) - set(HOOKS)
         assert not unknown, f"{self.name}: unknown hooks {sorted(unknown)}"
 
     @property
     def builds_graph(self):
         return "build" in self.hooks
+
+    def seams(self, mode):
+        """A technique that builds the graph closes the mode's hooks its builder does not call."""
+        filled, closes = super().seams(mode)
+        if self.builds_graph:
+            not_called = [hook for hook in HOOKS_OF_THE_MODE if hook not in self.calls]
+            builds = f"it builds its own {mode} graph, which does not "
+            closes = {**{hook: builds + HOOKS_OF_THE_MODE[hook] for hook in not_called}, **closes}
+        return filled, closes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,7 +199,7 @@ class Mode:
     workers_alone: str = ""  # how its workers exchange with no parameter server; "": they use parameter servers
     flags: tuple = ()  # its cluster-shape flags, defined by its module's define_flags
     lockstep: bool = False  # the data position is the global step, so a run resumes on any worker count
-    reduces: bool = False  # its step reduces the gradients by the reduce hook (Declaration.reduces)
+    seams: tuple = ()  # the MODE_SEAMS it offers (all-reduce: "reduce", "ring")
     check: Callable[[Values, object], None] | None = None  # its rules of a whole run: ConfigError, one line
     # (hosts_known, source, flag_values) -> None: its rules of how a cluster is laid out on hosts, checked
     # wherever one is (Slurm, the launcher, a TFJob); `source` names it, for the ConfigError
@@ -191,12 +222,12 @@ class Composition:
     settled: dict
 
 
-def compose(declarations, mode, cluster, values, given, defaults, reducing=False):
+def compose(declarations, mode, cluster, values, given, defaults, offered=()):
     """The run's composition, or ConfigError with one line naming what cannot go together.
 
     `declarations`: every technique (in wrapping order) and option; `values`: every flag of the run,
     by name; `given`: the names of the flags the user set; `defaults`: every flag's defined default;
-    `reducing`: the mode reduces its gradients by the reduce hook (all-reduce)."""
+    `offered`: the MODE_SEAMS the mode offers (Mode.seams)."""
     values = {**values, "mode": mode}
     of_mode = [d for d in declarations if mode in d.modes]
     on, settled = _settle(of_mode, values, cluster, given, defaults)
@@ -210,15 +241,12 @@ def compose(declarations, mode, cluster, values, given, defaults, reducing=False
             declaration.check(values, cluster)
         if declaration not in on:
             _refuse_idle_flags(declaration, given)
-    _check_builder(on, values, mode)
-    _check_single_owners(on, values)
-    if reducing:
-        _check_reducers(on, values)
+    _check_seams(on, values, mode, offered)
     for a, b in itertools.combinations(on, 2):
         for first, second in ((a, b), (b, a)):  # the one that declares the conflict speaks first
             why = _conflict(first, second)
             if why:
-                raise ConfigError(f"{first.describe(values)} does not go with {second.describe(values)}: {why}")
+                _refuse(first, second, why, values)
     names = tuple(d.name for d in on if isinstance(d, Technique))
     return Composition(names, tuple(d.name for d in on if isinstance(d, Option)), settled)
 
@@ -266,46 +294,21 @@ def _conflict(a, b):
     return a.conflicts.get(b.name)
 
 
-def _check_builder(on, values, mode):
-    builders = [t for t in on if isinstance(t, Technique) and t.builds_graph]
-    if len(builders) > 1:
-        a, b = builders[:2]
-        raise ConfigError(
-            f"{a.describe(values)} does not go with {b.describe(values)}: each builds the {mode} graph its own way"
-        )
-    for builder in builders:
-        for other in on:
-            for hook in sorted(set(getattr(other, "hooks", ())) & set(HOOKS_OF_THE_MODE) - set(builder.calls)):
-                raise ConfigError(
-                    f"{builder.describe(values)} does not go with {other.describe(values)}: it builds its own "
-                    f"{mode} graph, which does not {HOOKS_OF_THE_MODE[hook]}"
-                )
+def _check_seams(on, values, mode, offered):
+    """Rule 3: one owner where a seam takes one, none beside a declaration that closes it; the one that
+    closes a seam speaks first."""
+    seams = [declaration.seams(mode) for declaration in on]  # (filled, closes) of each, in the order of `on`
+    for seam in (seam for seam in SEAMS if seam not in MODE_SEAMS or seam in offered):
+        owners = [d for d, (filled, _) in zip(on, seams, strict=True) if seam in filled]
+        if SEAMS[seam] and len(owners) > 1:
+            _refuse(owners[0], owners[1], SEAMS[seam].format(mode=mode), values)
+        for closer, (_, closes) in zip(on, seams, strict=True):
+            for other in (d for d in owners if seam in closes and d is not closer):
+                _refuse(closer, other, closes[seam], values)
 
 
-def _check_single_owners(on, values):
-    for hook in SINGLE_OWNER_HOOKS:
-        owners = [t for t in on if hook in getattr(t, "hooks", ())]
-        if len(owners) > 1:
-            a, b = owners[:2]
-            raise ConfigError(
-                f"{a.describe(values)} does not go with {b.describe(values)}: both {HOOKS_OF_THE_MODE[hook]}"
-            )
-
-
-def _check_reducers(on, values):
-    """One way of reducing at a time, and the ring's options only where the reduction sums by the ring."""
-    reducers = [d for d in on if d.reduces]
-    if len(reducers) > 1:
-        a, b = reducers[:2]
-        raise ConfigError(
-            f"{a.describe(values)} does not go with {b.describe(values)}: each reduces the gradients its own way, "
-            "and all-reduce has one reduce hook"
-        )
-    for reducer in (r for r in reducers if r.skips_ring):
-        for option in (d for d in on if d.ring_option):
-            raise ConfigError(
-                f"{option.describe(values)} does not go with {reducer.describe(values)}: {reducer.skips_ring}"
-            )
+def _refuse(first, second, why, values):
+    raise ConfigError(f"{first.describe(values)} does not go with {second.describe(values)}: {why}")
 
 
 def scope_named(modes, prefix="--mode="):

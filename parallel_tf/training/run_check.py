@@ -38,8 +38,8 @@ def check_run(mode, cluster, values, given):
         if modes.BY_NAME[mode].check:
             modes.BY_NAME[mode].check(values, cluster)
     in_scope = {name: value for name, value in values.items() if mode in FLAG_SCOPES.get(name, (mode,))}
-    reducing = modes.BY_NAME[mode].reduces
-    return rules.compose(DECLARATIONS, mode, cluster, in_scope, given, flag_defaults(), reducing)
+    offered = modes.BY_NAME[mode].seams
+    return rules.compose(DECLARATIONS, mode, cluster, in_scope, given, flag_defaults(), offered)
 
 
 def needs_model_shapes(settings):

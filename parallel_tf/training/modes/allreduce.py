@@ -76,7 +76,7 @@ MODE = Mode(
     build=build,
     workers_alone="all-reduce their gradients among themselves",
     lockstep=True,
-    reduces=True,
+    seams=("reduce", "ring"),
 )
 
 

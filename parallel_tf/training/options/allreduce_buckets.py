@@ -16,7 +16,7 @@ OPTION = Option(
     name="allreduce_buckets",
     flags=("allreduce_bucket_mb",),
     modes=("allreduce",),
-    ring_option=True,
+    fills=("ring",),
 )
 
 

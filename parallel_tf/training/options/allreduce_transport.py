@@ -30,7 +30,7 @@ OPTION = Option(
     flags=("allreduce_transport",),
     modes=("allreduce",),
     check=check,
-    ring_option=True,
+    fills=("ring",),
 )
 
 

@@ -46,7 +46,7 @@ OPTION = Option(
     check=check,
     requires={"aggregation": ("ordered", "it sums in a fixed order")},
     reduces=reduce,
-    skips_ring="strict determinism gathers whole float32 microbatch gradients, to equal sync strict bitwise",
+    closes={"ring": "strict determinism gathers whole float32 microbatch gradients, to equal sync strict bitwise"},
 )
 
 

@@ -156,7 +156,7 @@ def need_whole_variables(settings):
 def transmit(settings, tensors, destinations, device):
     """Gradients `tensors` of this worker (on `device`) as the parameter servers holding `destinations`
     receive them: as they are, unless a technique encodes them on the way (compression)."""
-    for technique in providing(settings, "transmit"):  # at most one (rules.SINGLE_OWNER_HOOKS)
+    for technique in providing(settings, "transmit"):  # at most one (rules.SEAMS)
         return technique.transmit(settings, tensors, destinations, device, settings.random_stream)
     return tensors
 
@@ -164,7 +164,7 @@ def transmit(settings, tensors, destinations, device):
 def send_push(settings, optimizer, sums, parameters, global_step, after):
     """A push, once op `after` has run: `optimizer` applies `sums` to `parameters` at once, unless a
     technique sends them otherwise."""
-    for technique in providing(settings, "send_push"):  # at most one (rules.SINGLE_OWNER_HOOKS)
+    for technique in providing(settings, "send_push"):  # at most one (rules.SEAMS)
 
         def optimizer_at(staleness):
             return optimizer_for(settings, push_learning_rate(settings, staleness))

@@ -84,7 +84,7 @@ TECHNIQUE = Technique(
     modes=("sync", "async", "allreduce"),
     hooks=("transmit", "wrap"),
     reduces=reduce,  # all-reduce gathers the codes
-    skips_ring="the codes cross in their own types, gathered whole, in one gather per type",
+    closes={"ring": "the codes cross in their own types, gathered whole, in one gather per type"},
     requires={
         "aggregation": ("ordered", "SyncReplicasOptimizer's accumulators take float gradients"),
         "strict_determinism": (
