@@ -24,7 +24,7 @@ from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import Dataset
 from parallel_tf.errors import ConfigError
-from parallel_tf.training import modes, options, rules, run_check, run_flags, techniques
+from parallel_tf.training import modes, options, rules, run_check, run_flags, seams, techniques
 from parallel_tf.training import settings as settings_lib
 from parallel_tf.training.recipe import Recipe
 
@@ -267,6 +267,18 @@ def test_a_technique_s_declaration_says_what_its_module_defines(technique):
     assert {hook for hook in rules.HOOKS if inspect.isfunction(getattr(technique, hook, None))} == set(declared.hooks)
     _defines_its_flags(technique)
     assert set(declared.calls) <= set(rules.HOOKS_OF_THE_MODE)
+
+
+@pytest.mark.parametrize("declared", run_check.DECLARATIONS, ids=[d.name for d in run_check.DECLARATIONS])
+def test_every_hook_and_reducer_takes_its_seam_s_arguments(declared):
+    """Each function a declaration fills a seam with takes the arguments of that seam's interface (seams.py), by
+    name, in order: a hook written against another signature fails here, not in the run that first calls it."""
+    filled = {hook: getattr(techniques.BY_NAME[declared.name], hook) for hook in getattr(declared, "hooks", ())}
+    if declared.reduces:
+        filled["reduce"] = declared.reduces
+    for seam, function in filled.items():
+        wanted = list(inspect.signature(seams.INTERFACES[seam].__call__).parameters)[1:]  # without self
+        assert list(inspect.signature(function).parameters) == wanted, f"{declared.name}.{function.__name__}"
 
 
 @pytest.mark.parametrize("option", options.OPTIONS, ids=[o.OPTION.name for o in options.OPTIONS])

@@ -119,9 +119,8 @@ class Declaration:
     # (values, cluster, [shape of each trainable variable]) -> ConfigError for what only the model's shapes tell
     # (PowerSGD's rank against its matrices): checked before any task starts, from the recipe's model
     check_shapes: Callable[[Values, object, list], None] | None = None
-    # All-reduce's reduce hook, filling the "reduce" seam: (settings, recipe, model, variables, ring) ->
-    # [(first step, collectives.Reduction)], its ways of reducing and the step each starts at. Without an owner,
-    # the plain ring (collectives.Ring.reduce).
+    # All-reduce's reduce hook, filling the "reduce" seam (seams.Reduce): its ways of reducing, each from the step
+    # it starts at. Without an owner, the plain ring (collectives.Ring.reducing).
     reduces: Callable | None = None
     fills: tuple = ()  # the SEAMS it fills besides its hooks and `reduces` (a ring option: "ring")
     closes: dict = dataclasses.field(default_factory=dict)  # {seam: why no other declaration may fill it}

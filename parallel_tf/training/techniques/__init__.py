@@ -9,28 +9,8 @@ A technique module has
                                 gradients where it owns that hook (`reduces`). How declarations compose is
                                 rules.py's to say.
     define_flags(flag_values=FLAGS)  the absl definitions of TECHNIQUE.flags
-and the hooks it declares, each taking the run's Settings first, from these:
-    build(recipe, dataset, settings, hooks) -> TrainGraph
-                                builds the mode's graph instead of the mode (rules.py: at most one may);
-                                `hooks`: this package, whose optimizer_for and transmit it calls for
-                                the other techniques on (its declaration's `calls`)
-    wrap(settings, graph) -> TrainGraph
-                                adds its variables, ops, counters or pauses to the graph built
-    optimizer(settings, optimizer) -> optimizer
-                                sync and async: the optimizer that applies each update, as it changes it
-    transmit(settings, tensors, destinations, device, stream) -> tensors
-                                sync and async: gradients on this worker (`device`) as the parameter
-                                servers receive them, each next to its variable in `destinations`;
-                                `stream` numbers the worker and the run's seed, for random draws
-    push_learning_rate(settings, learning_rate, staleness)  async: the rate a push of that staleness (an
-                                int64 tensor) is applied with
-    push_gradients(settings, parameters, sums) -> (sums, on_fetch)
-                                async: what a push applies instead of the (received) sums, and
-                                on_fetch(after): the ops to run with each fetch, once ops `after` have
-    send_push(settings, optimizer, sums, parameters, global_step, after, optimizer_at) -> Send
-                                async: how a push reaches the parameters, once op `after` has run
-                                (optimizer_at(staleness): the run's optimizer for a push of that staleness)
-    after_push(settings, read_step) -> ops  async: what a push changes in what the worker's copy reflects
+and the hooks it declares: functions of the module named after the seam each fills, with that seam's signature
+(training/seams.py: build, wrap, transmit, optimizer, push_learning_rate, push_gradients, send_push, after_push),
 and a line in TECHNIQUES. A declared flag's value is the Settings attribute of its name. That is all a
 new technique touches in the library; it also gets a row in docs/modes-and-techniques.md, a
 hand-computed test and an observable in tests/test_composition.py.

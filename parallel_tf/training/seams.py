@@ -1,0 +1,89 @@
+"""The seams of a step that a technique or option fills (rules.SEAMS), as typed interfaces.
+
+A technique's hook is the function of its module named after the seam, with that seam's signature here; the
+reduce seam is a declaration's `reduces`. tests/test_composition.py checks every one against its interface.
+Each takes the run's Settings first. Which seams take one owner, and which chain, is rules.SEAMS's to say.
+"""
+
+from __future__ import annotations  # the types name TensorFlow's and the package's, never imported here
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from parallel_tf.graph.collectives import Reducing, Ring
+    from parallel_tf.graph.pushes import Send
+    from parallel_tf.training.settings import Settings
+    from parallel_tf.training.train_graph import TrainGraph
+
+
+class Build(Protocol):
+    """The mode's graph, built by the technique instead of the mode; `hooks` (techniques/__init__.py) gives the
+    mode hooks of the other techniques on, of which it calls those its declaration's `calls` lists."""
+
+    def __call__(self, recipe, dataset, settings: Settings, hooks) -> TrainGraph: ...
+
+
+class Wrap(Protocol):
+    """The graph built, with the technique's variables, ops, counters or pauses added."""
+
+    def __call__(self, settings: Settings, graph: TrainGraph) -> TrainGraph: ...
+
+
+class Transmit(Protocol):
+    """Gradients of this worker (on `device`) as the parameter servers receive them, each next to its variable in
+    `destinations`; `stream` numbers the worker and the run's seed, for random draws. Sync and async."""
+
+    def __call__(self, settings: Settings, tensors: list, destinations: list, device: str, stream: int) -> list: ...
+
+
+class Optimizer(Protocol):
+    """The optimizer that applies each update, as the technique changes it. Every mode that applies updates."""
+
+    def __call__(self, settings: Settings, optimizer): ...
+
+
+class PushLearningRate(Protocol):
+    """Async: the rate a push of `staleness` (an int64 tensor) is applied with."""
+
+    def __call__(self, settings: Settings, learning_rate, staleness): ...
+
+
+class PushGradients(Protocol):
+    """Async: (what a push applies to `parameters` instead of the received `sums`, on_fetch(after): the ops to run
+    with each fetch once ops `after` have)."""
+
+    def __call__(self, settings: Settings, parameters: list, sums: list) -> tuple: ...
+
+
+class SendPush(Protocol):
+    """Async: how a push reaches the parameters once op `after` has run; optimizer_at(staleness) is the run's
+    optimizer for a push of that staleness."""
+
+    def __call__(self, settings: Settings, optimizer, sums, parameters, global_step, after, optimizer_at) -> Send: ...
+
+
+class AfterPush(Protocol):
+    """Async: the ops a push runs once sent, where the technique changes what the worker's copy reflects."""
+
+    def __call__(self, settings: Settings, read_step) -> list: ...
+
+
+class Reduce(Protocol):
+    """All-reduce: the ways of reducing a step's gradients, each from its first step on (a phase of the driver),
+    made once before any step, with any state they keep."""
+
+    def __call__(self, settings: Settings, recipe, ring: Ring, variables: list) -> list[Reducing]: ...
+
+
+# {seam: its interface}, for the seams a module's function or a declaration's `reduces` fills
+INTERFACES = {
+    "build": Build,
+    "wrap": Wrap,
+    "transmit": Transmit,
+    "optimizer": Optimizer,
+    "push_learning_rate": PushLearningRate,
+    "push_gradients": PushGradients,
+    "send_push": SendPush,
+    "after_push": AfterPush,
+    "reduce": Reduce,
+}
