@@ -14,7 +14,7 @@ from parallel_tf.data.sharding import Dataset
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import codecs
 from parallel_tf.training.recipe import Recipe
-from parallel_tf.training.settings import run_settings
+from parallel_tf.training.settings import Options, run_settings
 from parallel_tf.training.techniques import compression
 
 V = [0.3, -1.0, 0.25]
@@ -136,7 +136,7 @@ def test_error_feedback_is_the_codec_papers_unless_given_and_the_record_names_wh
     given = {"gradient_compression": name, **({"error_feedback": feedback} if feedback is not None else {})}
     cluster = cluster_lib.assign_jobs(["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"], 1, 0, "sync on 2 workers")
     settings = run_settings(set(given), **{**vars(DEFAULTS_OF_A_WORKER), "mode": "sync", "cluster": cluster}, **given)
-    assert settings.error_feedback == settings.arithmetic_options()["error_feedback"] == algorithm[1]
+    assert settings.options.error_feedback == settings.arithmetic_options()["error_feedback"] == algorithm[1]
     assert compression.record(settings) == {
         "gradient_compression": name,
         "error_feedback": algorithm[1],
@@ -180,7 +180,7 @@ def test_error_feedback_keeps_what_8bit_lost_and_loses_nothing_over_steps():
     """Step 1 (v = g): q = [38, -127, 32], decoded [0.299213, -1, 0.251969], residual v - decoded =
     [0.000787, 0, -0.001969]. Over 50 more steps of varied gradients, the decoded updates plus the
     final residual sum to the gradients, to 1e-6 (summed in float64 here)."""
-    options = {"gradient_compression": "8bit", "error_feedback": True}
+    options = Options(gradient_compression="8bit", error_feedback=True)
     with tf.Graph().as_default():
         gradient = tf.placeholder(tf.float32, [3])
         destination = tf.Variable(tf.zeros([3]))
@@ -201,7 +201,7 @@ def test_error_feedback_keeps_what_8bit_lost_and_loses_nothing_over_steps():
 def test_only_the_payload_is_on_the_worker_and_the_decoding_is_on_the_parameter_server():
     """Wherever the gradient was computed (here on the ps, as a push hook could leave it), the encoding and
     the residual are on the worker named, and the decoding next to the variable."""
-    options = {"gradient_compression": "8bit", "error_feedback": True}
+    options = Options(gradient_compression="8bit", error_feedback=True)
     worker = "/job:worker/task:1/device:CPU:0"
     with tf.Graph().as_default():
         with tf.device("/job:ps/task:0/device:CPU:0"):

@@ -202,19 +202,19 @@ def test_left_unset_the_steps_a_run_are_automatic_where_a_loop_composes_and_one_
     """Defaults (log every 50, checkpoint every 100): 10 in sync, all-reduce and async, a technique with a graph
     step on too; 1 where a loop does not compose (backup workers, the accumulator, traced steps, async's pushes
     every 2 steps), with the reason summary.json gives, or where 1 was given."""
-    assert _settings().steps_per_run == _settings("allreduce").steps_per_run == _settings("async").steps_per_run == 10
+    assert [_settings(mode).options.steps_per_run for mode in ("sync", "allreduce", "async")] == [10, 10, 10]
     assert "steps_per_run" in _settings().options_on
-    assert _settings(log_every=15).steps_per_run == 5
-    assert _settings(clip_norm=1.0).steps_per_run == 10
+    assert _settings(log_every=15).options.steps_per_run == 5
+    assert _settings(clip_norm=1.0).options.steps_per_run == 10
     backup = _settings(replicas_to_aggregate=1)
-    assert backup.steps_per_run == 1
+    assert backup.options.steps_per_run == 1
     assert backup.one_step_a_run.startswith("--replicas_to_aggregate=1 does not go with --steps_per_run=10: the chief")
-    assert _settings(aggregation="accumulator").steps_per_run == 1
-    assert _settings(trace_steps=(10, 12)).steps_per_run == 1
-    assert _settings(steps_per_run=1).steps_per_run == 1 and not _settings(steps_per_run=1).one_step_a_run
-    assert _settings("async", push_every=2).steps_per_run == 1
-    assert _settings("async", prefetch=False).steps_per_run == 1
-    assert _settings("single").steps_per_run == 10  # the one process: the reference loops as the clusters do
+    assert _settings(aggregation="accumulator").options.steps_per_run == 1
+    assert _settings(trace_steps=(10, 12)).options.steps_per_run == 1
+    assert _settings(steps_per_run=1).options.steps_per_run == 1 and not _settings(steps_per_run=1).one_step_a_run
+    assert _settings("async", push_every=2).options.steps_per_run == 1
+    assert _settings("async", prefetch=False).options.steps_per_run == 1
+    assert _settings("single").options.steps_per_run == 10  # the one process: the reference loops as the clusters do
 
 
 TECHNIQUE_LOOPS = {  # (mode, workers, flags, an observable of the technique's that must move)

@@ -226,7 +226,7 @@ def run_identity(recipe_name, settings):
     }
     if not settings.lockstep or settings.keeps_worker_state:
         identity["num_workers"] = settings.num_workers
-    if settings.link_rate:
+    if settings.options.link_rate:
         identity["network"] = settings.declared()["link"]
     return identity
 

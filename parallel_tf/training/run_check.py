@@ -10,6 +10,7 @@ ignored is a wrong experiment the user believes they ran. Mode options apply to 
 options to the one plain process too.
 """
 
+import dataclasses
 import functools
 
 from absl import flags
@@ -49,7 +50,7 @@ def needs_model_shapes(settings):
 
 def check_model(settings, shapes):
     """Each on declaration's check of the model: `shapes`, of every trainable variable (model.trainable_shapes)."""
-    values = {**settings.options, "mode": settings.mode}
+    values = {**dataclasses.asdict(settings.options), "mode": settings.mode}
     for declaration in settings.declarations_on:
         if declaration.check_shapes:
             declaration.check_shapes(values, settings.cluster, shapes)
@@ -112,9 +113,15 @@ def as_settings_value(value):
 
 
 @functools.cache
-def flag_defaults():
-    """{name: default} of every run and mode-option flag, as Settings holds it."""
+def defined_flags():
+    """Every run and mode-option flag, defined in FlagValues of their own: their types and defaults."""
     scratch = flags.FlagValues()
     define_mode_option_flags(scratch)
     define_run_flags(scratch)
-    return {name: as_settings_value(scratch[name].default) for name in scratch}
+    return scratch
+
+
+@functools.cache
+def flag_defaults():
+    """{name: default} of every run and mode-option flag, as Settings holds it."""
+    return {name: as_settings_value(defined_flags()[name].default) for name in defined_flags()}

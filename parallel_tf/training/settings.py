@@ -18,13 +18,32 @@ from parallel_tf.training.run_flags import given_flags
 
 FLAGS = flags.FLAGS
 MAX_WORKERS = 1 << 16  # for numbering each worker's random draws apart
+FLAG_TYPES = {"int": int, "float": float, "bool": bool, "string": str, "string enum": str}  # a list flag's: tuple
+
+
+def _options_class():
+    """A frozen dataclass with a field for every declared flag (options/, techniques/), of its flag's type and
+    default: the values a run's declarations read, as settings.options.push_every. The declarations say which
+    flags there are, not this module."""
+    defined, defaults = run_check.defined_flags(), run_check.flag_defaults()
+    fields = []
+    for name in run_check.DECLARED_SCOPES:
+        kind = FLAG_TYPES.get(defined[name].flag_type(), tuple)
+        fields.append(
+            (name, kind if defaults[name] is not None else kind | None, dataclasses.field(default=defaults[name]))
+        )
+    options = dataclasses.make_dataclass("Options", fields, frozen=True)
+    options.__module__ = __name__  # where pickle and repr find it
+    return options
+
+
+Options = _options_class()
 
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """Everything a task needs to know, checked; decided once, never changed after parsing. A declared
-    flag's value (an option's or a technique's: options/, techniques/) is read as the attribute of its
-    name, settings.push_every: the declarations say which flags there are, not this class."""
+    flag's value (an option's or a technique's: options/, techniques/) is a field of `options`."""
 
     mode: str  # "single" when there is no cluster
     job_name: str  # "worker" in a single-process run
@@ -50,8 +69,7 @@ class Settings:
     checkpoint_every: int = 100
     fresh: bool = False
     operation_timeout: float = 300.0
-    # every declared flag, by name: {flag: value}, as check_run settled them
-    options: dict = dataclasses.field(default_factory=lambda: declared_defaults())
+    options: Options = dataclasses.field(default_factory=Options)  # every declared flag, as check_run settled them
     techniques: tuple = ()  # the techniques on, as check_run decided (names, in wrapping order)
     options_on: tuple = ()  # the options on (options/), as check_run decided
     num_gpus: int = 0
@@ -62,12 +80,6 @@ class Settings:
     # Why the automatic --steps_per_run is 1 where the mode has a loop of steps: the refusal k > 1 would get
     # (a technique that needs Python between steps); "" where it loops, or was given
     one_step_a_run: str = ""
-
-    def __getattr__(self, name):
-        declared = self.__dict__.get("options", {})
-        if name in declared:
-            return declared[name]
-        raise AttributeError(f"Settings has no field or declared flag {name!r}")
 
     @property
     def is_chief(self):
@@ -86,9 +98,9 @@ class Settings:
     def base_learning_rate(self):
         """--learning_rate, times k = --global_batch_size / --linear_scaling_batch under the linear scaling rule:
         the rate wherever one is used (after warm-up, before decay)."""
-        if not self.linear_scaling_batch:
+        if not self.options.linear_scaling_batch:
             return self.learning_rate
-        return self.learning_rate * self.global_batch_size / self.linear_scaling_batch
+        return self.learning_rate * self.global_batch_size / self.options.linear_scaling_batch
 
     @property
     def clock(self):
@@ -108,23 +120,23 @@ class Settings:
     def schedule(self):
         """The learning rate as a function of the update it is applied at (graph/learning_rates.py)."""
         # only cosine's length defaults to the training left: a resume that trains longer then changes it
-        decay_steps = self.lr_decay_steps
-        if self.lr_schedule == "cosine" and not decay_steps:
-            decay_steps = max(self.updates_in_run - self.warmup_steps, 1)
+        decay_steps = self.options.lr_decay_steps
+        if self.options.lr_schedule == "cosine" and not decay_steps:
+            decay_steps = max(self.updates_in_run - self.options.warmup_steps, 1)
         return Schedule(
             self.base_learning_rate,
-            self.lr_schedule,
-            self.warmup_steps,
+            self.options.lr_schedule,
+            self.options.warmup_steps,
             decay_steps,
-            self.lr_decay_rate,
-            self.lr_decay_milestones,
-            warmup_from=self.learning_rate if self.linear_scaling_batch else None,
+            self.options.lr_decay_rate,
+            self.options.lr_decay_milestones,
+            warmup_from=self.learning_rate if self.options.linear_scaling_batch else None,
         )
 
     @property
     def spare_workers(self):
         """How many workers may die without stopping training (backup workers), else 0."""
-        return techniques.spare_workers(self.techniques, self.options, self.cluster)
+        return techniques.spare_workers(self.techniques, self.option_values, self.cluster)
 
     @property
     def declarations_on(self):
@@ -147,14 +159,19 @@ class Settings:
     @property
     def keeps_worker_state(self):
         """Whether a technique or option of this run keeps state on each worker that a resume needs."""
-        return any(d.worker_state(self.options) for d in self.declarations_on if d.worker_state)
+        return any(d.worker_state(self.option_values) for d in self.declarations_on if d.worker_state)
+
+    @property
+    def option_values(self):
+        """{flag: value} of every declared flag, as the declarations' functions take a run's values."""
+        return dataclasses.asdict(self.options)
 
     def arithmetic_options(self):
         """The value of every declared flag of this run's mode that decides its arithmetic, on or off (a
         schedule's, a technique's): what, besides the common flags, run.json records (a resume must match)
         and summary.json."""
         return {
-            name: self.options[name]
+            name: getattr(self.options, name)
             for name, scope in run_check.DECLARED_SCOPES.items()
             if self.mode in scope and not run_check.DECLARED_BY[name].timing_only
         }
@@ -163,14 +180,14 @@ class Settings:
         """{name: what it did} for every technique and option this run has on (summary.json): its flags'
         values, unless its declaration says more (the schedule in its clock, compression's algorithm)."""
         return {
-            d.name: d.record(self) if d.record else {flag: self.options[flag] for flag in d.flags}
+            d.name: d.record(self) if d.record else {flag: getattr(self.options, flag) for flag in d.flags}
             for d in self.declarations_on
         }
 
 
 def declared_defaults():
     """{flag: default} of every declared flag: the options of a run that gives none of them."""
-    return {name: run_check.flag_defaults()[name] for name in run_check.DECLARED_SCOPES}
+    return dataclasses.asdict(Options())
 
 
 # The Settings fields that are a flag of the same name, read as given; settings_from_flags decides the others.
@@ -245,25 +262,25 @@ def run_settings(given=frozenset(), **fields):
     `given`: the names of the flags the user set."""
     declared = declared_defaults()
     declared.update({name: fields.pop(name) for name in list(fields) if name in declared})
-    settings = Settings(options=declared, **fields)
+    settings = Settings(options=Options(**declared), **fields)
     looped = declared["steps_per_run"] is None and settings.mode in run_check.DECLARED_SCOPES["steps_per_run"]
     if looped:  # automatic: as many steps a run as fit between the trainer's boundaries, where they compose
         declared["steps_per_run"] = steps_per_run.automatic(_values(settings))
-        settings = dataclasses.replace(settings, options=declared)
+        settings = dataclasses.replace(settings, options=Options(**declared))
     try:
         composition = _composition(settings, given)
     except ConfigError as refusal:  # the automatic k with this run: one step a run, and why
-        if not looped or settings.steps_per_run == 1:
+        if not looped or settings.options.steps_per_run == 1:
             raise
         declared["steps_per_run"] = 1
-        settings = dataclasses.replace(settings, options=declared, one_step_a_run=str(refusal))
+        settings = dataclasses.replace(settings, options=Options(**declared), one_step_a_run=str(refusal))
         composition = _composition(settings, given)
     settled = composition.settled
     return dataclasses.replace(
         settings,
         techniques=composition.names,
         options_on=composition.options,
-        options={**declared, **{name: value for name, value in settled.items() if name in declared}},
+        options=Options(**{**declared, **{name: value for name, value in settled.items() if name in declared}}),
         **{name: value for name, value in settled.items() if name not in declared},
     )
 
@@ -274,7 +291,8 @@ def _composition(settings, given):
 
 def _values(settings):
     """{name: value} of every field and declared flag of `settings`, as check_run takes them."""
-    return {**{f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}, **settings.options}
+    fields = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings) if f.name != "options"}
+    return {**fields, **settings.option_values}
 
 
 def _cluster_and_task(flag_values):

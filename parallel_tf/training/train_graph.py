@@ -117,6 +117,6 @@ def own_report(task_index, loss):
 
 def microbatch_passes(settings, per_worker):
     """Strict determinism's counter: the forward and backward passes each worker makes a step, as built."""
-    if not settings.strict_determinism:
+    if not settings.options.strict_determinism:
         return {}
     return {"microbatch_passes": tf.constant(per_worker, tf.int64)}

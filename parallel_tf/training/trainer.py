@@ -57,7 +57,7 @@ class Trainer:
             seed_everything(settings.seed)
             self.train_graph = _with_learning_rate(modes.build(recipe, dataset, settings), settings)
             self.held_out = None  # built only when asked: the default graph stays what it was
-            if settings.is_chief and settings.eval_every:
+            if settings.is_chief and settings.options.eval_every:
                 on_worker = devices.worker_device(0, settings.num_gpus) if cluster else None
                 with tf.device(on_worker), products.gpu_kernels(settings.num_gpus > 0):
                     self.held_out = build_held_out(recipe, dataset)
@@ -196,13 +196,13 @@ class Trainer:
                 self.traffic.count(fetches, len(steps) if part == len(runs) - 1 else 1)  # a loop is the last part
                 self.session_runs += 1
             done = min(train_graph.next_step(step, result), settings.train_steps)
-            if step == first_step and settings.link_rate and settings.is_chief:
+            if step == first_step and settings.options.link_rate and settings.is_chief:
                 self._say_what_the_link_costs(done - step)
             if not np.isfinite(result["losses"]).all():
                 self._diverged_at(done, result["losses"], len(steps))
             interval_steps += done - step
             last = done == settings.train_steps
-            evaluating = self.held_out is not None and (_reached(step, done, settings.eval_every) or last)
+            evaluating = self.held_out is not None and (_reached(step, done, settings.options.eval_every) or last)
             if writer and (evaluating or _reached(step, done, settings.log_every) or last):
                 now = time.time()
                 rate = interval_steps * settings.global_batch_size / max(now - interval_start, 1e-9)
@@ -224,11 +224,11 @@ class Trainer:
         settings = self.settings
         crossing = self.traffic.mean(steps)
         bits = 8 * max(crossing["bytes_sent_per_step"], crossing["bytes_received_per_step"])
-        seconds = bits / bits_per_second(settings.link_rate)
+        seconds = bits / bits_per_second(settings.options.link_rate)
         logging.info(
             "the chief's link carries %d bytes a step each way at most: at %s, at least %s a step, %s for the %d steps",
             bits // 8,
-            settings.link_rate,
+            settings.options.link_rate,
             _duration(seconds),
             _duration(seconds * settings.train_steps),
             settings.train_steps,
@@ -360,7 +360,7 @@ class _Background:
 def _with_learning_rate(train_graph, settings):
     """`train_graph` logging the learning rate its schedule gives at the global step (`scheduled_rate`), where
     there is a schedule or the linear scaling rule: the rate the next update is applied at."""
-    if settings.schedule.is_constant and not settings.linear_scaling_batch:
+    if settings.schedule.is_constant and not settings.options.linear_scaling_batch:
         return train_graph
     rate = tf.convert_to_tensor(settings.schedule.at(tf.train.get_global_step()), tf.float32)
     return dataclasses.replace(train_graph, counters={**train_graph.counters, "scheduled_rate": rate})
@@ -389,10 +389,10 @@ def _duration(seconds):
 
 def _what_may_help(settings):
     """The likely causes of a loss that stopped being finite, for its message."""
-    if settings.allreduce_transport != "float32":
+    if settings.options.allreduce_transport != "float32":
         return (
             f"a smaller --learning_rate may help, or --allreduce_transport=float32: a mean gradient above "
-            f"{settings.allreduce_transport}'s largest value overflows it"
+            f"{settings.options.allreduce_transport}'s largest value overflows it"
         )
     return "a smaller --learning_rate may help"
 

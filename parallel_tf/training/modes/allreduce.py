@@ -30,7 +30,7 @@ def build(recipe, dataset, settings):
         model = build_model(recipe, dataset)
         global_step = tf.train.get_or_create_global_step()
         collectives = Collectives(num_workers, task_index, settings.collective_group, settings.num_gpus > 0)
-        ring = Ring(collectives, settings.allreduce_transport, settings.allreduce_bucket_mb)
+        ring = Ring(collectives, settings.options.allreduce_transport, settings.options.allreduce_bucket_mb)
         variables = tf.trainable_variables()
         # the reduce hook's owner's ways of reducing (rules.py), or the plain ring's
         reducings = (
@@ -51,20 +51,22 @@ def build(recipe, dataset, settings):
 
             return driver.Phase(reducing.first, step)
 
-        steps = driver.drive(recipe, model, [applying(r) for r in reducings], settings.steps_per_run, StepReads)
+        steps = driver.drive(recipe, model, [applying(r) for r in reducings], settings.options.steps_per_run, StepReads)
         stash = worker_state.gathered(collectives, worker_device(task_index, settings.num_gpus))
         broadcast = collectives.broadcast(tf.global_variables())  # the optimizer's slots too: made by apply
         fingerprint = tf.placeholder(tf.int32, [1, FINGERPRINT_INTS], name="params_fingerprint")
         fingerprints = collectives.gather(fingerprint)
     buckets = (
-        {"allreduce_buckets": tf.constant(reducings[-1].buckets, tf.int64)} if settings.allreduce_bucket_mb else {}
+        {"allreduce_buckets": tf.constant(reducings[-1].buckets, tf.int64)}
+        if settings.options.allreduce_bucket_mb
+        else {}
     )
     return TrainGraph(
         model=model,
         position=global_step,
         steps=steps,
         chief_waits_for_all=False,  # every step is a collective: nobody finishes a step before the others
-        counters={**microbatch_passes(settings, settings.microbatches // num_workers), **buckets},
+        counters={**microbatch_passes(settings, settings.options.microbatches // num_workers), **buckets},
         initialise_on_join=lambda sess: sess.run(broadcast),
         stash=stash,
         after_last_step=lambda sess, named: _check_copies(sess, named, fingerprint, fingerprints, task_index),

@@ -33,9 +33,13 @@ def stepwise(model, settings, gradients, pushes):
     fetch = pushes.fetch_after([])
 
     def plan(step, first):
-        runs = [fetch] if first or (fetches_before(step, settings.fetch_every) and not settings.prefetch) else []
-        pushes_now = sends_after(step, settings.push_every, settings.train_steps)
-        next_fetches = step + 1 < settings.train_steps and fetches_before(step + 1, settings.fetch_every)
-        return [*runs, (fetching if settings.prefetch and next_fetches else by_push)[pushes_now]]
+        runs = (
+            [fetch]
+            if first or (fetches_before(step, settings.options.fetch_every) and not settings.options.prefetch)
+            else []
+        )
+        pushes_now = sends_after(step, settings.options.push_every, settings.train_steps)
+        next_fetches = step + 1 < settings.train_steps and fetches_before(step + 1, settings.options.fetch_every)
+        return [*runs, (fetching if settings.options.prefetch and next_fetches else by_push)[pushes_now]]
 
     return Stepwise(driver.once(model, by_push[True]), plan, gradients, fetch)

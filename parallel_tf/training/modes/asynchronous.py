@@ -59,7 +59,11 @@ def build(recipe, dataset, settings):
     with tf.device(device_setter(settings.cluster, task_index, settings.num_gpus)):
         model, pairs = build_model_on_copies(recipe, dataset, on_worker, LOCAL)
         pushes = Pushes(settings, pairs, on_worker)
-        if settings.steps_per_run > 1 and settings.push_every == settings.fetch_every == 1 and settings.prefetch:
+        if (
+            settings.options.steps_per_run > 1
+            and settings.options.push_every == settings.options.fetch_every == 1
+            and settings.options.prefetch
+        ):
             built = _in_a_loop(recipe, model, settings, pushes)
         else:  # runs of one step, each its kind: a run's last step does not fetch, nor one before a step that
             # fetches at its start, and a push may wait n steps
@@ -75,7 +79,7 @@ def build(recipe, dataset, settings):
     return AsyncGraph(
         model=model,
         # Steps whose gradients were pushed are done; a worker's unpushed sum is lost with it.
-        position=tf.minimum(pushes.updates[task_index] * settings.push_every, settings.train_steps),
+        position=tf.minimum(pushes.updates[task_index] * settings.options.push_every, settings.train_steps),
         steps=built.steps,
         plan=plan,
         counters={
@@ -103,7 +107,9 @@ def _in_a_loop(recipe, model, settings, pushes):
         with tf.control_dependencies([pushed, pushes.fetch_after([pushes.send.op])]):
             return own_report(settings.task_index, on_step.loss)
 
-    steps = driver.drive(recipe, model, [driver.Phase(0, step)], settings.steps_per_run, lambda: StepReads(copy_of))
+    steps = driver.drive(
+        recipe, model, [driver.Phase(0, step)], settings.options.steps_per_run, lambda: StepReads(copy_of)
+    )
     fetch = pushes.fetch_after([])
     return async_intervals.Stepwise(steps, lambda step, first: [fetch] * first + [steps.report(step)], [], fetch)
 
@@ -118,8 +124,8 @@ def _gradients(loss, copies):
 def clock(settings):
     """(what the global step counts, the updates the run applies): one update a push, N·⌈T/n_push⌉, or with
     n-softsync one per ⌊N/n⌋ pushes (its last may take fewer)."""
-    pushes = settings.num_workers * math.ceil(settings.train_steps / settings.push_every)
-    n = settings.softsync
+    pushes = settings.num_workers * math.ceil(settings.train_steps / settings.options.push_every)
+    n = settings.options.softsync
     if n:
         return "softsync updates", math.ceil(pushes / (settings.num_workers // n))
     return "pushes", pushes

@@ -89,7 +89,7 @@ def build(recipe, dataset, settings):
         exchanges = push_counter("central_exchanges_by_group", len(cluster.groups))
         with tf.device(local_ps):
             # Steps whose update reached the central ps are done: a resumed group starts after them.
-            sent_steps = tf.minimum(exchanges[group] * settings.central_every, settings.train_steps)
+            sent_steps = tf.minimum(exchanges[group] * settings.options.central_every, settings.train_steps)
             group_step = tf.Variable(sent_steps, dtype=tf.int64, trainable=False, name="group_step")
             group_sum = GradientSum(copies, GLOBAL, "group_gradient_sum")
         optimizer = make_optimizer(settings.optimizer, settings.base_learning_rate)
@@ -115,7 +115,7 @@ def build(recipe, dataset, settings):
     step_and_exchange = step_report([exchange]) if is_group_chief else plain_step
 
     def plan(step):
-        exchanging = is_group_chief and sends_after(step, settings.central_every, settings.train_steps)
+        exchanging = is_group_chief and sends_after(step, settings.options.central_every, settings.train_steps)
         return [step_and_exchange if exchanging else plain_step]
 
     central = [v for v in tf.global_variables() if v.device.startswith("/job:ps/")]

@@ -29,9 +29,11 @@ def build(recipe, dataset, settings):
     with tf.device(device_setter(settings.cluster, settings.task_index, settings.num_gpus)):
         model = build_model(recipe, dataset, split_over=_split_over(settings))
         global_step = tf.train.get_or_create_global_step()
-        if settings.aggregation == "accumulator":
+        if settings.options.aggregation == "accumulator":
             return _in_arrival_order(recipe, model, global_step, settings)
-        return (_pipelined if settings.pipeline_pieces else _in_fixed_order)(recipe, model, global_step, settings)
+        return (_pipelined if settings.options.pipeline_pieces else _in_fixed_order)(
+            recipe, model, global_step, settings
+        )
 
 
 MODE = Mode(name="sync", build=build, lockstep=True)
@@ -41,15 +43,15 @@ def _split_over(settings):
     """The pieces large variables are cut into (graph/partitions.py), for ordered aggregation: one a server, or
     --pipeline_pieces a server; 0 (whole variables) for one piece, or where a technique on needs each variable
     whole (a codec's scale, a clipping norm's sum)."""
-    if settings.aggregation != "ordered" or techniques.need_whole_variables(settings):
+    if settings.options.aggregation != "ordered" or techniques.need_whole_variables(settings):
         return 0
-    pieces = settings.cluster.num_ps * max(settings.pipeline_pieces, 1)
+    pieces = settings.cluster.num_ps * max(settings.options.pipeline_pieces, 1)
     return pieces if pieces > 1 else 0
 
 
 def _per_worker(settings):
     """The microbatches a worker computes a step: its share of --microbatches under strict determinism, else one."""
-    return settings.microbatches // settings.num_workers if settings.strict_determinism else 1
+    return settings.options.microbatches // settings.num_workers if settings.options.strict_determinism else 1
 
 
 def _in_fixed_order(recipe, model, global_step, settings):
@@ -83,7 +85,9 @@ def _in_fixed_order(recipe, model, global_step, settings):
         reported = num_workers if is_chief else 1
         return StepReport(workers=tf.cast(report[:reported], tf.int32), losses=report[reported:])
 
-    steps = driver.drive(recipe, model, [driver.Phase(0, step)], settings.steps_per_run, lambda: PackedReads(variables))
+    steps = driver.drive(
+        recipe, model, [driver.Phase(0, step)], settings.options.steps_per_run, lambda: PackedReads(variables)
+    )
     return TrainGraph(
         model=model,
         position=global_step,  # the data position is a function of the global step
@@ -99,7 +103,7 @@ def _pipelined(recipe, model, global_step, settings):
     per_worker = _per_worker(settings)
     aggregator = SlotAggregator(tf.trainable_variables(), per_worker * num_workers)
     copies = worker_copies(aggregator.variables, worker_device(task_index, settings.num_gpus))
-    pipeline = Pipeline(aggregator, copies, settings.pipeline_pieces, num_workers, task_index)
+    pipeline = Pipeline(aggregator, copies, settings.options.pipeline_pieces, num_workers, task_index)
 
     def step(model):
         gradients = worker_gradients(recipe, model, per_worker, model.reads.of(copies.values()))
@@ -107,7 +111,9 @@ def _pipelined(recipe, model, global_step, settings):
         workers, losses = pipeline.step(gradients, model.loss, task_index * per_worker, optimizer, global_step)
         return StepReport(workers=workers, losses=losses)
 
-    steps = driver.drive(recipe, model, [driver.Phase(0, step)], settings.steps_per_run, lambda: StepReads(copies))
+    steps = driver.drive(
+        recipe, model, [driver.Phase(0, step)], settings.options.steps_per_run, lambda: StepReads(copies)
+    )
     pieces = {"pipelined_pieces": tf.constant(pipeline.pieces, tf.int64)}  # pushed and pulled a step, as built
     return TrainGraph(model, global_step, steps, counters={**microbatch_passes(settings, per_worker), **pieces})
 

@@ -31,9 +31,9 @@ def bits_per_second(rate, flag="link_rate"):
 
 def record(settings):
     return {
-        "link_rate": settings.link_rate,
-        "bits_per_second": bits_per_second(settings.link_rate),
-        "link_delay_ms": settings.link_delay,
+        "link_rate": settings.options.link_rate,
+        "bits_per_second": bits_per_second(settings.options.link_rate),
+        "link_delay_ms": settings.options.link_delay,
     }
 
 
@@ -76,8 +76,9 @@ def define_flags(flag_values=flags.FLAGS):
 
 def check_shaped(settings, environ):
     """A task's check that the launcher shaped its link as --link_rate says (ConfigError otherwise)."""
-    if settings.link_rate and environ.get(SHAPED_ENV) != settings.link_rate:
+    rate = settings.options.link_rate
+    if rate and environ.get(SHAPED_ENV) != rate:
         raise ConfigError(
-            f"--link_rate={settings.link_rate}: only the launcher shapes a link, on the simulated hosts it makes; "
+            f"--link_rate={rate}: only the launcher shapes a link, on the simulated hosts it makes; "
             "on Slurm, a TFJob or a cluster started by hand the network is real: leave --link_rate out"
         )

@@ -34,7 +34,7 @@ def reduce(settings, recipe, ring, variables):
     """All-reduce's reduce hook: every microbatch's gradient gathered whole, summed in microbatch order."""
 
     def gathered(model, read):
-        return Reduction(*gathered_in_fixed_order(recipe, model, read, ring.collectives, settings.microbatches))
+        return Reduction(*gathered_in_fixed_order(recipe, model, read, ring.collectives, settings.options.microbatches))
 
     return [Reducing(0, gathered)]
 

@@ -11,7 +11,7 @@ A technique module has
     define_flags(flag_values=FLAGS)  the absl definitions of TECHNIQUE.flags
 and the hooks it declares: functions of the module named after the seam each fills, with that seam's signature
 (training/seams.py: build, wrap, transmit, optimizer, push_learning_rate, push_gradients, send_push, after_push),
-and a line in TECHNIQUES. A declared flag's value is the Settings attribute of its name. That is all a
+and a line in TECHNIQUES. A declared flag's value is a field of the run's Settings.options. That is all a
 new technique touches in the library; it also gets a row in docs/modes-and-techniques.md, a
 hand-computed test and an observable in tests/test_composition.py.
 """

@@ -48,7 +48,7 @@ def define_flags(flag_values=flags.FLAGS):
 
 def push_gradients(settings, parameters, sums):
     """DC-ASGD's compensation (delay_compensation.compensate) with λ = λ0/√(MeanSquare + ε)."""
-    initial_scale = settings.adaptive_delay_compensation
+    initial_scale = settings.options.adaptive_delay_compensation
 
     def adapted_scale(parameter, gradient):
         with tf.init_scope():  # made outside a loop of steps (training/driver.py), read in each step

@@ -111,7 +111,7 @@ class _ChiefAggregator:
 def build(recipe, dataset, settings, hooks):
     """Sync training where each step applies the gradients of the first R of N workers to deliver one."""
     cluster, task_index = settings.cluster, settings.task_index
-    num_workers, replicas = cluster.num_workers, settings.replicas_to_aggregate
+    num_workers, replicas = cluster.num_workers, settings.options.replicas_to_aggregate
     on_worker = worker_device(task_index, settings.num_gpus)
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
         model = build_model(recipe, dataset)

@@ -55,7 +55,7 @@ def define_flags(flag_values=flags.FLAGS):
 
 
 def wrap(settings, graph):
-    s, num_workers, me = settings.max_staleness, settings.num_workers, settings.task_index
+    s, num_workers, me = settings.options.max_staleness, settings.num_workers, settings.task_index
     others = [j for j in range(num_workers) if j != me]
     with tf.device(tf.train.get_global_step().device):
         queues = {

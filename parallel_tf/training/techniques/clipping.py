@@ -49,7 +49,7 @@ def define_flags(flag_values=flags.FLAGS):
 
 def optimizer(settings, optimizer):
     """`optimizer`, clipping what it applies to --clip_norm and counting the updates it shrank."""
-    return ClippedOptimizer(optimizer, settings.clip_norm, _count_clipped(settings.clip_norm))
+    return ClippedOptimizer(optimizer, settings.options.clip_norm, _count_clipped(settings.options.clip_norm))
 
 
 def _count_clipped(threshold):

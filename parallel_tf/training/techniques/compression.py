@@ -53,9 +53,9 @@ def check_shapes(values, cluster, shapes):
 def record(settings):
     """What summary.json says ran: the codec, whether error feedback was on, the algorithm's name, and its
     buckets where it has them (QSGD)."""
-    codec, feedback = codecs.parse(settings.options["gradient_compression"]), settings.options["error_feedback"]
+    codec, feedback = codecs.parse(settings.options.gradient_compression), settings.options.error_feedback
     return {
-        "gradient_compression": settings.options["gradient_compression"],
+        "gradient_compression": settings.options.gradient_compression,
         "error_feedback": feedback,
         "algorithm": f"EF-{codec.name}" if feedback and not codec.error_feedback_by_default else codec.name,
         **({"bucket": codec.bucket} if hasattr(codec, "bucket") else {}),
@@ -65,7 +65,7 @@ def record(settings):
 def reduce(settings, recipe, ring, variables):
     """All-reduce's reduce hook: every worker's codes gathered and decoded by all, the losses summed in
     float32. A random codec draws for variable i at step t from (t, stream·2¹⁶ + i), as on the servers."""
-    codec, feedback = codecs.parse(settings.options["gradient_compression"]), settings.options["error_feedback"]
+    codec, feedback = codecs.parse(settings.options.gradient_compression), settings.options.error_feedback
 
     def gathered(model, read):
         seeds = codecs.seeds(tf.train.get_global_step().read_value(), settings.random_stream, len(read))
@@ -126,7 +126,7 @@ def transmit(settings, tensors, destinations, device, stream):
     """`tensors` as the parameter servers decode them, each next to its variable in `destinations`,
     encoded on `device` (this worker's), where each keeps its residual; the payloads are added to the
     PAYLOADS collection. A random codec draws for tensor i at global step t from seed (t, stream·2¹⁶ + i)."""
-    codec, feedback = codecs.parse(settings.options["gradient_compression"]), settings.options["error_feedback"]
+    codec, feedback = codecs.parse(settings.options.gradient_compression), settings.options.error_feedback
     with tf.device(device):
         step = tf.train.get_or_create_global_step().read_value()
     seeds = codecs.seeds(step, stream, len(tensors))

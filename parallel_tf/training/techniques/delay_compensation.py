@@ -41,7 +41,7 @@ def define_flags(flag_values=flags.FLAGS):
 
 def push_gradients(settings, parameters, sums):
     """(the compensated sums, what backs up this worker's w_bak at each fetch), with λ fixed."""
-    scale = settings.delay_compensation
+    scale = settings.options.delay_compensation
     return compensate(lambda parameter, gradient: scale, settings, parameters, sums)
 
 

@@ -125,9 +125,9 @@ class Elastic:
 
 def build(recipe, dataset, settings, hooks):
     """Local SGD steps on the copy, an elastic exchange every period."""
-    period = settings.easgd_period
+    period = settings.options.easgd_period
     if settings.mode == "sync":
-        return build_exchanging(recipe, dataset, settings, period, Elastic(settings.easgd_alpha))
+        return build_exchanging(recipe, dataset, settings, period, Elastic(settings.options.easgd_alpha))
     cluster, task_index = settings.cluster, settings.task_index
     on_worker = worker_device(task_index, settings.num_gpus)
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
@@ -137,7 +137,7 @@ def build(recipe, dataset, settings, hooks):
         exchanges = push_counter("exchanges_by_worker", cluster.num_workers)
         local_step = sgd_on_copies(model, copies, settings.base_learning_rate, on_worker)
         with tf.control_dependencies([local_step]):
-            exchanged = elastic_exchange(copies, centres, settings.easgd_alpha)
+            exchanged = elastic_exchange(copies, centres, settings.options.easgd_alpha)
         with tf.control_dependencies([exchanged]):
             counted = tf.scatter_add(exchanges, [task_index], tf.constant([1], tf.int64))
     report = own_report(task_index, model.loss)

@@ -34,7 +34,9 @@ def check_shapes(values, cluster, shapes):
 def reduce(settings, recipe, ring, variables):
     """All-reduce's reduce hook: two phases, the plain ring's steps up to --powersgd_start_step, PowerSGD's from
     there (each kind of step a graph of its own, so what a step sends is counted by its kind)."""
-    low_rank = LowRank(variables, settings.powersgd_rank, settings.powersgd_min_compression, settings.seed)
+    low_rank = LowRank(
+        variables, settings.options.powersgd_rank, settings.options.powersgd_min_compression, settings.seed
+    )
     whole = [i for i in range(len(variables)) if i not in low_rank.indices]
 
     def factored(model, read):
@@ -46,13 +48,13 @@ def reduce(settings, recipe, ring, variables):
 
     ps, qs = low_rank.factor_specs()
     buckets = ring.count_buckets(ps) + ring.count_buckets(qs) + ring.count_buckets([variables[i] for i in whole])
-    compressed = Reducing(settings.powersgd_start_step, factored, buckets)
-    return [ring.reducing(variables), compressed] if settings.powersgd_start_step else [compressed]
+    compressed = Reducing(settings.options.powersgd_start_step, factored, buckets)
+    return [ring.reducing(variables), compressed] if settings.options.powersgd_start_step else [compressed]
 
 
 def wrap(settings, graph):
     """`powersgd_matrices`: the matrices that cross as factors."""
-    rank, least = settings.powersgd_rank, settings.powersgd_min_compression
+    rank, least = settings.options.powersgd_rank, settings.options.powersgd_min_compression
     shapes = [v.shape.as_list() for v in tf.trainable_variables()]
     counted = tf.constant(sum(compressible(shape, rank, least) for shape in shapes), tf.int64)
     return dataclasses.replace(graph, counters={**graph.counters, "powersgd_matrices": counted})

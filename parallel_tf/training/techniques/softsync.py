@@ -57,8 +57,8 @@ def define_flags(flag_values=flags.FLAGS):
 
 
 def send_push(settings, optimizer, sums, parameters, global_step, after, optimizer_at):
-    n, num_workers = settings.softsync, settings.num_workers
-    pushes_in_a_run = num_workers * math.ceil(settings.train_steps / settings.push_every)
+    n, num_workers = settings.options.softsync, settings.num_workers
+    pushes_in_a_run = num_workers * math.ceil(settings.train_steps / settings.options.push_every)
     per_update = num_workers // n
     with tf.device(global_step.device):
         with tf.init_scope():  # the queue and the chief's part outside a loop of steps (training/driver.py)

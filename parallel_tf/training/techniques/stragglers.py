@@ -59,5 +59,5 @@ def delays(text, num_workers):
 
 
 def wrap(settings, graph):
-    pause = delays(settings.worker_delay_ms, settings.num_workers).get(settings.task_index, 0)
+    pause = delays(settings.options.worker_delay_ms, settings.num_workers).get(settings.task_index, 0)
     return dataclasses.replace(graph, pause_before_step=pause)
