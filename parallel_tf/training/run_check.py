@@ -10,7 +10,6 @@ ignored is a wrong experiment the user believes they ran. Mode options apply to 
 options to the one plain process too.
 """
 
-import dataclasses
 import functools
 
 from absl import flags
@@ -50,7 +49,7 @@ def needs_model_shapes(settings):
 
 def check_model(settings, shapes):
     """Each on declaration's check of the model: `shapes`, of every trainable variable (model.trainable_shapes)."""
-    values = {**dataclasses.asdict(settings.options), "mode": settings.mode}
+    values = {**settings.option_values, "mode": settings.mode}
     for declaration in settings.declarations_on:
         if declaration.check_shapes:
             declaration.check_shapes(values, settings.cluster, shapes)
