@@ -22,7 +22,7 @@ The rules, in the order `compose` applies them:
    owner (`both` says why) is refused to a second, and a seam a declaration closes (`closes`: strict
    determinism's reduction, which does not sum by the ring; a technique that builds the graph itself, for
    the mode's hooks its builder does not call) is refused to every other. The rest chain, in the order of
-   TECHNIQUES. A mode's own seams (`Mode.seams`: all-reduce's reduction and ring) count only in that mode.
+   TECHNIQUES. A mode's own seams (`Mode.offers`: all-reduce's reduction and ring) count only in that mode.
 4. A pair either of whose declarations names the other in `conflicts` is refused, with its reason.
 
 Wrapping order: the graph is built by the technique that builds it (or the mode), then wrapped by
@@ -59,7 +59,7 @@ SEAMS = {
     "reduce": "each reduces the gradients its own way, and all-reduce has one reduce hook",
     "ring": "",
 }
-MODE_SEAMS = ("reduce", "ring")  # the seams that count only in a mode that offers them (Mode.seams)
+MODE_SEAMS = ("reduce", "ring")  # the seams that count only in a mode that offers them (Mode.offers)
 NO_CLUSTER = "single"  # the mode of the one plain process (modes/single.py)
 
 
@@ -198,7 +198,7 @@ class Mode:
     workers_alone: str = ""  # how its workers exchange with no parameter server; "": they use parameter servers
     flags: tuple = ()  # its cluster-shape flags, defined by its module's define_flags
     lockstep: bool = False  # the data position is the global step, so a run resumes on any worker count
-    seams: tuple = ()  # the MODE_SEAMS it offers (all-reduce: "reduce", "ring")
+    offers: tuple = ()  # the MODE_SEAMS its step has (all-reduce: "reduce", "ring")
     check: Callable[[Values, object], None] | None = None  # its rules of a whole run: ConfigError, one line
     # (hosts_known, source, flag_values) -> None: its rules of how a cluster is laid out on hosts, checked
     # wherever one is (Slurm, the launcher, a TFJob); `source` names it, for the ConfigError
@@ -226,7 +226,7 @@ def compose(declarations, mode, cluster, values, given, defaults, offered=()):
 
     `declarations`: every technique (in wrapping order) and option; `values`: every flag of the run,
     by name; `given`: the names of the flags the user set; `defaults`: every flag's defined default;
-    `offered`: the MODE_SEAMS the mode offers (Mode.seams)."""
+    `offered`: the MODE_SEAMS the mode offers (Mode.offers)."""
     values = {**values, "mode": mode}
     of_mode = [d for d in declarations if mode in d.modes]
     on, settled = _settle(of_mode, values, cluster, given, defaults)

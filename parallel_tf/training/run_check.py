@@ -38,7 +38,7 @@ def check_run(mode, cluster, values, given):
         if modes.BY_NAME[mode].check:
             modes.BY_NAME[mode].check(values, cluster)
     in_scope = {name: value for name, value in values.items() if mode in FLAG_SCOPES.get(name, (mode,))}
-    offered = modes.BY_NAME[mode].seams
+    offered = modes.BY_NAME[mode].offers
     return rules.compose(DECLARATIONS, mode, cluster, in_scope, given, flag_defaults(), offered)
 
 

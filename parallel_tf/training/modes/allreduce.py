@@ -78,7 +78,7 @@ MODE = Mode(
     build=build,
     workers_alone="all-reduce their gradients among themselves",
     lockstep=True,
-    seams=("reduce", "ring"),
+    offers=("reduce", "ring"),
 )
 
 
