@@ -185,11 +185,6 @@ class Settings:
         }
 
 
-def declared_defaults():
-    """{flag: default} of every declared flag: the options of a run that gives none of them."""
-    return dataclasses.asdict(Options())
-
-
 # The Settings fields that are a flag of the same name, read as given; settings_from_flags decides the others.
 FIELDS_AS_GIVEN = tuple(
     field.name
@@ -260,7 +255,7 @@ def run_settings(given=frozenset(), **fields):
     """The one way Settings are made: `fields` (Settings fields and declared flags, by name) checked as a
     whole run (check_run), with the techniques and options its flags switch on and the values they settle.
     `given`: the names of the flags the user set."""
-    declared = declared_defaults()
+    declared = dataclasses.asdict(Options())  # every declared flag at its default, then the fields given
     declared.update({name: fields.pop(name) for name in list(fields) if name in declared})
     settings = Settings(options=Options(**declared), **fields)
     looped = declared["steps_per_run"] is None and settings.mode in run_check.DECLARED_SCOPES["steps_per_run"]
