@@ -63,14 +63,21 @@ def fake_run(tmp_path, name, evaluations):
     return str(logdir), summary
 
 
-@pytest.fixture
-def no_plots(monkeypatch):
-    """The report without its pictures, which are redrawn after every run (a second each)."""
-    monkeypatch.setattr(study.curves, "plot", lambda rows, path: None)
-    monkeypatch.setattr(study.held_out, "plot_bands", lambda rows, path: None)
+def test_the_report_is_written_after_each_run_and_the_figures_once_when_the_study_stops(tmp_path):
+    """A study killed between runs keeps report.json of every run so far; the figures come at its end, or
+    when a run fails or Ctrl-C stops it (main's finally), from the runs so far."""
+    report = study.Study(str(tmp_path), "mnist.py")
+    report.add("reference", 1, 1, *fake_run(tmp_path, "reference", [(50, 0, 2.0, 0.5), (100, 5, 1.0, 0.95)]))
+    report.add("sync", 2, 1, *fake_run(tmp_path, "sync", [(50, 0, 2.0, 0.5), (100, 5, 1.5, 0.9)]))
+    written = json.loads((tmp_path / "report.json").read_text())
+    assert [row["params_sha256"] for row in written["runs"]] == ["sync"]
+    assert not list(tmp_path.glob("*.png"))
+    report.draw()
+    assert sorted(path.name for path in tmp_path.glob("*.png")) == ["held_out.png", "loss_curves.png"]
+    assert (tmp_path / "loss_curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_variants_are_compared_with_the_first_on_held_out_loss_and_time_to_target(tmp_path, no_plots):
+def test_variants_are_compared_with_the_first_on_held_out_loss_and_time_to_target(tmp_path):
     """Three repeats each. Final held-out losses: async {1, 2, 3}, staleness-aware {4, 5, 6}: +3, and
     Welch's 95% interval 3 ± t(4 d.f.) · √(1/3 + 1/3) = 3 ± 2.267, so worse; 80% power needs 4 repeats
     (test_comparison.py). Accuracy
@@ -120,7 +127,7 @@ def test_the_held_out_bands_are_drawn(tmp_path):
     assert (tmp_path / "held_out.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_a_run_that_never_reached_the_target_is_counted_not_compared(tmp_path, no_plots):
+def test_a_run_that_never_reached_the_target_is_counted_not_compared(tmp_path):
     report = study.Study(str(tmp_path), "mnist.py", target_accuracy=0.99)
     report.add("reference", 1, 1, *fake_run(tmp_path, "reference", [(50, 1, 1.0, 0.995)]))
     for variant, accuracy in [("sync", 0.995), ("async", 0.9)]:
@@ -147,7 +154,7 @@ def test_the_drift_from_the_reference_is_drawn_with_bitwise_runs_on_their_own_li
     assert (tmp_path / "drift.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_with_seeds_each_run_is_compared_with_the_reference_of_its_seed(tmp_path, no_plots):
+def test_with_seeds_each_run_is_compared_with_the_reference_of_its_seed(tmp_path):
     """--seeds: sync runs of seed 0 and 1, each bitwise its seed's reference (w = 1.0 and 2.0 at the end),
     so both are at distance 0 from it; their repeats differ by seed, so 'repeats identical' is not measured."""
     report = study.Study(str(tmp_path), "mnist.py")
@@ -177,7 +184,7 @@ def test_a_strict_study_s_reference_is_sync_on_one_worker():
     assert study._reference(RECIPE, strict=False) == ("single", [sys.executable, RECIPE])
 
 
-def test_a_comparison_says_when_its_repeats_are_copies_and_when_a_technique_never_acted(tmp_path, no_plots):
+def test_a_comparison_says_when_its_repeats_are_copies_and_when_a_technique_never_acted(tmp_path):
     """sync against sync --clip_norm=1 with --repeats: every repeat of a side is the same bits, and the norm
     was never reached (clipped_updates 0): '+0 [+0, +0]' would read as a measured non-effect."""
     report = study.Study(str(tmp_path), "mnist.py")
