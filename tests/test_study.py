@@ -5,6 +5,8 @@ compares with the one process and with three workers, and strict determinism acr
 are checked on in-process clusters: test_equalities.py.)"""
 
 import json
+import os
+import signal
 
 import pytest
 from conftest import study_command
@@ -53,6 +55,18 @@ def test_study_refuses_an_out_dir_holding_a_report(procs, tmp_path):
     assert run.wait(60) == 2
     assert run.lines == [f"error: --out={tmp_path} already holds a study's results (report.json); choose another --out"]
     assert (tmp_path / "report.json").read_text() == "{}"
+
+
+def test_ctrl_c_stops_a_study_with_one_line_naming_its_report(procs, tmp_path):
+    """Ctrl-C during a run: the run is killed with the study, which says where the runs finished so far are
+    (exit 130, no traceback), as the bench does."""
+    out = tmp_path / "study"
+    run = procs.start(study_command(f"--out={out}", *STEPS))
+    run.wait_for_line(r"^\[study\] 1/\d+ reference \.\.\.$", 60)
+    os.kill(run.proc.pid, signal.SIGINT)
+    assert run.wait(30) == 128 + signal.SIGINT
+    assert run.lines[-1] == f"[study] interrupted; the runs finished so far are in {out / 'report.md'}"
+    assert "Traceback" not in run.output
 
 
 def test_study_refuses_a_bad_run_flag_before_any_run(procs, tmp_path):

@@ -114,6 +114,11 @@ def main(argv):
     study = Study(out, recipe, FLAGS.target_accuracy, FLAGS.target_loss)
     try:
         _run_each(plan, study, recipe_flags)
+    except KeyboardInterrupt:  # the run under way is killed with it (subprocess.run)
+        print(
+            f"\n[study] interrupted; the runs finished so far are in {os.path.join(out, 'report.md')}", file=sys.stderr
+        )
+        sys.exit(130)
     finally:
         study.draw()  # a study stopped by a failed run or Ctrl-C keeps the figures of its runs so far
     for line in study.verdict_lines():
@@ -122,6 +127,7 @@ def main(argv):
 
 
 def _run_each(plan, study, recipe_flags):
+    """Runs the plan one run after another, each added to the study as it ends; a refused run stops it (exit 2)."""
     out = study.out
     for index, run in enumerate(plan, 1):
         logdir = os.path.join(out, "runs", run.name)
