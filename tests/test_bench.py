@@ -2,7 +2,9 @@
 run beside TensorFlow's MultiWorkerMirroredStrategy on the same model. No timing is asserted."""
 
 import json
+import os
 import re
+import signal
 
 import pytest
 from conftest import bench_command
@@ -135,6 +137,22 @@ def test_bench_runs_the_peer_on_the_same_model_and_the_floor_with_its_bytes(proc
     train(MLP, DIGITS, tmp_path / "reference", "single", **{**FLAGS, "train_steps": 20})
     assert runs.max_param_difference(tmp_path / "reference", out / "mlp-mirrored_ours-1w-r1") <= 1e-6
     assert runs.max_param_difference(tmp_path / "reference", out / "mlp-mirrored-1w-r1") <= 1e-5
+
+
+@pytest.mark.cluster
+def test_ctrl_c_stops_the_bench_with_the_table_of_the_runs_finished_so_far(procs, tmp_path):
+    """docs/benchmark.md: Ctrl-C stops the bench and the run under way (exit 130); the runs already finished stay,
+    and their table is printed: here the first of two repeats of the one process."""
+    out = tmp_path / "runs"
+    command = bench_command("--models=mlp", "--systems=process", "--workers=1", "--repeats=2", "--train_steps=30")
+    run = procs.start([*command, f"--out={out}"])
+    run.wait_for_line(r"^\[bench\] 2/2: ", 120)
+    os.kill(run.proc.pid, signal.SIGINT)
+    assert run.wait(30) == 128 + signal.SIGINT
+    table = run.output.split("[bench] interrupted; the tables of the runs finished so far:")[1]
+    assert re.search(r"^one process \(the limit\) +1 +[0-9.]+ ", table, re.M), run.output
+    assert run.lines[-1] == f"[bench] interrupted; the runs finished so far are in {out}"
+    assert (out / "mlp-process-1w-r1" / "summary.json").exists() and "Traceback" not in run.output
 
 
 @pytest.mark.inprocess
