@@ -302,8 +302,9 @@ def _check_seams(on, values, mode, offered):
         if SEAMS[seam] and len(owners) > 1:
             _refuse(owners[0], owners[1], SEAMS[seam].format(mode=mode), values)
         for closer, (_, closes) in zip(on, seams, strict=True):
-            for other in (d for d in owners if seam in closes and d is not closer):
-                _refuse(closer, other, closes[seam], values)
+            if seam in closes:
+                for other in (d for d in owners if d is not closer):
+                    _refuse(closer, other, closes[seam], values)
 
 
 def _refuse(first, second, why, values):
