@@ -7,7 +7,7 @@ ensure_venv() {
   extras=$(IFS=,; echo "$tf_extra${*:+,$*}")
   setup_hash=$(sha256sum <"$REPO/setup.py" | cut -c1-16)
   stamp="$REPO/.venv/.installed-$setup_hash-${extras//,/-}"
-  [ -f "$stamp" ] && return 0
+  if [ -f "$stamp" ]; then byte_compile; return 0; fi
   if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
     echo "error: $python (Python 3.10 or newer, as TensorFlow 2.21 needs) is needed; set PYTHON=/path/to/python3" >&2
     return 2
@@ -28,5 +28,13 @@ ensure_venv() {
     echo "[setup] the portable kernels could not be compiled (see $log): only --kernels=fast will run" >&2
   fi
   touch "$stamp"
+  byte_compile
   echo "[setup] done"
+}
+
+# An editable install leaves the package's own modules uncompiled, and where PYTHONDONTWRITEBYTECODE is set
+# (many CI images and containers) every process of a run compiled them again: about 0.1 s a task, 0.1 of a
+# refusal's 0.4 s. Compiled here as pip compiles what it installs; only what changed since, in 0.04 s.
+byte_compile() {
+  "$REPO/.venv/bin/python" -m compileall -q "$REPO/parallel_tf" "$REPO/recipes" >/dev/null
 }
