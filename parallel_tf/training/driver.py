@@ -66,10 +66,11 @@ class Steps:
         return {self.inputs[0]: features, self.inputs[1]: labels}
 
 
-def drive(recipe, model, phases, steps_per_run, reads):
-    """The Steps of `phases` (Phase, in order of their first step), `steps_per_run` steps a run: each step built
-    on `model` again (ModelGraph.on), on the fed batch or its slice of the stacked batches, reading through
-    `reads()`."""
+def drive(settings, recipe, model, phases, reads):
+    """The Steps of `phases` (Phase, in order of their first step), as many steps a run as `settings` say
+    (--steps_per_run, settled by then): each step built on `model` again (ModelGraph.on), on the fed batch or its
+    slice of the stacked batches, reading through `reads()`."""
+    steps_per_run = settings.options.steps_per_run
     if steps_per_run == 1:
         on_fed = model.on(recipe, model.features, model.labels, reads())
         reports = tuple(phase.step(on_fed) for phase in phases)

@@ -51,7 +51,7 @@ def build(recipe, dataset, settings):
 
             return driver.Phase(reducing.first, step)
 
-        steps = driver.drive(recipe, model, [applying(r) for r in reducings], settings.options.steps_per_run, StepReads)
+        steps = driver.drive(settings, recipe, model, [applying(r) for r in reducings], StepReads)
         stash = worker_state.gathered(collectives, worker_device(task_index, settings.num_gpus))
         broadcast = collectives.broadcast(tf.global_variables())  # the optimizer's slots too: made by apply
         fingerprint = tf.placeholder(tf.int32, [1, FINGERPRINT_INTS], name="params_fingerprint")

@@ -21,10 +21,10 @@ copy (Downpour's local updates), so σ counts only the updates the copy is missi
 What a push sends is encoded on the worker first (techniques' `transmit`); what the parameter
 servers do with it (a staleness-dependent rate, a compensation, a queue) acts on what they received.
 
-Where every step pushes and prefetches (the default) and k > 1 steps run in one session run, a step is built
-once for the driver (training/driver.py), which loops it: each reads the copies the last step fetched, pushes,
-and fetches for the next, the run's last too (one fetch more than the training needs). Other intervals, or a
-step a run, make steps of several kinds, a run each (async_intervals.py), and the training's last step does not
+Where every step pushes and prefetches (the default), the steps are all alike: one is built for the driver
+(training/driver.py), which runs it once a session run or k times in one: each reads the copies the last step
+fetched, pushes, and fetches for the next, the run's last too (one fetch more than the training needs). Other
+intervals make steps of several kinds, a run each (async_intervals.py), and the training's last step does not
 fetch.
 
 No barrier and no tokens: a worker never waits for another, so the order in which updates
@@ -59,12 +59,8 @@ def build(recipe, dataset, settings):
     with tf.device(device_setter(settings.cluster, task_index, settings.num_gpus)):
         model, pairs = build_model_on_copies(recipe, dataset, on_worker, LOCAL)
         pushes = Pushes(settings, pairs, on_worker)
-        if (
-            settings.options.steps_per_run > 1
-            and settings.options.push_every == settings.options.fetch_every == 1
-            and settings.options.prefetch
-        ):
-            built = _in_a_loop(recipe, model, settings, pushes)
+        if _every_step_alike(settings.options):
+            built = _alike(recipe, model, settings, pushes)
         else:  # runs of one step, each its kind: a run's last step does not fetch, nor one before a step that
             # fetches at its start, and a push may wait n steps
             gradients = _gradients(model.loss, list(pushes.copies))
@@ -95,8 +91,13 @@ def build(recipe, dataset, settings):
     )
 
 
-def _in_a_loop(recipe, model, settings, pushes):
-    """The Stepwise of a worker that pushes and prefetches every step: one kind of step, for the driver."""
+def _every_step_alike(options):
+    """Whether every step pushes, and fetches for the next at its end (the defaults): one kind of step."""
+    return options.push_every == options.fetch_every == 1 and options.prefetch
+
+
+def _alike(recipe, model, settings, pushes):
+    """The Stepwise of a worker whose steps are all alike: one step, which the driver builds."""
     copy_of = {parameter.op.name: copy for parameter, copy in pushes.pairs}
 
     def step(on_step):
@@ -107,9 +108,7 @@ def _in_a_loop(recipe, model, settings, pushes):
         with tf.control_dependencies([pushed, pushes.fetch_after([pushes.send.op])]):
             return own_report(settings.task_index, on_step.loss)
 
-    steps = driver.drive(
-        recipe, model, [driver.Phase(0, step)], settings.options.steps_per_run, lambda: StepReads(copy_of)
-    )
+    steps = driver.drive(settings, recipe, model, [driver.Phase(0, step)], lambda: StepReads(copy_of))
     fetch = pushes.fetch_after([])
     return async_intervals.Stepwise(steps, lambda step, first: [fetch] * first + [steps.report(step)], [], fetch)
 

@@ -25,7 +25,7 @@ def build(recipe, dataset, settings):
         with tf.control_dependencies([train_op]):
             return StepReport(workers=tf.constant([0]), losses=tf.reshape(on_step.loss, [1]))
 
-    steps = drive(recipe, model, [Phase(0, step)], settings.options.steps_per_run, StepReads)
+    steps = drive(settings, recipe, model, [Phase(0, step)], StepReads)
     return TrainGraph(model=model, position=global_step, steps=steps)
 
 

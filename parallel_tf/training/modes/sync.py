@@ -85,9 +85,7 @@ def _in_fixed_order(recipe, model, global_step, settings):
         reported = num_workers if is_chief else 1
         return StepReport(workers=tf.cast(report[:reported], tf.int32), losses=report[reported:])
 
-    steps = driver.drive(
-        recipe, model, [driver.Phase(0, step)], settings.options.steps_per_run, lambda: PackedReads(variables)
-    )
+    steps = driver.drive(settings, recipe, model, [driver.Phase(0, step)], lambda: PackedReads(variables))
     return TrainGraph(
         model=model,
         position=global_step,  # the data position is a function of the global step
@@ -111,9 +109,7 @@ def _pipelined(recipe, model, global_step, settings):
         workers, losses = pipeline.step(gradients, model.loss, task_index * per_worker, optimizer, global_step)
         return StepReport(workers=workers, losses=losses)
 
-    steps = driver.drive(
-        recipe, model, [driver.Phase(0, step)], settings.options.steps_per_run, lambda: StepReads(copies)
-    )
+    steps = driver.drive(settings, recipe, model, [driver.Phase(0, step)], lambda: StepReads(copies))
     pieces = {"pipelined_pieces": tf.constant(pipeline.pieces, tf.int64)}  # pushed and pulled a step, as built
     return TrainGraph(model, global_step, steps, counters={**microbatch_passes(settings, per_worker), **pieces})
 
