@@ -169,3 +169,37 @@ def test_backup_workers_have_no_barrier_and_count_what_the_chief_drops():
         assert "next_step" in built.runs(0)[0] and built.next_step(0, {"next_step": 5}) == 5
         assert not built.chief_waits_for_all
         assert (built.background is not None) == (task_index == 0)
+
+
+EVERY_STEP = {"push_every": 1, "fetch_every": 1}
+
+
+@pytest.mark.parametrize(
+    "mode, options",
+    [
+        ("async", {"optimizer": "adam"}),
+        ("async", {"staleness_aware": True, "clip_norm": 1.0, **EVERY_STEP}),
+        ("async", {"softsync": 1, **EVERY_STEP}),
+        ("async", {"adaptive_delay_compensation": 0.1, **EVERY_STEP}),
+        ("async", {"easgd_alpha": 0.1, "easgd_period": 2, **EVERY_STEP, "prefetch": False}),
+        ("hierarchical", {"optimizer": "sgd"}),
+    ],
+    ids=[
+        "async-adam",
+        "async-staleness-aware-clipped",
+        "async-softsync",
+        "async-dc-asgd-a",
+        "async-easgd",
+        "hierarchical",
+    ],
+)
+def test_what_workers_change_on_the_parameter_servers_they_change_under_its_lock(mode, options):
+    """Async pushes and hierarchical groups' exchanges reach the same variables at once, from several workers,
+    and TF1's unlocked update (use_locking=False, every optimizer's default and assign_add's) is a read and then
+    a write: of two that overlap, one is lost (a run of 6 async workers, 300 steps each, counted 1799 of its 1800
+    pushes in its global step). Every op in a worker's graph that changes a variable on the parameter servers,
+    the update, the global step and each counter, takes the variable's lock."""
+    graph, _ = build(mode, 1, options)  # hierarchical: worker 1 is its group's chief, which exchanges
+    changes = [op for op in graph.get_operations() if "/job:ps/" in op.device and "use_locking" in op.node_def.attr]
+    assert {op.type for op in changes} >= {"AssignAdd", "ScatterAdd"}  # the global step, a push's count
+    assert [f"{op.type} {op.name}" for op in changes if not op.get_attr("use_locking")] == []

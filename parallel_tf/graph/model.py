@@ -18,11 +18,14 @@ from parallel_tf.graph.partitions import pieces_over, split_by, whole
 SCRATCH = "parallel_tf_scratch"
 LOCAL = ["local_variables"]  # tf.GraphKeys.LOCAL_VARIABLES (a worker's own, never saved), without importing TF
 
+# Each update takes its variable's lock (use_locking): async pushes and hierarchical groups' exchanges from
+# several workers reach the same parameters at once, and TF1's unlocked update is a read, then a write, which
+# loses one of two that overlap. Where one task applies (sync's chief, a copy of its own), the lock is free.
 OPTIMIZERS = {
-    "sgd": lambda lr: tf.train.GradientDescentOptimizer(lr),
-    "momentum": lambda lr: tf.train.MomentumOptimizer(lr, momentum=0.9),
-    "adagrad": lambda lr: tf.train.AdagradOptimizer(lr),
-    "adam": lambda lr: tf.train.AdamOptimizer(lr),
+    "sgd": lambda lr: tf.train.GradientDescentOptimizer(lr, use_locking=True),
+    "momentum": lambda lr: tf.train.MomentumOptimizer(lr, momentum=0.9, use_locking=True),
+    "adagrad": lambda lr: tf.train.AdagradOptimizer(lr, use_locking=True),
+    "adam": lambda lr: tf.train.AdamOptimizer(lr, use_locking=True),
 }
 
 

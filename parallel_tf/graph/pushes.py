@@ -44,7 +44,7 @@ class GradientSum:
         counter[index], then zeroes the sum: on the counter's server, then here, so that one control edge
         crosses back, not one per op of `applied`."""
         with tf.colocate_with(counter), tf.control_dependencies([applied]):
-            counted = tf.scatter_add(counter, [index], tf.constant([1], tf.int64))
+            counted = tf.scatter_add(counter, [index], tf.constant([1], tf.int64), use_locking=True)
         with tf.control_dependencies([counted]):
             return tf.group(*[s.assign(tf.zeros_like(s)) for s in self.variables])
 
@@ -62,7 +62,8 @@ class StalenessHistogram:
 
     def record(self, staleness):
         with tf.colocate_with(self.counts):  # next to the counts, where the staleness is computed
-            return tf.scatter_add(self.counts, [tf.minimum(staleness, self.BINS - 1)], tf.constant([1], tf.int64))
+            bin_ = [tf.minimum(staleness, self.BINS - 1)]
+            return tf.scatter_add(self.counts, bin_, tf.constant([1], tf.int64), use_locking=True)  # pushes overlap
 
     def nonzero(self):
         """[[σ, pushes], ...] for every σ seen: what the chief logs and summarises."""

@@ -22,7 +22,7 @@ from parallel_tf.graph.barrier import step_barrier
 from parallel_tf.graph.devices import device_setter, server_cpu
 from parallel_tf.graph.exchange_steps import sends_after
 from parallel_tf.graph.model import build_model_on_copies, make_optimizer, refresh_copies
-from parallel_tf.graph.optimizers import DelegatingOptimizer
+from parallel_tf.graph.optimizers import DelegatingOptimizer, apply_then_step
 from parallel_tf.graph.pushes import GradientSum, push_counter
 from parallel_tf.graph.sync_replicas import sync_replicas
 from parallel_tf.training import driver
@@ -101,7 +101,7 @@ def build(recipe, dataset, settings):
         with tf.control_dependencies(step_ops):  # read_value, not the variable: it must read after the step
             group_update = [s.read_value() for s in group_sum.variables]
         central_optimizer = make_optimizer(settings.optimizer, settings.base_learning_rate)
-        applied = central_optimizer.apply_gradients(zip(group_update, parameters, strict=True), central_step)
+        applied = apply_then_step(central_optimizer, zip(group_update, parameters, strict=True), central_step)
         sent = group_sum.push(applied, exchanges, group)
         with tf.control_dependencies([sent]):
             exchange = refresh_copies(pairs)

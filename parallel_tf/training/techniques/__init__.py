@@ -20,6 +20,7 @@ from absl import flags
 
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import make_optimizer
+from parallel_tf.graph.optimizers import apply_then_step
 from parallel_tf.graph.pushes import Send
 from parallel_tf.training.techniques import (
     adaptive_delay_compensation,
@@ -151,7 +152,7 @@ def send_push(settings, optimizer, sums, parameters, global_step, after):
 
         return technique.send_push(settings, optimizer, sums, parameters, global_step, after, optimizer_at)
     with tf.control_dependencies([after]):
-        return Send(optimizer.apply_gradients(zip(sums, parameters, strict=True), global_step=global_step))
+        return Send(apply_then_step(optimizer, zip(sums, parameters, strict=True), global_step))
 
 
 def after_push(settings, read_step):

@@ -60,7 +60,7 @@ def push_gradients(settings, parameters, sums):
                 trainable=False,
             )
         averaged = MEAN_SQUARE_DECAY * mean_square.read_value() + (1 - MEAN_SQUARE_DECAY) * gradient * gradient
-        taken = mean_square.assign(averaged)
+        taken = mean_square.assign(averaged, use_locking=True)  # whole: every worker's pushes write it
         return initial_scale / tf.sqrt(taken + EPSILON)
 
     return delay_compensation.compensate(adapted_scale, settings, parameters, sums)

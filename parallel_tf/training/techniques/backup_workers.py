@@ -131,7 +131,7 @@ def build(recipe, dataset, settings, hooks):
                 "gradients_applied_by_worker", [num_workers], tf.int64, tf.zeros_initializer(), trainable=False
             )
             with tf.control_dependencies([write]):
-                arrived = tf.group(arrivals.enqueue((task_index, step)), sent.assign_add(1))
+                arrived = tf.group(arrivals.enqueue((task_index, step)), sent.assign_add(1, use_locking=True))
             mine = releases[task_index]
             with tf.control_dependencies([arrived]):
                 first = mine.dequeue()

@@ -57,7 +57,7 @@ def _count_clipped(threshold):
         with tf.init_scope(), tf.variable_scope("clipping", reuse=tf.AUTO_REUSE):  # made outside a loop of steps
             clipped = tf.get_variable(COUNTER, [], tf.int64, tf.zeros_initializer(), trainable=False)
         add_counter(COUNTER, clipped)
-        return clipped.assign_add(tf.cast(norm > threshold, tf.int64))
+        return clipped.assign_add(tf.cast(norm > threshold, tf.int64), use_locking=True)  # async: every worker's
 
     return count
 

@@ -54,7 +54,7 @@ def compensate(scale_of, settings, parameters, sums):
     compensated, backups = [], []
     with tf.init_scope():  # made outside a loop of steps (training/driver.py), read in each step
         pushes = push_counter(COUNTER, num_workers)
-    counted = tf.scatter_add(pushes, [task_index], tf.constant([1], tf.int64))
+    counted = tf.scatter_add(pushes, [task_index], tf.constant([1], tf.int64), use_locking=True)
     add_counter(COUNTER, pushes)
     for parameter, gradient in zip(parameters, sums, strict=True):
         with tf.device(parameter.device):

@@ -99,7 +99,7 @@ def elastic_exchange(copies, centres, alpha):
     for copy, centre in zip(copies, centres, strict=True):
         with tf.colocate_with(centre):
             d = alpha * (copy.read_value() - centre.read_value())
-            pulled = centre.assign_add(d)
+            pulled = centre.assign_add(d, use_locking=True)  # async: workers exchange with it at once
         with tf.colocate_with(copy):
             moves.append(tf.group(pulled, copy.assign_sub(d)))
     return tf.group(*moves)
@@ -139,7 +139,7 @@ def build(recipe, dataset, settings, hooks):
         with tf.control_dependencies([local_step]):
             exchanged = elastic_exchange(copies, centres, settings.options.easgd_alpha)
         with tf.control_dependencies([exchanged]):
-            counted = tf.scatter_add(exchanges, [task_index], tf.constant([1], tf.int64))
+            counted = tf.scatter_add(exchanges, [task_index], tf.constant([1], tf.int64), use_locking=True)
     report = own_report(task_index, model.loss)
     local, exchange = StepReport(**report, train=local_step), StepReport(**report, train=counted)
 

@@ -26,6 +26,7 @@ from absl import flags
 
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
+from parallel_tf.graph.optimizers import apply_then_step
 from parallel_tf.graph.pushes import Send, add_counter
 from parallel_tf.training.rules import Technique
 
@@ -70,12 +71,12 @@ def send_push(settings, optimizer, sums, parameters, global_step, after, optimiz
             means = [tf.reduce_mean(pushes, axis=0) for pushes in _as_list(queue.dequeue_up_to(per_update))]
             with tf.control_dependencies(means):  # the rate (and a technique's count of it) once there are pushes
                 optimizer = optimizer_at(tf.constant(n, tf.int64))
-            apply = optimizer.apply_gradients(zip(means, parameters, strict=True), global_step=global_step)
+            apply = apply_then_step(optimizer, zip(means, parameters, strict=True), global_step)
         add_counter("softsync_pushes", made)
         with tf.control_dependencies([after]):
             enqueue = queue.enqueue(sums)
         with tf.control_dependencies([enqueue]):
-            count = made.assign_add(1)
+            count = made.assign_add(1, use_locking=True)  # every worker's: one lost, and the queue never closes
         push = tf.cond(count >= pushes_in_a_run, queue.close, tf.no_op)  # the last push of the run
     return Send(
         push, chief_on_join=lambda sess: sess.run(close_if_all_made), chief_background=functools.partial(_apply, apply)

@@ -37,5 +37,5 @@ def push_learning_rate(settings, learning_rate, staleness):
     with tf.init_scope(), tf.variable_scope("staleness_aware", reuse=tf.AUTO_REUSE):
         scaled = tf.get_variable("pushes", [], tf.int64, tf.zeros_initializer(), trainable=False)
     add_counter("staleness_aware_pushes", scaled)
-    with tf.control_dependencies([scaled.assign_add(1)]):
+    with tf.control_dependencies([scaled.assign_add(1, use_locking=True)]):  # every worker's pushes count here
         return learning_rate / tf.cast(tf.maximum(staleness, 1), tf.float32)
