@@ -12,9 +12,10 @@ import test_composition
 import test_traffic
 from conftest import REPO
 
-from parallel_tf.training import modes
+from parallel_tf.training import modes, techniques
 
 DOCS = [REPO / "README.md", REPO / "BENCHMARKS.md", *sorted((REPO / "docs").rglob("*.md"))]
+TECHNIQUES = {module.TECHNIQUE.name for module in techniques.TECHNIQUES}
 # A path the docs name: under a folder of the repository, ending in a file name with an extension
 # or in "/" (a folder). "examples/sec" is a unit, not a path.
 PATH = re.compile(
@@ -98,14 +99,20 @@ def test_the_docs_quote_the_traffic_test_s_bytes():
 
 
 def test_the_docs_quote_the_composition_test_s_counts():
-    runs, linked, refused = test_composition.RUN, test_composition.LINKED, test_composition.REFUSED
-    by_rules = len(test_composition.REFUSED_BY_RULES)
-    pairs = runs + linked + refused
+    runs, composed = len(test_composition.RUNS), len(test_composition.COMPOSED)
+    refused, by_rules = len(test_composition.REFUSALS), len(test_composition.BY_THE_RULES)
+    pairs, linked = len(test_composition.OUTCOMES), composed - runs
     quoted = f"every mode × pair of techniques and options ({pairs}): {refused - by_rules} are refused because a"
-    quoted_too = f"{by_rules} by the rules (the test pins which), {linked} compose `--link_rate`"
+    quoted_too = f"{by_rules} by the rules (each for a reason one of the two declares), {linked} compose `--link_rate`"
     quoted_last = f"network to shape), and {runs} train"
+    of_a_mode = [*test_composition.RUNS, *test_composition.BY_THE_RULES]  # not refused for a declaration's modes
+    looped = [pair for pair in of_a_mode if "steps_per_run" in pair and TECHNIQUES & set(pair)]
+    trained = len([pair for pair in looped if pair in test_composition.RUNS])
+    refused_loops = len(looped) - trained
+    quoted_loops = f"{trained} of the technique and loop pairs train, {refused_loops} are refused, each with why"
     text = docs_text()
-    assert all(q in text for q in (quoted, quoted_too, quoted_last)), "the docs' counts differ from test_composition.py"
+    quotes = (quoted, quoted_too, quoted_last, quoted_loops)
+    assert all(q in text for q in quotes), "the docs' counts differ from test_composition.py"
 
 
 def test_the_docs_quote_the_bad_input_test_s_case_count():
