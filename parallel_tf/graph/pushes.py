@@ -62,8 +62,8 @@ class StalenessHistogram:
 
     def record(self, staleness):
         with tf.colocate_with(self.counts):  # next to the counts, where the staleness is computed
-            bin_ = [tf.minimum(staleness, self.BINS - 1)]
-            return tf.scatter_add(self.counts, bin_, tf.constant([1], tf.int64), use_locking=True)  # pushes overlap
+            index = [tf.minimum(staleness, self.BINS - 1)]
+            return tf.scatter_add(self.counts, index, tf.constant([1], tf.int64), use_locking=True)  # pushes overlap
 
     def nonzero(self):
         """[[σ, pushes], ...] for every σ seen: what the chief logs and summarises."""
