@@ -60,7 +60,7 @@ def build(recipe, dataset, settings):
         model, pairs = build_model_on_copies(recipe, dataset, on_worker, LOCAL)
         pushes = Pushes(settings, pairs, on_worker)
         if _every_step_alike(settings.options):
-            built = _alike(recipe, model, settings, pushes)
+            built = _one_kind_of_step(recipe, model, settings, pushes)
         else:  # runs of one step, each its kind: a run's last step does not fetch, nor one before a step that
             # fetches at its start, and a push may wait n steps
             gradients = _gradients(model.loss, list(pushes.copies))
@@ -96,7 +96,7 @@ def _every_step_alike(options):
     return options.push_every == options.fetch_every == 1 and options.prefetch
 
 
-def _alike(recipe, model, settings, pushes):
+def _one_kind_of_step(recipe, model, settings, pushes):
     """The Stepwise of a worker whose steps are all alike: one step, which the driver builds."""
     copy_of = {parameter.op.name: copy for parameter, copy in pushes.pairs}
 
