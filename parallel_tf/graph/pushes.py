@@ -17,6 +17,12 @@ def push_counter(name, size):
     return tf.get_variable(name, [size], tf.int64, tf.zeros_initializer(), trainable=False)
 
 
+def count_one(counter, index):
+    """counter[index] + 1, under the counter's lock: every worker counts into the same vector on the parameter
+    servers, and their pushes overlap (an unlocked add reads, then writes, and loses one of two)."""
+    return tf.scatter_add(counter, [index], tf.constant([1], tf.int64), use_locking=True)
+
+
 def add_counter(name, tensor):
     """Has the chief log `tensor` as `name`: for the hooks of a push, which return no graph of their own."""
     tf.add_to_collection(COUNTERS, (name, tensor))
@@ -44,7 +50,7 @@ class GradientSum:
         counter[index], then zeroes the sum: on the counter's server, then here, so that one control edge
         crosses back, not one per op of `applied`."""
         with tf.colocate_with(counter), tf.control_dependencies([applied]):
-            counted = tf.scatter_add(counter, [index], tf.constant([1], tf.int64), use_locking=True)
+            counted = count_one(counter, index)
         with tf.control_dependencies([counted]):
             return tf.group(*[s.assign(tf.zeros_like(s)) for s in self.variables])
 
@@ -62,8 +68,7 @@ class StalenessHistogram:
 
     def record(self, staleness):
         with tf.colocate_with(self.counts):  # next to the counts, where the staleness is computed
-            index = [tf.minimum(staleness, self.BINS - 1)]
-            return tf.scatter_add(self.counts, index, tf.constant([1], tf.int64), use_locking=True)  # pushes overlap
+            return count_one(self.counts, tf.minimum(staleness, self.BINS - 1))
 
     def nonzero(self):
         """[[σ, pushes], ...] for every σ seen: what the chief logs and summarises."""

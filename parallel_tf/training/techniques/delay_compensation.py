@@ -12,7 +12,7 @@ from absl import flags
 
 from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
-from parallel_tf.graph.pushes import add_counter, push_counter
+from parallel_tf.graph.pushes import add_counter, count_one, push_counter
 from parallel_tf.training.rules import Technique
 
 ONE_GRADIENT = "the compensation is for one gradient taken at the parameters the worker fetched"
@@ -54,7 +54,7 @@ def compensate(scale_of, settings, parameters, sums):
     compensated, backups = [], []
     with tf.init_scope():  # made outside a loop of steps (training/driver.py), read in each step
         pushes = push_counter(COUNTER, num_workers)
-    counted = tf.scatter_add(pushes, [task_index], tf.constant([1], tf.int64), use_locking=True)
+    counted = count_one(pushes, task_index)
     add_counter(COUNTER, pushes)
     for parameter, gradient in zip(parameters, sums, strict=True):
         with tf.device(parameter.device):

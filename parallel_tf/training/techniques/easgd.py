@@ -30,7 +30,7 @@ from parallel_tf.graph.aggregation import tree_sum
 from parallel_tf.graph.devices import device_setter, worker_device
 from parallel_tf.graph.exchange_steps import sends_after
 from parallel_tf.graph.model import LOCAL, build_model_on_copies, refresh_copies
-from parallel_tf.graph.pushes import push_counter
+from parallel_tf.graph.pushes import count_one, push_counter
 from parallel_tf.training import driver
 from parallel_tf.training.rules import Technique
 from parallel_tf.training.techniques.local_sgd import EXCHANGE_RUNS, OWN_STEPS, build_exchanging, sgd_on_copies
@@ -139,7 +139,7 @@ def build(recipe, dataset, settings, hooks):
         with tf.control_dependencies([local_step]):
             exchanged = elastic_exchange(copies, centres, settings.options.easgd_alpha)
         with tf.control_dependencies([exchanged]):
-            counted = tf.scatter_add(exchanges, [task_index], tf.constant([1], tf.int64), use_locking=True)
+            counted = count_one(exchanges, task_index)
     report = own_report(task_index, model.loss)
     local, exchange = StepReport(**report, train=local_step), StepReport(**report, train=counted)
 
