@@ -3,6 +3,7 @@
 count bytes as those do; what a loop cannot hold is refused with one line; left unset, k is the most, up
 to 10, that ends a run at each boundary the trainer acts at."""
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -269,3 +270,16 @@ def test_no_mode_names_the_steps_a_run():
     settings (driver.drive), so no mode module branches on k or passes it on."""
     named = [path.name for path in Path(modes.__file__).parent.glob("*.py") if "steps_per_run" in path.read_text()]
     assert not named, named
+
+
+def test_a_step_reads_in_short_pieces():
+    """The sizes issue 57 set for reading a step: no mode module over 150 lines, no function of training/ over 60."""
+    training = Path(modes.__file__).parents[1]
+    long_modes = {p.name: n for p in training.glob("modes/*.py") if (n := len(p.read_text().splitlines())) > 150}
+    long_functions = {
+        f"{path.relative_to(training)}:{node.name}": node.end_lineno - node.lineno + 1
+        for path in training.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno >= 60
+    }
+    assert not long_modes and not long_functions, (long_modes, long_functions)
