@@ -10,6 +10,7 @@ import pytest
 from parallel_tf import compat
 from parallel_tf.errors import ConfigError
 from parallel_tf.training import logdir
+from parallel_tf.training.checkpoints import Checkpoints
 from parallel_tf.training.logdir import check_same_run, default_logdir, prepare_logdir, record_run
 
 IDENTITY = {"recipe": "mnist", "seed": 0, "global_batch_size": 120}
@@ -157,3 +158,24 @@ def test_a_resume_that_switches_kernels_is_refused(tmp_path):
     fast = dataclasses.replace(models.DEFAULTS, kernels="fast")
     with pytest.raises(ConfigError, match=r"is not: kernels portable, here fast; a resume may change --train_steps"):
         check_same_run(str(tmp_path), logdir.run_identity("mnist", fast))
+
+
+def test_a_checkpoint_without_a_variable_of_the_graph_is_refused_in_one_line(tmp_path):
+    """A resume of a checkpoint written by another graph (another version of the package) is a mistake no restart
+    cures: one line naming the variable it lacks, and the cure."""
+    tf = compat.tf
+    with tf.Graph().as_default(), tf.Session() as sess:
+        kept = tf.get_variable("kept", [], initializer=tf.ones_initializer())
+        written = Checkpoints(str(tmp_path), [kept])
+        sess.run(written.init_op)
+        written.save(sess, 10)
+    with tf.Graph().as_default(), tf.Session() as sess:
+        both = [tf.get_variable(name, [], initializer=tf.zeros_initializer()) for name in ("kept", "added")]
+        resumed = Checkpoints(str(tmp_path), both)
+        sess.run(resumed.init_op)
+        with pytest.raises(ConfigError) as refused:
+            resumed.restore(sess)
+    assert str(refused.value) == (
+        f"{tmp_path}/model.ckpt-10 has no added, which this run's graph has: it was written by another version of "
+        "parallel_tf; resume it with that version, or give --fresh to start over"
+    )

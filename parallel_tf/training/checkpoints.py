@@ -12,9 +12,10 @@ A resume initialises only the scratch variables and then restores the rest, in t
 """
 
 import os
+import re
 
 from parallel_tf.compat import tf
-from parallel_tf.errors import TaskFailure
+from parallel_tf.errors import ConfigError, TaskFailure
 from parallel_tf.graph.model import SCRATCH
 
 KEEP_LATEST = 3
@@ -42,9 +43,20 @@ class Checkpoints:
         self._only_finite = only_finite
 
     def restore(self, sess):
-        """prepare_session's init_fn: after init_op, loads the latest checkpoint, if there is one."""
-        if self.latest:
+        """prepare_session's init_fn: after init_op, loads the latest checkpoint, if there is one. One that lacks a
+        variable of this run's graph was written by another graph: a mistake no restart cures (ConfigError)."""
+        if not self.latest:
+            return
+        try:
             self._saver.restore(sess, self.latest)
+        except tf.errors.NotFoundError as e:
+            missing = re.search(r"Key (\S+) not found in checkpoint", e.message)
+            if not missing:
+                raise
+            raise ConfigError(
+                f"{self.latest} has no {missing[1]}, which this run's graph has: it was written by another version "
+                "of parallel_tf; resume it with that version, or give --fresh to start over"
+            ) from None
 
     def save(self, sess, done):
         """Saves the variables after step `done`; with `only_finite`, refuses parameters that are NaN or

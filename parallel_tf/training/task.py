@@ -64,8 +64,9 @@ def main(recipe, argv):
             serve(settings)
         else:
             train(recipe, settings)
-    except ConfigError as e:
-        exit_config_error(str(e))
+    except ConfigError as e:  # one line and exit 2, whether found before the server started or after
+        print(f"error: {e}", file=sys.stderr)
+        _exit_now(2)
     except TaskFailure as e:  # a clause of its own: naming tf.errors would import TensorFlow just to fail
         _fail(settings, str(e))
     except tf.errors.OpError as e:
@@ -128,12 +129,18 @@ def _claim_logdir(recipe, settings):
 
 
 def _fail(settings, message):
-    """Exits without closing the session: closing one whose peers are gone waits on them (30 s in TF)."""
+    """A failure at run time: named, and the exit code a restart may cure."""
     logging.error("%s failed: %s", task_name(settings), message)
+    _exit_now(flags.FLAGS.failure_exit_code)
+
+
+def _exit_now(code):
+    """Exits without closing a session or server: closing one whose peers are gone waits on them (30 s in TF),
+    and TensorFlow's objects, collected on the way out, warn of every op the run never ran."""
     logging.flush()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(flags.FLAGS.failure_exit_code)
+    os._exit(code)
 
 
 def _configure_logging():
