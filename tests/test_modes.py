@@ -182,6 +182,7 @@ EVERY_STEP = {"push_every": 1, "fetch_every": 1}
         ("async", {"softsync": 1, **EVERY_STEP}),
         ("async", {"adaptive_delay_compensation": 0.1, **EVERY_STEP}),
         ("async", {"easgd_alpha": 0.1, "easgd_period": 2, **EVERY_STEP, "prefetch": False}),
+        ("async", {"max_staleness": 1, **EVERY_STEP, "prefetch": False}),
         ("hierarchical", {"optimizer": "sgd"}),
     ],
     ids=[
@@ -190,6 +191,7 @@ EVERY_STEP = {"push_every": 1, "fetch_every": 1}
         "async-softsync",
         "async-dc-asgd-a",
         "async-easgd",
+        "async-ssp",
         "hierarchical",
     ],
 )

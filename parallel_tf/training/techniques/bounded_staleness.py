@@ -8,8 +8,9 @@ servers holds one token per step j has finished, put there as j starts its next 
 c > s, worker i takes one token from each other worker's queue to it (its (c − s)-th), which blocks
 until that worker has finished c − s steps. Each worker's clock (steps finished) is a vector on the
 parameter servers, and the largest gap between a worker starting a step and the slowest clock is
-logged as `largest_clock_gap`. A resumed worker puts one token for each step it had finished, and
-takes as many as its starting step needs, so the count carries over.
+logged as `largest_clock_gap` (each worker keeps its own largest, the summary says the largest of them).
+A resumed worker puts one token for each step it had finished, and takes as many as its starting step
+needs, so the count carries over.
 
 A clock counts steps, so every step must push and fetch (--push_every=1 --fetch_every=1): SSP's
 promise is about reads, that a worker at clock c sees every update of clocks before c - s, and an
@@ -54,9 +55,10 @@ def define_flags(flag_values=flags.FLAGS):
     )
 
 
-def wrap(settings, graph):
-    s, num_workers, me = settings.options.max_staleness, settings.num_workers, settings.task_index
-    others = [j for j in range(num_workers) if j != me]
+def _shared(num_workers):
+    """On the parameter servers: a token queue for each ordered pair of workers, each worker's clock, and each
+    worker's largest gap (a slot a worker, written by it alone: two workers' read, max and assign of one shared
+    scalar could keep the smaller)."""
     with tf.device(tf.train.get_global_step().device):
         queues = {
             (j, i): tf.FIFOQueue(-1, [tf.int32], [[]], shared_name=f"parallel_tf_ssp_tokens_{j}_to_{i}")
@@ -64,8 +66,17 @@ def wrap(settings, graph):
             for i in range(num_workers)
             if i != j
         }
-        clocks = tf.get_variable("ssp_clocks", [num_workers], tf.int64, tf.zeros_initializer(), trainable=False)
-        largest_gap = tf.get_variable("ssp_largest_clock_gap", [], tf.int64, tf.zeros_initializer(), trainable=False)
+        clocks, gaps = [
+            tf.get_variable(name, [num_workers], tf.int64, tf.zeros_initializer(), trainable=False)
+            for name in ("ssp_clocks", "ssp_largest_clock_gaps")
+        ]
+    return queues, clocks, gaps
+
+
+def wrap(settings, graph):
+    s, num_workers, me = settings.options.max_staleness, settings.num_workers, settings.task_index
+    others = [j for j in range(num_workers) if j != me]
+    queues, clocks, gaps = _shared(num_workers)
     with tf.device(worker_device(me, settings.num_gpus)):
         finished = tf.Variable(
             tf.zeros([], tf.int64), trainable=False, collections=["local_variables"], name="ssp_clock"
@@ -84,7 +95,7 @@ def wrap(settings, graph):
         with tf.control_dependencies([before]):
             # read_value(): the variables' own read ops have no dependencies, and could read before `before`
             gap = finished.read_value() - tf.reduce_min(clocks.read_value())
-            return largest_gap.assign(tf.maximum(largest_gap.read_value(), gap))
+            return tf.scatter_max(gaps, [me], [gap], use_locking=True)
 
     # The first step of this process: it has finished `start` steps (0, or where a resumed run starts).
     start = tf.cast(graph.position, tf.int64)
@@ -109,5 +120,5 @@ def wrap(settings, graph):
     return dataclasses.replace(
         graph,
         plan=plan,
-        counters={**graph.counters, "largest_clock_gap": largest_gap},
+        counters={**graph.counters, "largest_clock_gap": tf.reduce_max(gaps)},
     )
