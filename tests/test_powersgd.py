@@ -1,6 +1,6 @@
-"""PowerSGD (graph/powersgd.py, --powersgd_rank): one power iteration worked out by hand on a 2x2 matrix, its
-factors in a float16 transport and in buckets worked out by hand, which matrices go as factors, and on
-in-process all-reduce clusters: bitwise repeats, the bytes of the factors, the plain all-reduce before
+"""PowerSGD (training/techniques/powersgd.py, --powersgd_rank): one power iteration worked out by hand on a 2x2
+matrix, its factors in a float16 transport and in buckets worked out by hand, which matrices go as factors, and
+on in-process all-reduce clusters: bitwise repeats, the bytes of the factors, the plain all-reduce before
 --powersgd_start_step, and a rank that compresses nothing refused."""
 
 import numpy as np
@@ -10,8 +10,8 @@ from models import DIGITS, FLAGS, MLP
 
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
-from parallel_tf.graph import powersgd
 from parallel_tf.graph.collectives import Collectives, Ring
+from parallel_tf.training.techniques import powersgd
 
 pytestmark = pytest.mark.inprocess
 

@@ -1,8 +1,10 @@
-"""Global-norm gradient clipping (Pascanu, Mikolov, Bengio, ICML 2013), sync, all-reduce and async modes,
---clip_norm=c: every update applied to the parameters has its gradients, taken together, scaled by
-c / max(‖g‖, c) (graph/clipping.py), each where it is, just before the optimizer applies them: on the
-parameter servers in sync; in async on the pushing worker, or on the parameter server when a hook
-has decoded or compensated it there.
+"""Global-norm gradient clipping (Pascanu, Mikolov, Bengio, "On the difficulty of training recurrent neural
+networks", ICML 2013), sync, all-reduce and async modes, --clip_norm=c: every update applied to the parameters
+has its gradients g_1..g_k, taken together as one vector, scaled by c / max(‖g‖, c), with ‖g‖ = √(Σ_i ‖g_i‖²),
+just before the optimizer applies them: what tf.clip_by_global_norm computes, placed for a cluster. Each
+‖g_i‖² is summed next to its gradient and each g_i scaled where it is, so only scalars cross between tasks: on
+the parameter servers in sync; in async on the pushing worker, or on the parameter server when a hook has
+decoded or compensated it there.
 What an update is decides what is clipped, as it does in one process:
     sync   the chief's aggregated gradient, the mean of the step's gradients (ordered or accumulator):
            a 1-worker cluster clips as one process would;
@@ -21,7 +23,7 @@ from absl import flags
 
 from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
-from parallel_tf.graph.clipping import ClippedOptimizer
+from parallel_tf.graph.optimizers import DelegatingOptimizer
 from parallel_tf.graph.pushes import add_counter, added_counters
 from parallel_tf.training.rules import Technique
 
@@ -66,3 +68,36 @@ def wrap(settings, graph):
     """Logs `clipped_updates`, from the graphs that apply updates (in sync, the chief's alone)."""
     counted = {name: tensor for name, tensor in added_counters().items() if name == COUNTER}
     return dataclasses.replace(graph, counters={**graph.counters, **counted})
+
+
+def clip_by_global_norm(gradients, threshold, on_norm=None):
+    """The gradients scaled by threshold / max(global norm, threshold), once op `on_norm(norm)` (if given)
+    has seen their global norm."""
+    squares = []
+    for gradient in gradients:
+        with tf.colocate_with(gradient):
+            squares.append(tf.reduce_sum(tf.square(gradient)))
+    norm = tf.sqrt(tf.add_n(squares))
+    with tf.control_dependencies([on_norm(norm)] if on_norm else []):
+        scale = threshold / tf.maximum(norm, threshold)
+    clipped = []
+    for gradient in gradients:
+        with tf.colocate_with(gradient):
+            clipped.append(gradient * tf.cast(scale, gradient.dtype))
+    return clipped
+
+
+class ClippedOptimizer(DelegatingOptimizer):
+    """`optimizer`, applying every update's gradients clipped to a global norm of at most `threshold`. What
+    SyncReplicasOptimizer and the ordered aggregation hand it is the chief's aggregated gradient, so that is
+    what is clipped."""
+
+    def __init__(self, optimizer, threshold, on_norm=None):
+        super().__init__(optimizer)
+        self._threshold = threshold
+        self._on_norm = on_norm  # with each update's global norm: an op, e.g. a counter's increment
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        gradients, variables = zip(*grads_and_vars, strict=True)
+        clipped = clip_by_global_norm(list(gradients), self._threshold, self._on_norm)
+        return super().apply_gradients(zip(clipped, variables, strict=True), global_step, name)
