@@ -60,7 +60,9 @@ def push_gradients(settings, parameters, sums):
                 trainable=False,
             )
         averaged = MEAN_SQUARE_DECAY * mean_square.read_value() + (1 - MEAN_SQUARE_DECAY) * gradient * gradient
-        taken = mean_square.assign(averaged, use_locking=True)  # whole: every worker's pushes write it
+        # written whole under the lock; two pushes that overlap both read the old value, and the later drops the
+        # other's g⊙g (docs/modes-and-techniques.md: an exact average needs a critical section around the read)
+        taken = mean_square.assign(averaged, use_locking=True)
         return initial_scale / tf.sqrt(taken + EPSILON)
 
     return delay_compensation.compensate(adapted_scale, settings, parameters, sums)
