@@ -6,10 +6,12 @@ import json
 
 import models
 import pytest
+from absl import flags
 
 from parallel_tf import compat
 from parallel_tf.errors import ConfigError
 from parallel_tf.training import logdir
+from parallel_tf.training import settings as settings_lib
 from parallel_tf.training.checkpoints import Checkpoints
 from parallel_tf.training.logdir import check_same_run, default_logdir, prepare_logdir, record_run
 
@@ -150,6 +152,17 @@ def test_each_variable_that_moves_a_runs_bits_is_part_of_what_a_resume_must_matc
     if kernels == "portable" and variable != "ONEDNN_MAX_CPU_ISA":
         monkeypatch.delenv(variable)
         check_same_run(str(tmp_path), logdir.run_identity("mnist", settings))
+
+
+def test_the_recipes_flags_are_its_own_not_those_tensorflow_defines_as_it_loads():
+    """A task forked with TensorFlow loaded (launch/forkserver.py) reads its flags after TensorFlow defined a few of
+    its own (--delta_threshold, ...); a task started by hand reads them before. Both record the same run."""
+    defined_by = flags.FLAGS.flags_by_module_dict()
+    tensorflows = {
+        flag.name for module, defined in defined_by.items() if module.startswith("tensorflow.") for flag in defined
+    }
+    assert tensorflows, "TensorFlow loaded in this process (conftest) defines flags of its own"
+    assert not tensorflows & {name for name, _ in settings_lib.recipe_flags(flags.FLAGS)}
 
 
 def test_a_resume_that_switches_kernels_is_refused(tmp_path):

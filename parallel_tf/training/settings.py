@@ -239,13 +239,14 @@ def settings_from_flags(flag_values=FLAGS):
 
 def recipe_flags(flag_values):
     """((name, value), ...) of the flags the recipe defines itself (--model, --augment): every flag that neither
-    this package nor absl defines. They decide what is computed, so a resume must match them."""
-    ours = ("parallel_tf.", "absl.")
+    this package nor absl nor TensorFlow defines (its import defines a few: --delta_threshold, ...). They decide
+    what is computed, so a resume must match them."""
+    libraries = ("parallel_tf.", "absl.", "tensorflow.")
     return tuple(
         sorted(
             (flag.name, flag.value)
             for module, defined in flag_values.flags_by_module_dict().items()
-            if not module.startswith(ours)
+            if not module.startswith(libraries)
             for flag in defined
         )
     )
