@@ -18,12 +18,12 @@ from parallel_tf.training import traffic
 BATCH = 120
 
 
-def result(ms):
-    return {"ms_per_step": ms, "summary": {}, "logdir": ""}
+def result(ms, run_secs=1.0):
+    return {"ms_per_step": ms, "run_secs": run_secs, "summary": {}, "logdir": ""}
 
 
 RESULTS = {
-    ("mlp", "process", 1): [result(1.0), result(1.2), result(0.8)],  # median 1.0
+    ("mlp", "process", 1): [result(1.0, 6.0), result(1.2, 4.0), result(0.8, 5.0)],  # median 1.0, run 5.0 s
     ("mlp", "sync", 1): [result(4.0), result(5.0), result(3.0)],  # median 4.0
     ("mlp", "sync_step", 1): [result(5.0), result(5.0), result(5.0)],
     ("mlp", "mirrored", 1): [result(2.0), result(2.0), result(2.0)],
@@ -42,6 +42,7 @@ def test_rows_give_medians_spreads_and_throughput_ratios():
     assert sync["x_floor"] == 3.0 / 4.0  # the floor's 3 ms against our 4: the protocol beyond two crossings
     assert rows["mirrored"]["x_limit"] == 0.5 and rows["mirrored"]["x_peer"] is None
     assert rows["process"]["x_limit"] == 1.0
+    assert rows["process"]["run_s"] == 5.0  # the whole run's wall time, its own median: 4, 5, 6 s
     # the one process against TensorFlow alone at its defaults (the peer on one worker): 2 ms against our 1
     assert rows["process"]["x_peer"] == 2.0
     # no peer in our kernels (mirrored_ours) ran: no same-kernels ratio

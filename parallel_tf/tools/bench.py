@@ -181,6 +181,7 @@ def run_plan(plan, out, results, links=()):
             )
             command, given = command_for(model, system, workers)
             shaped = [f"--link_rate={rate}" for rate in link if rate != bench_links.UNSHAPED]
+            launched = time.time()
             try:
                 summary = runs.run(command, logdir, [*given, *shaped], log_path=logdir + ".log")
             except runs.RunFailed as e:
@@ -189,7 +190,8 @@ def run_plan(plan, out, results, links=()):
                     file=sys.stderr,
                 )
                 sys.exit(1)
-            results[key].append({"ms_per_step": steady_ms_per_step(logdir), "summary": summary, "logdir": logdir})
+            measured = {"ms_per_step": steady_ms_per_step(logdir), "run_secs": time.time() - launched}
+            results[key].append({**measured, "summary": summary, "logdir": logdir})
 
 
 def command_for(model_name, system_name, workers):
@@ -232,7 +234,8 @@ def report_markdown(tables, results, path):
         "intervals after the first), spread min-max; x limit, x peer and x floor are throughput ratios (above 1: "
         "faster); x floor: a parameter-server sync row against the floor of as many workers, each reading the "
         "parameters from the ps, computing its gradients and writing them back in one session run, with no "
-        "gather, apply or wait (parallel_tf/tools/floor_task.py).",
+        "gather, apply or wait (parallel_tf/tools/floor_task.py); run s: the median of the whole run's wall time, "
+        "from its command to its exit, start-up included.",
     ]
     for model, rows in tables.items():
         parts += ["", f"### {heading(model)}, global batch {FLAGS.global_batch_size}", "", markdown_table(rows)]

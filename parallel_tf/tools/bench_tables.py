@@ -42,6 +42,7 @@ def table_rows(model, results, global_batch_size):
                 "x_floor": floor_ms / ms if floor_ms else None,
                 "kb_sent": summary.get("bytes_sent_per_step", 0) / 1000,
                 "kb_received": summary.get("bytes_received_per_step", 0) / 1000,
+                "run_s": statistics.median(r["run_secs"] for r in results[(model, system, n)]),
             }
         )
     return rows
@@ -65,6 +66,7 @@ def _cells(row):
         ratio(row["x_floor"]),
         f"{row['kb_sent']:.1f}" if row["kb_sent"] else "",
         f"{row['kb_received']:.1f}" if row["kb_received"] else "",
+        f"{row['run_s']:.1f}",
     ]
 
 
@@ -80,11 +82,12 @@ HEADER = [
     "x floor",
     "KB sent",
     "KB recv",
+    "run s",
 ]
 
 
 def text_table(rows):
-    widths = [40, 8, 9, 14, 11, 8, 8, 22, 8, 9, 9]
+    widths = [40, 8, 9, 14, 11, 8, 8, 22, 8, 9, 9, 8]
     lines = [HEADER, *(_cells(row) for row in rows)]
     return "\n".join(
         "".join(
