@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 RECIPE = str(REPO / "recipes" / "mnist.py")
 CIFAR_RECIPE = str(REPO / "recipes" / "cifar10.py")
 PID_LINE = re.compile(r"started (\S+) \(pid (\d+)\)")
+FORK_SERVER_LINE = re.compile(r"in a fork server \(pid (\d+)\)")
 SLURM_LOCAL = REPO / "scripts" / "slurm_local.sh"
 SYNC_STEPS = ["--train_steps=100", "--log_every=20"]
 RUN_TIMEOUT = 240
@@ -91,6 +92,7 @@ class Running:
         self.tracker = tracker
         self.lines = []
         self.task_pids = {}
+        self.fork_server_pids = []  # the launcher's, one a start of the cluster
         tracker.pids.append(self.proc.pid)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -102,6 +104,10 @@ class Running:
             if match:
                 self.task_pids[match.group(1)] = int(match.group(2))
                 self.tracker.pids.append(int(match.group(2)))
+            server = FORK_SERVER_LINE.search(line)
+            if server:
+                self.fork_server_pids.append(int(server.group(1)))
+                self.tracker.pids.append(int(server.group(1)))
 
     @property
     def output(self):

@@ -57,9 +57,12 @@ def tracker():
 
 
 def test_launcher_runs_every_task_and_leaves_none_running(sync_two_workers):
+    """Forked from one process that loaded TensorFlow for them, which is gone too (tasks started by hand, as
+    Slurm starts them, end on these bits: test_slurm_step_on_the_launchers_ports_matches_it_bitwise)."""
     run, _ = sync_two_workers
     assert set(run.task_pids) == {"ps:0", "worker:0", "worker:1"}
-    assert not [name for name, pid in run.task_pids.items() if alive(pid)]
+    assert len(run.fork_server_pids) == 1
+    assert not [pid for pid in [*run.task_pids.values(), *run.fork_server_pids] if alive(pid)]
     assert any(line.startswith("[worker:0]") and "step 100/100" in line for line in run.lines)
     assert any(line.startswith("[ps:0]") and "all workers finished" in line for line in run.lines)
     assert "all 3 tasks exited 0" in run.output
@@ -153,23 +156,41 @@ def private_networks_allowed():
     return subprocess.run([sys.executable, "-c", probe], cwd=REPO, timeout=30).returncode == 0
 
 
-def test_ctrl_c_to_the_launcher_stops_every_task_of_a_cluster_no_one_outside_can_reach(procs, tmp_path):
+@pytest.mark.parametrize("fork_tasks", [True, False], ids=["forked tasks", "a process a task"])
+def test_ctrl_c_to_the_launcher_stops_every_task_of_a_cluster_no_one_outside_can_reach(procs, tmp_path, fork_tasks):
     """In its private network none of the cluster's ports can be seen from here (the kill test below runs
-    without it and sees them all: TF listens on every interface). SIGTERM goes to the same handler."""
+    without it and sees them all: TF listens on every interface). SIGTERM goes to the same handler. Tasks forked
+    by the fork server and tasks started each as a process of its own are stopped alike."""
     if not private_networks_allowed():
         pytest.skip("this kernel does not allow unprivileged user and network namespaces")
     # Ports listening here already (this test process's in-process servers) may share a number with the
     # cluster's: inside its own network the launcher finds every port free.
     listening_before = listening_ports()
-    run = start_long_run(procs, tmp_path, 1, "--isolate_network=on", "--checkpoint_every=0")
+    forked = f"--fork_tasks={str(fork_tasks).lower()}"
+    run = start_long_run(procs, tmp_path, 1, "--isolate_network=on", "--checkpoint_every=0", forked)
     ports = cluster_ports(tmp_path)
     assert len(ports) == 2 and ports & (listening_ports() - listening_before) == set()
     os.kill(run.proc.pid, signal.SIGINT)
     assert run.wait(30) == 128 + signal.SIGINT
     assert "SIGINT: stopping all tasks" in run.output
     assert f"nothing was checkpointed in {tmp_path}: run the same command to start again\n" in run.output + "\n"
-    assert len(run.task_pids) == 2
-    assert not [name for name, pid in run.task_pids.items() if alive(pid)]
+    assert len(run.task_pids) == 2 and len(run.fork_server_pids) == fork_tasks
+    assert not [pid for pid in [*run.task_pids.values(), *run.fork_server_pids] if alive(pid)]
+
+
+@pytest.mark.parametrize("fork_tasks", [True, False], ids=["forked tasks", "a process a task"])
+def test_a_launcher_killed_outright_takes_every_task_with_it(procs, tmp_path, fork_tasks):
+    """SIGKILL leaves the launcher no handler to run: each task gets its parent's death signal (fence.py), a forked
+    task from the fork server, which got it from the launcher."""
+    run = start_long_run(procs, tmp_path, 1, "--checkpoint_every=0", f"--fork_tasks={str(fork_tasks).lower()}")
+    os.kill(run.proc.pid, signal.SIGKILL)
+    assert run.wait(30) == -signal.SIGKILL
+    pids = [*run.task_pids.values(), *run.fork_server_pids]
+    assert len(pids) == 2 + fork_tasks
+    deadline = time.time() + 10
+    while [pid for pid in pids if alive(pid)] and time.time() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in pids if alive(pid)]
 
 
 def test_simulated_hosts_run_hierarchical_groups_by_host(procs, tmp_path):

@@ -5,6 +5,7 @@ import pytest
 from parallel_tf.cluster import config as cluster
 from parallel_tf.compat import tf
 from parallel_tf.graph import devices
+from parallel_tf.launch import processes
 from parallel_tf.launch.launcher import gpu_environments
 
 
@@ -34,6 +35,15 @@ def test_launcher_gives_each_worker_one_gpu_and_ps_none():
         "worker:2": "0",
     }
     assert gpu_environments(config, gpus=["3"])["worker:2"] == "3"
+
+
+def test_tasks_given_gpus_are_each_a_process_of_their_own_not_forked(capsys):
+    """A forked task would inherit the fork server's CUDA_VISIBLE_DEVICES (launch/forkserver.py): with GPUs, the
+    launcher starts each task as a process of its own, and says so."""
+    tasks = [("worker:0", ["python", "-u", "recipe.py"])]
+    assert processes.Cluster(tasks, {}, pins=(None, None)).pins == (None, None)
+    assert processes.Cluster(tasks, {"worker:0": "0"}, pins=(None, None)).pins is None
+    assert "GPUs: each task is a process of its own, not forked" in capsys.readouterr().out
 
 
 def test_variables_go_to_ps_cpus_balanced_by_size_and_compute_to_the_worker():

@@ -83,6 +83,16 @@ def _bring_up_loopback():
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
 
 
+def enter_network_namespace(path):
+    """Moves this (single-threaded) process into the network namespace at `path` (/proc/PID/ns/net)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns onto {path}")
+    finally:
+        os.close(fd)
+
+
 def die_with_parent():
     """In a child (preexec_fn): get SIGTERM if the launcher dies, even by SIGKILL, so nothing is orphaned."""
     if sys.platform.startswith("linux"):

@@ -20,13 +20,13 @@ is delayed once. Free of TensorFlow: the launcher uses it.
 
 import ctypes
 import dataclasses
-import os
+import functools
 import shutil
 import subprocess
 
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
-from parallel_tf.launch.fence import CLONE_NEWNET, die_with_parent
+from parallel_tf.launch.fence import CLONE_NEWNET, die_with_parent, enter_network_namespace
 from parallel_tf.training import modes
 from parallel_tf.training.options.link import bits_per_second
 
@@ -147,19 +147,13 @@ class SimulatedHosts:
         _ip("link", "set", "eth0", "up", preexec_fn=enter)
         _ip("link", "set", "lo", "up", preexec_fn=enter)
 
+    def namespace(self, host):
+        """The path of host `host`'s network namespace."""
+        return f"/proc/{self.holders[host].pid}/ns/net"
+
     def enter(self, host):
         """A preexec_fn that moves the child into host `host`'s network namespace."""
-        path = f"/proc/{self.holders[host].pid}/ns/net"
-
-        def enter_host():
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
-                    raise OSError(ctypes.get_errno(), f"setns onto simulated host {host}")
-            finally:
-                os.close(fd)
-
-        return enter_host
+        return functools.partial(enter_network_namespace, self.namespace(host))
 
     def stop(self):
         for holder in self.holders:

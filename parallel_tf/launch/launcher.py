@@ -93,6 +93,13 @@ def define_launcher_flags(flag_values=FLAGS):
         "(auto: where the kernel allows it; on: or exit 2; off: plain 127.0.0.1 ports).",
         flag_values=flag_values,
     )
+    flags.DEFINE_bool(
+        "fork_tasks",
+        True,
+        "Fork the tasks from one process that has loaded TensorFlow (launch/forkserver.py): a start costs one "
+        "import, not one a task. Off: each task is a process of its own, as started by hand. Off with GPUs.",
+        flag_values=flag_values,
+    )
     run_flags.define_dry_run_flag("the tasks it would start, each command as it could be run by hand", flag_values)
 
 
@@ -313,10 +320,11 @@ def run_with_restarts(cluster, recipe_path, run_dir, common, simulated):
         spare_workers = run_check.spare_workers(cluster)
         tasks = task_commands(cluster, recipe_path, write_spec(cluster, run_dir), common)
         say(f"{counted(len(tasks), 'task')} ({job_counts(cluster)}), mode {FLAGS.mode}; logdir {run_dir}")
-        enter_host = {}
+        namespaces = {}
         if simulated:
-            enter_host = {name: simulated.enter(hosts.host_of(address)) for name, address in cluster.tasks()}
-        failed = Cluster(tasks, gpu_environments(cluster), spare_workers, enter_host).run()
+            namespaces = {name: simulated.namespace(hosts.host_of(address)) for name, address in cluster.tasks()}
+        pins = (FLAGS.intra_op_threads, FLAGS.kernels) if FLAGS.fork_tasks else None
+        failed = Cluster(tasks, gpu_environments(cluster), spare_workers, namespaces, pins).run()
         if failed and finished(run_dir, FLAGS.train_steps):  # the chief wrote the whole run's summary first
             say(f"{failed[0]} {describe_exit(failed[1])} after the chief finished the run; stopped the other tasks")
         if not failed or finished(run_dir, FLAGS.train_steps):

@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 
-from parallel_tf.launch import fence
+from parallel_tf.launch import fence, forkserver
 
 STOP_GRACE_SECS = 3.0
 POLL_SECS = 0.1
@@ -18,11 +18,17 @@ POLL_SECS = 0.1
 class Cluster:
     """The running processes: started together, relayed line by line, stopped together."""
 
-    def __init__(self, tasks, cuda_devices, spare_workers=0, enter_host=None):
+    def __init__(self, tasks, cuda_devices, spare_workers=0, namespaces=None, pins=None):
         self.tasks = tasks
         self.cuda_devices = cuda_devices
-        self.enter_host = enter_host or {}  # task name: preexec_fn onto its simulated host
+        self.namespaces = namespaces or {}  # task name: the network namespace of its simulated host
         self.spare_workers = spare_workers  # backup workers: this many non-chief workers may die
+        # (intra_op_threads, kernels): the tasks are this package's, forked with TensorFlow loaded so (forkserver.py);
+        # None: each is a process of its own. Not with GPUs, whose device each task must see before CUDA loads.
+        self.pins = None if cuda_devices else pins
+        if pins and cuda_devices:
+            say("GPUs: each task is a process of its own, not forked, to see only its own device as CUDA loads")
+        self.server = None
         self.lost = []
         self.procs = {}
         self.relays = []
@@ -34,8 +40,11 @@ class Cluster:
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGTERM, self._on_signal)
         try:
-            for name, command in self.tasks:
-                self._start(name, command)
+            if self.pins:
+                self._fork_all()
+            else:
+                for name, command in self.tasks:
+                    self._start(name, command)
             failed = self._wait()
         finally:
             self.stop()
@@ -60,8 +69,20 @@ class Cluster:
             stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=True,  # Ctrl-C reaches the launcher only; it stops the tasks itself
-            preexec_fn=functools.partial(_prepare_child, self.enter_host.get(name)),
+            preexec_fn=functools.partial(_prepare_child, self.namespaces.get(name)),
         )
+        self._started(name, proc)
+
+    def _fork_all(self):
+        self.server = forkserver.ForkServer(self.tasks, self.pins, self.namespaces)
+        say(
+            f"loading TensorFlow once for the {len(self.tasks)} tasks, in a fork server (pid {self.server.process.pid})"
+        )
+        forked = self.server.started()
+        for name, _ in self.tasks:
+            self._started(name, forked[name])
+
+    def _started(self, name, proc):
         self.procs[name] = proc
         say(f"started {name} (pid {proc.pid})")
         relay = threading.Thread(target=self._relay, args=(name, proc.stdout), daemon=True)
@@ -106,6 +127,8 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        if self.server:
+            self.server.stop(STOP_GRACE_SECS)
         for relay in self.relays:
             relay.join(timeout=1.0)
 
@@ -125,7 +148,7 @@ def say(message):
     print(f"[launch] {message}", flush=True)
 
 
-def _prepare_child(enter_host):
+def _prepare_child(namespace):
     fence.die_with_parent()
-    if enter_host:
-        enter_host()
+    if namespace:
+        fence.enter_network_namespace(namespace)

@@ -28,7 +28,7 @@ from parallel_tf.errors import ConfigError
 from parallel_tf.files import write_atomically, write_between
 from parallel_tf.launch.launcher import resolve_recipe
 from parallel_tf.tools import bench_links, runs
-from parallel_tf.tools.bench_systems import FULL_RUN, MODELS, ON_LINKS, SYSTEMS, TECHNIQUES_IN_THE_LOOP
+from parallel_tf.tools.bench_systems import FULL_RUN, MODELS, ON_LINKS, STARTS, SYSTEMS, TECHNIQUES_IN_THE_LOOP
 from parallel_tf.tools.bench_tables import (
     machine,
     markdown_table,
@@ -53,8 +53,8 @@ def define_bench_flags():
         "systems",
         list(FULL_RUN),
         f"Systems to run: {', '.join(SYSTEMS)}. Default: all but the ways of talking less ({', '.join(ON_LINKS)}), "
-        f"which pay only on a link (--links), and the techniques in the loop against a run a step "
-        f"({', '.join(TECHNIQUES_IN_THE_LOOP)}).",
+        f"which pay only on a link (--links), the techniques in the loop against a run a step "
+        f"({', '.join(TECHNIQUES_IN_THE_LOOP)}), and tasks that each load TensorFlow ({', '.join(STARTS)}).",
     )
     flags.DEFINE_list("workers", ["1", "2", "4"], "Worker counts.")
     flags.DEFINE_integer("repeats", 3, "Runs of each (model, system, worker count), interleaved.", lower_bound=1)

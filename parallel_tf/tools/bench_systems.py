@@ -91,6 +91,7 @@ SYSTEMS = {
     "allreduce_buckets": System(
         "all-reduce, 1 MB buckets", "sync", mode="allreduce", flags=("--allreduce_bucket_mb=1",)
     ),
+    "sync_unforked": System("sync, ordered, a process a task", "sync", mode="sync", flags=("--fork_tasks=false",)),
     "async": System("async", "async", mode="async"),
     "async_step": System("async, a run a step", "async", mode="async", steps_per_run=1),
     "async_staleness_aware": System("async, staleness-aware", "async", mode="async", flags=("--staleness_aware",)),
@@ -126,7 +127,10 @@ TECHNIQUES_IN_THE_LOOP = (
     "async_staleness_aware",
     "async_staleness_aware_step",
 )
-FULL_RUN = tuple(name for name in SYSTEMS if name not in ON_LINKS + TECHNIQUES_IN_THE_LOOP)
+# The row of BENCHMARKS.md's "Starting the tasks" beside the default sync's: each task a process that loads
+# TensorFlow itself (launch/forkserver.py), which changes the whole run's time (run s), not a step's.
+STARTS = ("sync_unforked",)
+FULL_RUN = tuple(name for name in SYSTEMS if name not in ON_LINKS + TECHNIQUES_IN_THE_LOOP + STARTS)
 
 # The peers run at TensorFlow's defaults (tf_strategies.py): what a user who picks TensorFlow's strategy gets. The
 # one process is compared with MultiWorkerMirroredStrategy on one worker: TensorFlow alone, at its defaults.

@@ -141,12 +141,12 @@ def launch(recipe_path, given_flags):
         )
         for job, index, _ in members
     ]
-    enter_host = {}
+    namespaces = {}
     if simulated:
         processes.say(f"each of the {count} simulated hosts' interfaces is shaped at {FLAGS.link_rate} each way")
-        enter_host = {f"{job}:{index}": simulated.enter(hosts.host_of(address)) for job, index, address in members}
+        namespaces = {f"{job}:{index}": simulated.namespace(hosts.host_of(address)) for job, index, address in members}
     try:
-        failed = processes.Cluster(tasks, cuda_devices={}, enter_host=enter_host).run()
+        failed = processes.Cluster(tasks, cuda_devices={}, namespaces=namespaces).run()
     finally:
         if simulated:
             simulated.stop()

@@ -57,6 +57,7 @@ LAUNCHER_FLAGS = (
     "max_restarts",
     "min_workers",
     "isolate_network",
+    "fork_tasks",
     "recipe",
     "dry_run",
 )
