@@ -12,7 +12,10 @@ import ast
 import inspect
 import itertools
 import math
+import multiprocessing
 import re
+import traceback
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -407,17 +410,67 @@ BESIDE_EVALUATIONS = "eval_every"
 RUNS.sort(key=lambda pair: (modes.NAMES.index(pair[0]), BESIDE_EVALUATIONS not in pair))
 
 
+@pytest.fixture(scope="module")
+def trained(request, tmp_path_factory):
+    """{pair: (its run, the worse final loss of its two declarations alone), or the traceback of its failure}, for
+    the pairs of the pair test this session runs. A run's graph is built in Python, under one lock, on one core:
+    so two processes train them, a share of the modes each, on the machine's two cores."""
+    pairs = [
+        tuple(item.callspec.params[name] for name in ("mode", "a", "b"))
+        for item in request.session.items
+        if getattr(item, "originalname", None)
+        == test_both_declarations_of_a_pair_take_effect_and_train_as_well_as_either_alone.__name__
+    ]
+    root = str(tmp_path_factory.mktemp("pairs"))
+    if len(pairs) < IN_THIS_PROCESS_BELOW:
+        return _train_pairs(pairs, root)
+    shares = _shares_of_whole_modes(pairs, PROCESSES)
+    with multiprocessing.get_context("spawn").Pool(len(shares)) as pool:  # TensorFlow's threads forbid a fork
+        trained = pool.starmap_async(_train_pairs, [(share, root) for share in shares]).get(PAIRS_TIMEOUT)
+    return {pair: outcome for share in trained for pair, outcome in share.items()}
+
+
+PROCESSES = 2
+IN_THIS_PROCESS_BELOW = 20  # pairs: fewer (one picked with -k) train here, without a process's start
+PAIRS_TIMEOUT = 900
+
+
+def _shares_of_whole_modes(pairs, count):
+    """`pairs` in `count` shares of about as many pairs each, a mode's all in one (its runs alone are trained once),
+    each in the pairs' order."""
+    by_mode = {mode: [pair for pair in pairs if pair[0] == mode] for mode in dict.fromkeys(p[0] for p in pairs)}
+    shares = [[] for _ in range(count)]
+    for mode in sorted(by_mode, key=lambda mode: -len(by_mode[mode])):
+        min(shares, key=len).extend(by_mode[mode])
+    return [sorted(share, key=pairs.index) for share in shares if share]
+
+
+def _train_pairs(pairs, root):
+    """Trains `pairs`, in order, each in a folder of its own under `root`; see `trained`."""
+    outcomes = {}
+    for mode, a, b in pairs:
+        tmp_path = Path(root) / "-".join((mode, a, b))
+        try:
+            run = _train(tmp_path / "pair", mode, a, b)
+            if BESIDE_EVALUATIONS in (a, b):
+                ALONE.setdefault((mode, a if b == BESIDE_EVALUATIONS else b), run["summary"]["final_loss"])
+            alone = max(_alone(tmp_path, mode, a), _alone(tmp_path, mode, b))
+            outcomes[mode, a, b] = ({"summary": run["summary"], "metrics": run["metrics"]}, alone)
+        except Exception:  # the pair's test fails with it; the other pairs go on
+            outcomes[mode, a, b] = traceback.format_exc()
+    return outcomes
+
+
 @pytest.mark.inprocess
 @pytest.mark.parametrize("mode, a, b", RUNS, ids=[" ".join(p) for p in RUNS])
-def test_both_declarations_of_a_pair_take_effect_and_train_as_well_as_either_alone(tmp_path, mode, a, b):
-    run = _train(tmp_path / "pair", mode, a, b)
+def test_both_declarations_of_a_pair_take_effect_and_train_as_well_as_either_alone(trained, mode, a, b):
+    outcome = trained[mode, a, b]
+    assert not isinstance(outcome, str), outcome
+    run, alone = outcome
     summary = run["summary"]
     for name in (a, b):
         assert name in summary["declared"]
         OBSERVE[name](run if OBSERVE[name] in OF_THE_RUN else summary)
-    if BESIDE_EVALUATIONS in (a, b):
-        ALONE.setdefault((mode, a if b == BESIDE_EVALUATIONS else b), summary["final_loss"])
-    alone = max(_alone(tmp_path, mode, a), _alone(tmp_path, mode, b))
     assert np.isfinite(summary["final_loss"]) and summary["final_loss"] <= alone + WORSE_BY, (summary, alone)
 
 
