@@ -36,6 +36,16 @@ def alive(pid):
         return False
 
 
+def start_time(pid):
+    """When process `pid` started (clock ticks since boot), None once it is gone: with the number, what tells it
+    from a later process, or a thread of this one, given the same number after it exited."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except FileNotFoundError:
+        return None
+
+
 def read_summary(logdir):
     return json.loads((Path(logdir) / "summary.json").read_text())
 
@@ -93,7 +103,7 @@ class Running:
         self.lines = []
         self.task_pids = {}
         self.fork_server_pids = []  # the launcher's, one a start of the cluster
-        tracker.pids.append(self.proc.pid)
+        tracker.track(self.proc.pid)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -103,11 +113,11 @@ class Running:
             match = PID_LINE.search(line)
             if match:
                 self.task_pids[match.group(1)] = int(match.group(2))
-                self.tracker.pids.append(int(match.group(2)))
+                self.tracker.track(int(match.group(2)))
             server = FORK_SERVER_LINE.search(line)
             if server:
                 self.fork_server_pids.append(int(server.group(1)))
-                self.tracker.pids.append(int(server.group(1)))
+                self.tracker.track(int(server.group(1)))
 
     @property
     def output(self):
@@ -135,14 +145,19 @@ class Running:
 
 class ProcessTracker:
     def __init__(self):
-        self.pids = []
+        self.started = {}  # pid: its start time
 
     def start(self, command, env=None):
         return Running(command, self, env)
 
+    def track(self, pid):
+        self.started.setdefault(pid, start_time(pid))
+
     def kill_all(self):
-        for pid in self.pids:
-            if alive(pid):
+        """SIGKILL to each process tracked that still runs, by PID: the same process, never a later one given its
+        number (a thread of this process can be: a session-scoped run's tasks are killed at the session's end)."""
+        for pid, started in self.started.items():
+            if started is not None and alive(pid) and start_time(pid) == started:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
 

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import models
@@ -54,6 +55,19 @@ def tracker():
     tracker = ProcessTracker()
     yield tracker
     tracker.kill_all()
+
+
+def test_a_tracker_kills_no_later_process_or_thread_given_a_tracked_number():
+    """A thread of this process given the number of a tracked task that has exited, as the session-scoped run's
+    tasks have by the session's end: kill_all, by PID, would SIGKILL this whole process."""
+    tracker = ProcessTracker()
+    done = threading.Event()
+    thread = threading.Thread(target=done.wait)
+    thread.start()
+    tracker.started[thread.native_id] = "0"  # the number's process: started at boot, long gone
+    tracker.kill_all()
+    done.set()
+    thread.join()
 
 
 def test_launcher_runs_every_task_and_leaves_none_running(sync_two_workers):
