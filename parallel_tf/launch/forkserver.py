@@ -41,6 +41,12 @@ class ForkedTask:
         self.stdout = stdout
         self.returncode = None
         self._exited = threading.Event()
+        # Its server, not the launcher, reaps it: a signal goes through a pidfd, which a later process given its
+        # number cannot receive. None where it has gone already (its exit code is on its way).
+        self._pidfd = None
+        self._pidfd_lock = threading.Lock()  # the watch thread closes it as the launcher's may signal through it
+        with contextlib.suppress(ProcessLookupError):
+            self._pidfd = os.pidfd_open(pid)
 
     def poll(self):
         return self.returncode
@@ -57,11 +63,15 @@ class ForkedTask:
         self._signal(signal.SIGKILL)
 
     def _signal(self, signum):
-        if self.returncode is None:
-            with contextlib.suppress(ProcessLookupError):  # exited; its code is on its way
-                os.kill(self.pid, signum)
+        with self._pidfd_lock, contextlib.suppress(ProcessLookupError):  # exited: its code is on its way
+            if self._pidfd is not None:
+                signal.pidfd_send_signal(self._pidfd, signum)
 
     def exited(self, code):
+        with self._pidfd_lock:
+            if self._pidfd is not None:
+                os.close(self._pidfd)
+                self._pidfd = None
         self.returncode = code
         self._exited.set()
 
