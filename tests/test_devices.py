@@ -43,7 +43,7 @@ def test_tasks_given_gpus_are_each_a_process_of_their_own_not_forked(capsys):
     tasks = [("worker:0", ["python", "-u", "recipe.py"])]
     assert processes.Cluster(tasks, {}, pins=(None, None)).pins == (None, None)
     assert processes.Cluster(tasks, {"worker:0": "0"}, pins=(None, None)).pins is None
-    assert "GPUs: each task is a process of its own, not forked" in capsys.readouterr().out
+    assert "each task is a process of its own, not forked: with GPUs, each must see" in capsys.readouterr().out
 
 
 def test_variables_go_to_ps_cpus_balanced_by_size_and_compute_to_the_worker():

@@ -30,6 +30,8 @@ from parallel_tf.errors import TaskFailure
 from parallel_tf.launch import fence
 
 EXITED_WITH_SERVER = -signal.SIGTERM  # a task the server did not see exit: its death signal (fence.die_with_parent)
+# Forking a process that has loaded TensorFlow, and the parent death signal its tasks get, are Linux's.
+SUPPORTED = sys.platform.startswith("linux")
 
 
 class ForkedTask:
@@ -42,11 +44,17 @@ class ForkedTask:
         self.returncode = None
         self._exited = threading.Event()
         # Its server, not the launcher, reaps it: a signal goes through a pidfd, which a later process given its
-        # number cannot receive. None where it has gone already (its exit code is on its way).
+        # number cannot receive. None where it has gone already (its exit code is on its way), or where the kernel
+        # has no pidfds (before Linux 5.3): there, by its number.
         self._pidfd = None
+        self._by_number = False
         self._pidfd_lock = threading.Lock()  # the watch thread closes it as the launcher's may signal through it
-        with contextlib.suppress(ProcessLookupError):
+        try:
             self._pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            pass
+        except OSError:
+            self._by_number = True
 
     def poll(self):
         return self.returncode
@@ -66,6 +74,8 @@ class ForkedTask:
         with self._pidfd_lock, contextlib.suppress(ProcessLookupError):  # exited: its code is on its way
             if self._pidfd is not None:
                 signal.pidfd_send_signal(self._pidfd, signum)
+            elif self._by_number and self.returncode is None:
+                os.kill(self.pid, signum)
 
     def exited(self, code):
         with self._pidfd_lock:

@@ -25,9 +25,10 @@ class Cluster:
         self.spare_workers = spare_workers  # backup workers: this many non-chief workers may die
         # (intra_op_threads, kernels): the tasks are this package's, forked with TensorFlow loaded so (forkserver.py);
         # None: each is a process of its own. Not with GPUs, whose device each task must see before CUDA loads.
-        self.pins = None if cuda_devices else pins
-        if pins and cuda_devices:
-            say("GPUs: each task is a process of its own, not forked, to see only its own device as CUDA loads")
+        self.pins = pins if pins and forkserver.SUPPORTED and not cuda_devices else None
+        if pins and not self.pins:
+            why = "with GPUs, each must see only its own device as CUDA loads" if cuda_devices else "Linux only"
+            say(f"each task is a process of its own, not forked: {why}")
         self.server = None
         self.lost = []
         self.procs = {}
