@@ -35,7 +35,7 @@ SUPPORTED = sys.platform.startswith("linux")
 
 
 class ForkedTask:
-    """A task the server forked, watched and stopped by PID as a subprocess.Popen is: poll, wait, terminate, kill."""
+    """A task the server forked, watched and stopped as a subprocess.Popen is: poll, wait, terminate, kill."""
 
     def __init__(self, name, pid, stdout):
         self.name = name
