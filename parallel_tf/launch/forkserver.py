@@ -26,7 +26,8 @@ import subprocess
 import sys
 import threading
 
-from parallel_tf.errors import TaskFailure
+from parallel_tf import compat
+from parallel_tf.errors import ConfigError, TaskFailure
 from parallel_tf.launch import fence
 
 EXITED_WITH_SERVER = -signal.SIGTERM  # a task the server did not see exit: its death signal (fence.die_with_parent)
@@ -92,10 +93,10 @@ class ForkServer:
     simulated host's network namespace}."""
 
     def __init__(self, tasks, pins, namespaces):
-        self.names = [name for name, _ in tasks]
         self.forked = False
-        self._outputs = {name: os.pipe() for name in self.names}
+        self._outputs = {name: os.pipe() for name, _ in tasks}  # name: (read end, write end)
         report_read, report_write = os.pipe()
+        write_ends = [report_write, *(write for _, write in self._outputs.values())]
         request = {
             "pins": list(pins),
             "report_fd": report_write,
@@ -112,12 +113,12 @@ class ForkServer:
         self.process = subprocess.Popen(
             [sys.executable, "-u", "-m", __name__],
             stdin=subprocess.PIPE,
-            pass_fds=[report_write, *(write for _, write in self._outputs.values())],
+            pass_fds=write_ends,
             env=dict(os.environ, PYTHONUNBUFFERED="1"),
             start_new_session=True,  # as the tasks: Ctrl-C reaches the launcher only
             preexec_fn=fence.die_with_parent,
         )
-        for write in [report_write, *(write for _, write in self._outputs.values())]:
+        for write in write_ends:
             os.close(write)
         self._reports = os.fdopen(report_read, "rb")
         self.process.stdin.write(json.dumps(request).encode())
@@ -129,7 +130,7 @@ class ForkServer:
         for line in self._reports:
             _, name, pid = line.decode().split()
             forked[name] = ForkedTask(name, int(pid), os.fdopen(self._outputs[name][0], "rb"))
-            if len(forked) == len(self.names):
+            if len(forked) == len(self._outputs):
                 self.forked = True
                 threading.Thread(target=_watch, args=(self._reports, forked), daemon=True).start()
                 return forked
@@ -184,9 +185,6 @@ def serve(request):
 def _load_tensorflow(intra_op_threads, kernels):
     """TensorFlow, loaded as a task would load it with these flags; where the pins are refused (the user's
     environment says otherwise), it is left unloaded, and each task refuses them in its own words."""
-    from parallel_tf import compat
-    from parallel_tf.errors import ConfigError
-
     try:
         compat.pin_before_loading(intra_op_threads, kernels)
     except ConfigError:
