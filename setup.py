@@ -21,6 +21,6 @@ setup(
     extras_require={
         "cpu": [f"tensorflow-cpu{TENSORFLOW}"],
         "gpu": [f"tensorflow{TENSORFLOW}"],
-        "dev": ["pytest>=7", "pytest-timeout", "ruff", "jsonschema", "import-linter", "mkdocs"],
+        "dev": ["pytest>=7", "pytest-timeout", "pytest-xdist", "ruff", "jsonschema", "import-linter", "mkdocs"],
     },
 )

@@ -1,9 +1,13 @@
 """scripts/ensure_venv.sh, which both of the README's commands run first: its byte-compiling of the package is only
-a saving, so it compiles what compiles and never stops the command (set -e) over a module that does not."""
+a saving, so it compiles what compiles and never stops the command (set -e) over a module that does not. And
+run_tests.sh's two passes of the whole suite."""
 
+import hashlib
+import os
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
 
 
@@ -20,3 +24,52 @@ def test_byte_compiling_compiles_what_it_can_and_never_stops_the_scripts(tmp_pat
     assert [path.name for path in (tmp_path / "parallel_tf" / "__pycache__").iterdir()] == [
         f"good.{sys.implementation.cache_tag}.pyc"
     ]
+
+
+FAKE_PYTHON = """#!/bin/bash
+[ "$1 $2" = "-m pytest" ] || exit 0  # compileall
+shift 2
+{ printf '%s\\037' "$@"; echo; } >> "$CALLS"  # a pytest run a line, its arguments apart
+case "$*" in *"not cluster"*) exit "$IN_PROCESS";; *" cluster"*) exit "$CLUSTER";; *) exit "$ARGUMENTS";; esac
+"""
+
+
+def _run_tests(tmp_path, *args, in_process=0, cluster=0, arguments=0):
+    """REPO's run_tests.sh in a copy of the repository whose .venv's programs only say how they were called: each
+    pytest run exits with the code given for its tests. Returns (exit status, the pytest runs' arguments)."""
+    (tmp_path / "scripts").mkdir()
+    for name in ("run_tests.sh", "setup.py", "scripts/ensure_venv.sh"):
+        (tmp_path / name).write_bytes((REPO / name).read_bytes())
+    bin_ = tmp_path / ".venv" / "bin"
+    bin_.mkdir(parents=True)
+    for program, text in (("python", FAKE_PYTHON), *((p, "#!/bin/bash\n") for p in ("ruff", "lint-imports", "mkdocs"))):
+        (bin_ / program).write_text(text)
+        (bin_ / program).chmod(0o755)
+    setup_hash = hashlib.sha256((REPO / "setup.py").read_bytes()).hexdigest()[:16]
+    for tf_extra in ("cpu", "gpu"):  # installed, whichever ensure_venv picks here
+        (tmp_path / ".venv" / f".installed-{setup_hash}-{tf_extra}-dev").touch()
+    calls = tmp_path / "calls"
+    calls.write_text("")
+    codes = {"IN_PROCESS": in_process, "CLUSTER": cluster, "ARGUMENTS": arguments}
+    env = {**os.environ, "CALLS": str(calls), **{name: str(code) for name, code in codes.items()}}
+    done = subprocess.run(["bash", "run_tests.sh", *args], cwd=tmp_path, env=env, capture_output=True, timeout=60)
+    return done.returncode, [line.split("\037")[:-1] for line in calls.read_text().splitlines()]
+
+
+IN_PROCESS = ["-m", "not cluster", "-n", "2", "--dist", "loadfile"]
+CLUSTER = ["-m", "cluster"]
+
+
+@pytest.mark.parametrize(
+    "in_process, cluster, status", [(0, 0, 0), (1, 0, 1), (0, 1, 1), (2, 1, 2), (5, 0, 5)], ids=str
+)
+def test_the_whole_suite_is_two_passes_that_both_run_and_the_first_failure_is_the_status(
+    tmp_path, in_process, cluster, status
+):
+    """Every test is in one of the two passes (`cluster` or not), and both run: the exit status is the first one's
+    failure, else the second's (pytest's 5, no tests, included)."""
+    assert _run_tests(tmp_path, in_process=in_process, cluster=cluster) == (status, [IN_PROCESS, CLUSTER])
+
+
+def test_arguments_make_one_pytest_run_of_them(tmp_path):
+    assert _run_tests(tmp_path, "-k", "sharder", arguments=5) == (5, [["-k", "sharder"]])
