@@ -26,6 +26,12 @@ SLURM_LOCAL = REPO / "scripts" / "slurm_local.sh"
 SYNC_STEPS = ["--train_steps=100", "--log_every=20"]
 RUN_TIMEOUT = 240
 
+# Tests send SIGINT to the processes they start (Ctrl-C to the launcher, the bench, a study), which must get it. A
+# shell without job control starts a background job (`./run_tests.sh &` in a CI script) with SIGINT ignored, which
+# every child would inherit across exec; a handler here is the default again in each child.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 def alive(pid):
     """True while `pid` exists and is not a zombie."""

@@ -1,11 +1,13 @@
 """scripts/ensure_venv.sh, which both of the README's commands run first: its byte-compiling of the package is only
 a saving, so it compiles what compiles and never stops the command (set -e) over a module that does not. And
-run_tests.sh's two passes of the whole suite."""
+run_tests.sh: its two passes of the whole suite, and the SIGINT its tests' processes get however it was started."""
 
 import hashlib
 import os
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import REPO
@@ -73,3 +75,22 @@ def test_the_whole_suite_is_two_passes_that_both_run_and_the_first_failure_is_th
 
 def test_arguments_make_one_pytest_run_of_them(tmp_path):
     assert _run_tests(tmp_path, "-k", "sharder", arguments=5) == (5, [["-k", "sharder"]])
+
+
+def test_a_started_process_gets_sigint(procs):
+    run = procs.start([sys.executable, "-c", "import signal; print(signal.getsignal(signal.SIGINT).__name__)"])
+    assert run.wait(30) == 0 and run.lines == ["default_int_handler"], run.output
+
+
+def test_a_started_process_gets_sigint_where_the_suite_was_started_with_it_ignored():
+    """As a script's `./run_tests.sh &` starts it: the Ctrl-C tests' processes must still be stopped by SIGINT."""
+    test = f"{Path(__file__)}::{test_a_started_process_gets_sigint.__name__}"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
