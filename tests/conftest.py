@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from parallel_tf.launch import warm_client
 from parallel_tf.launch.launcher import free_loopback_addresses
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,6 +64,20 @@ def tensorflow_imported():
     from parallel_tf.compat import tf
 
     tf.get_default_graph()
+
+
+@pytest.fixture(scope="session")
+def warm_server(tensorflow_imported):
+    """A warm fork server (launch/warm_server.py) for the session, started from this process's environment as the
+    launches of the tests inherit it: the path of its socket."""
+    with warm_client.running() as path:
+        yield path
+
+
+@pytest.fixture
+def from_the_warm_server(warm_server, monkeypatch):
+    """The test's launches fork their tasks from the session's warm server: one TensorFlow load for them all."""
+    monkeypatch.setenv(warm_client.SOCKET_VARIABLE, warm_server)
 
 
 # Set once, on purpose, by a first import: parallel_tf.compat's (quiet logs, the same CPU kernels),

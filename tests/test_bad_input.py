@@ -51,7 +51,13 @@ def spec(tmp, name, cluster):
     return f"--cluster_spec={path}"
 
 
+def warm_server_command(*args):
+    return [sys.executable, "-m", "parallel_tf.launch.warm_server", *args]
+
+
 def cases(tmp):
+    not_a_socket = tmp / "not_a_socket"
+    not_a_socket.write_text("")
     good = spec(tmp, "good", {"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"]})
     four_workers = {"ps": ["127.0.0.1:1"], "local_ps": ["127.0.0.1:2", "127.0.0.1:3"]}
     four_workers["worker"] = [f"127.0.0.1:{port}" for port in range(4, 8)]
@@ -373,6 +379,14 @@ def cases(tmp):
             "--seeds=0,x: expected distinct whole numbers, e.g. 0,1,2,3,4",
         ),
         "launcher: a task flag no one defines": (launcher_command("--stepz=5"), "error: unknown flag --stepz"),
+        "warm server: a socket path that is a file": (
+            warm_server_command(f"--socket={not_a_socket}"),
+            f"--socket={not_a_socket} is a file that is not a socket",
+        ),
+        "warm server: a socket in a folder that does not exist": (
+            warm_server_command(f"--socket={tmp / 'nowhere' / 'socket'}"),
+            f"--socket={tmp / 'nowhere' / 'socket'}: No such file or directory",
+        ),
         "launcher: a value the recipe's own flag refuses": (
             launcher_command("--model=rnn"),
             "--model=rnn: value should be one of <mlp|cnn>",

@@ -103,6 +103,7 @@ RUN_ELSEWHERE = {
     r"qemu-x86_64": "tests/test_portable_bits.py::test_short_runs_end_on_the_native_bits_on_emulated_amd_and_intel",
     rf"{PYTHON} scripts/tf115_api_manifest\.py": "tests/test_tf115_api.py::test_the_package_uses_only_tensorflow_1_15",
     rf"{PYTHON} -m parallel_tf\.tools\.tf_strategies": "tests/test_links.py::test_a_peer_runs_on_the_same_link",
+    rf"{PYTHON} -m parallel_tf\.launch\.warm_server": "tests/test_warm_server.py::test_launches_from_the_warm_server",
     r"(\.venv/bin/)?tensorboard --logdir": "setup.py",  # installed with the package: its console script
     r"scripts/ensure_venv\.sh": "run_tests.sh",  # what both of the README's commands run first
 }

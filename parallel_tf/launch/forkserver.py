@@ -6,6 +6,9 @@ pins it (compat.pin_before_loading, from the run's --intra_op_threads and --kern
 runs its recipe as `python -u RECIPE FLAGS...` would. A task still makes its own pins and checks them against what
 loaded: one that disagrees is refused in one line (exit 2), never run on the other kernels.
 
+Where a warm fork server runs (warm_server.py, PARALLEL_TF_WARM_SERVER), the launch's server is a child of it,
+forked with TensorFlow loaded already, that takes the same request and pipes.
+
 The server is the tasks' parent: it reports each one's PID as it starts and its exit code as it ends, on a pipe of
 the launcher's (`started NAME PID`, `exited PID CODE`, CODE < 0 for a signal, as Popen's returncode). Each task's
 output goes to a pipe of its own, as a Popen'd task's does; its simulated host, if it has one, is entered by the
@@ -28,7 +31,7 @@ import threading
 
 from parallel_tf import compat
 from parallel_tf.errors import ConfigError, TaskFailure
-from parallel_tf.launch import fence
+from parallel_tf.launch import fence, warm_client
 
 EXITED_WITH_SERVER = -signal.SIGTERM  # a task the server did not see exit: its death signal (fence.die_with_parent)
 # Forking a process that has loaded TensorFlow, and the parent death signal its tasks get, are Linux's.
@@ -110,6 +113,15 @@ class ForkServer:
                 for name, command in tasks
             ],
         }
+        # A warm server's socket (warm_server.py), where one forks this launch's server: TensorFlow loaded already
+        self.warm = os.environ.get(warm_client.SOCKET_VARIABLE) or None
+        self.why_not_warm = None  # why the warm server did not, in its words
+        if self.warm:
+            self.process, self.why_not_warm = warm_client.connect(self.warm, request, write_ends, pins)
+            if self.process:
+                self._hand_over(report_read, write_ends)
+                return
+            self.warm = None
         self.process = subprocess.Popen(
             [sys.executable, "-u", "-m", __name__],
             stdin=subprocess.PIPE,
@@ -118,11 +130,15 @@ class ForkServer:
             start_new_session=True,  # as the tasks: Ctrl-C reaches the launcher only
             preexec_fn=fence.die_with_parent,
         )
+        self._hand_over(report_read, write_ends)
+        self.process.stdin.write(json.dumps(request).encode())
+        self.process.stdin.close()
+
+    def _hand_over(self, report_read, write_ends):
+        """The pipes' write ends are the server's now; the launcher reads the reports."""
         for write in write_ends:
             os.close(write)
         self._reports = os.fdopen(report_read, "rb")
-        self.process.stdin.write(json.dumps(request).encode())
-        self.process.stdin.close()
 
     def started(self):
         """{name: ForkedTask} once every task has started; TaskFailure if the server ended first."""
@@ -163,9 +179,15 @@ def _watch(reports, forked):
 def serve(request):
     """The server: loads TensorFlow, forks every task, reports them; returns the task to run in a child, None in the
     server once every task has exited."""
-    _load_tensorflow(*request["pins"])
+    load_tensorflow(*request["pins"])
+    return fork_tasks(request)
+
+
+def fork_tasks(request):
+    """Forks every task of `request`, reports each as it starts and exits; returns the task to run in a child, None
+    once every task has exited. A request's `close_in_tasks` are more fds no task is to keep."""
     report = request["report_fd"]
-    fds = [report, *(task["output_fd"] for task in request["tasks"])]
+    fds = [report, *request.get("close_in_tasks", ()), *(task["output_fd"] for task in request["tasks"])]
     for task in request["tasks"]:
         pid = os.fork()
         if pid == 0:
@@ -182,7 +204,7 @@ def serve(request):
         os.write(report, f"exited {pid} {os.waitstatus_to_exitcode(status)}\n".encode())
 
 
-def _load_tensorflow(intra_op_threads, kernels):
+def load_tensorflow(intra_op_threads, kernels):
     """TensorFlow, loaded as a task would load it with these flags; where the pins are refused (the user's
     environment says otherwise), it is left unloaded, and each task refuses them in its own words."""
     try:
@@ -208,7 +230,12 @@ def _enter_task(task, fds):
     sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))  # as `python RECIPE` has it
 
 
+def run_task(task):
+    """In a task's child: its recipe, as `python -u RECIPE FLAGS...` runs it."""
+    runpy.run_path(task["argv"][0], run_name="__main__")
+
+
 if __name__ == "__main__":
     child = serve(json.load(sys.stdin))
     if child:
-        runpy.run_path(child["argv"][0], run_name="__main__")
+        run_task(child)

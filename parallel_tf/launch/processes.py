@@ -76,9 +76,13 @@ class Cluster:
 
     def _fork_all(self):
         self.server = forkserver.ForkServer(self.tasks, self.pins, self.namespaces)
-        say(
-            f"loading TensorFlow once for the {len(self.tasks)} tasks, in a fork server (pid {self.server.process.pid})"
-        )
+        if self.server.why_not_warm:
+            say(f"the warm fork server did not take this launch: {self.server.why_not_warm}")
+        count, pid = len(self.tasks), self.server.process.pid
+        if self.server.warm:
+            say(f"forking the {count} tasks in a fork server (pid {pid}) of the warm server at {self.server.warm}")
+        else:
+            say(f"loading TensorFlow once for the {count} tasks, in a fork server (pid {pid})")
         forked = self.server.started()
         for name, _ in self.tasks:
             self._started(name, forked[name])

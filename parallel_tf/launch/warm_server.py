@@ -1,0 +1,210 @@
+"""A fork server that outlives a launch: TensorFlow loaded once for many launches (a study's, a shell's).
+
+A short launch's time is mostly TensorFlow's import in its fork server (forkserver.py): a 500-step run of 2 workers
+took 2.9 s from this server, 5.5 s loading its own (BENCHMARKS.md, "Starting the tasks"). This server loads it once
+and listens on a Unix socket; a launcher that finds it
+(PARALLEL_TF_WARM_SERVER, the socket's path) sends it the fork server's request with the pipes' write ends. The
+server forks a child for the launch, which is what the launcher's own fork server would have been: it joins the
+launcher's user and network namespaces (the fence; a fork's child is single-threaded, as setns needs), takes its
+environment, working directory and output, then forks the tasks and reports them on the launcher's pipe.
+
+It serves only a launch that would load TensorFlow exactly as it did: the same Python and package, the same pins
+(--intra_op_threads, --kernels) and the same values of every variable read as TensorFlow, oneDNN, OpenMP or
+Python load (LOAD_TIME); else it says why and the launcher loads TensorFlow in a fork server of its own. The bits
+are the same either way (tests/test_warm_server.py). The launch's child stops when the launcher's connection
+closes (the launcher died, even by SIGKILL), and its tasks with it (fence.die_with_parent).
+
+    python -m parallel_tf.launch.warm_server --socket=/tmp/ptf.sock &
+    PARALLEL_TF_WARM_SERVER=/tmp/ptf.sock python -m parallel_tf.launch --num_workers=2
+"""
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import stat
+import struct
+import sys
+import threading
+
+from absl import flags
+
+from parallel_tf import compat
+from parallel_tf.cli import exit_config_error
+from parallel_tf.launch import fence, forkserver
+from parallel_tf.launch.warm_client import LENGTH, identity, load_time_environment, say
+
+MAX_FDS = 256  # a launch passes its stdout, stderr, report pipe and one output pipe a task
+
+
+def listen(path):
+    """A Unix socket listening at `path` (a socket left there by a server that has gone is replaced)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if os.path.exists(path) and stat.S_ISSOCK(os.stat(path).st_mode):
+        os.unlink(path)
+    listener.bind(path)
+    listener.listen(16)
+    return listener
+
+
+def serve_forever(listener, pins):
+    """Loads TensorFlow pinned by `pins` (intra_op_threads, kernels), then forks a child for each launch that
+    connects to `listener`; returns only in a child: (the fork server's request it serves, the connection)."""
+    ours = identity(os.environ, pins)
+    forkserver.load_tensorflow(*pins)
+    ours["pins"] = [compat.intra_op_threads(), compat.kernels()]  # what it loaded with: a launch's None is these
+    loading_set = _changed(ours["environment"], load_time_environment(os.environ))  # the pins among them
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # a launch's child is reaped by the kernel
+    print(f"warm fork server: TensorFlow loaded; serving launches (pid {os.getpid()})", flush=True)
+    while True:
+        connection, _ = listener.accept()
+        served = _served(connection, ours)
+        if served and os.fork() == 0:
+            listener.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            return _become_launch_server(connection, *served, loading_set)
+        connection.close()
+        for fd in served[1] if served else ():
+            os.close(fd)
+
+
+def _served(connection, ours):
+    """(request, fds) of a launch this server can serve; None where it refused it, saying why, or where the
+    launcher went as it asked (the next one is served)."""
+    try:
+        request, fds = _receive(connection)
+        why_not = _why_not(ours, request["identity"])
+        if not why_not:
+            return request, fds
+        for fd in fds:
+            os.close(fd)
+        say(connection, f"refused {why_not}")
+    except (OSError, ValueError) as e:
+        print(f"warm fork server: a request was dropped: {e}", file=sys.stderr, flush=True)
+    return None
+
+
+def _why_not(ours, theirs):
+    for key in ("python", "package"):
+        if ours[key] != theirs[key]:
+            return f"its {key} is {theirs[key]}, the server's {ours[key]}"
+    for flag, loaded, given in zip(("intra_op_threads", "kernels"), ours["pins"], theirs["pins"], strict=True):
+        if given is not None and given != loaded:
+            return f"--{flag}={given}, and the server loaded TensorFlow with {loaded}"
+    differ = sorted(_changed(ours["environment"], theirs["environment"]))
+    return f"its environment differs in {', '.join(differ)}" if differ else None
+
+
+def _changed(before, after):
+    """{name: its value in `after` (None: unset)} of the variables whose values differ."""
+    return {name: after.get(name) for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
+
+
+def _become_launch_server(connection, request, fds, loading_set):
+    """In the launch's child: the launcher's namespaces, environment (with what loading TensorFlow set, as in the
+    launcher's own fork server), directory and output, a watch on the launcher; returns the fork server's request
+    with the received pipes in it, and the connection."""
+    os.setsid()  # as forkserver's own: Ctrl-C reaches the launcher only
+    launcher_pid = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+    _join_namespaces(launcher_pid)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["environ"])
+    for name, value in loading_set.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    stdout, stderr, report, *outputs = fds
+    os.dup2(stdout, 1)
+    os.dup2(stderr, 2)
+    os.close(stdout)
+    os.close(stderr)
+    for stream in (sys.stdout, sys.stderr):  # as `python -u`: a task's lines reach the launcher as printed
+        stream.reconfigure(write_through=True)
+    served = request["fork_server"]
+    served["report_fd"] = report
+    for task, output in zip(served["tasks"], outputs, strict=True):
+        task["output_fd"] = output
+    say(connection, f"served {os.getpid()}")
+    served["close_in_tasks"] = [connection.fileno()]
+    _watch_launcher(connection)
+    return served, connection
+
+
+def _join_namespaces(pid):
+    """Enters the user and network namespaces of process `pid` (the launcher's fence), those that are not ours."""
+    flags = 0
+    for kind, flag in (("user", fence.CLONE_NEWUSER), ("net", fence.CLONE_NEWNET)):
+        if os.stat(f"/proc/{pid}/ns/{kind}").st_ino != os.stat(f"/proc/self/ns/{kind}").st_ino:
+            flags |= flag
+    if not flags:
+        return
+    pidfd = os.pidfd_open(pid)
+    try:
+        if ctypes.CDLL(None, use_errno=True).setns(pidfd, flags) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into the namespaces of the launcher (pid {pid})")
+    finally:
+        os.close(pidfd)
+
+
+def _watch_launcher(connection):
+    """Ends this process, and so its tasks, once the launcher's end of `connection` closes."""
+
+    def watch():
+        while connection.recv(1):
+            pass
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _receive(connection):
+    """(The launcher's request, the fds it passed); ConnectionError if it closed the connection part way."""
+    data, fds, _, _ = socket.recv_fds(connection, 1 << 16, MAX_FDS)
+    while len(data) < LENGTH.size or len(data) < LENGTH.size + LENGTH.unpack_from(data)[0]:
+        more = connection.recv(1 << 16)
+        if not more:
+            for fd in fds:
+                os.close(fd)
+            raise ConnectionError("the launcher closed the connection part way through its request")
+        data += more
+    return json.loads(data[LENGTH.size :]), fds
+
+
+def main(argv):
+    """The command line, its flags its own (the tasks it forks define theirs in absl's FLAGS, as they start)."""
+    values = flags.FlagValues()
+    flags.DEFINE_string("socket", None, "The Unix socket's path to listen on.", flag_values=values)
+    flags.DEFINE_integer(
+        "intra_op_threads", None, "As a run's (default: the environment's, else 2).", lower_bound=1, flag_values=values
+    )
+    flags.DEFINE_enum("kernels", None, list(compat.KERNELS), "As a run's (default: portable).", flag_values=values)
+    if {"-h", "--help", "--helpfull"} & set(argv[1:]):
+        print(f"{__doc__}\nflags:\n{values.get_help()}")
+        return
+    try:
+        extra = values(argv)[1:]
+    except flags.Error as e:
+        exit_config_error(str(e))
+    if extra or not values.socket:
+        exit_config_error(f"unexpected argument {extra[0]!r}" if extra else "--socket: give the path to listen on")
+    if os.path.exists(values.socket) and not stat.S_ISSOCK(os.stat(values.socket).st_mode):
+        exit_config_error(f"--socket={values.socket} is a file that is not a socket")
+    try:
+        listener = listen(values.socket)
+    except OSError as e:
+        exit_config_error(f"--socket={values.socket}: {e.strerror}")
+    served, connection = serve_forever(listener, (values.intra_op_threads, values.kernels))
+    task = forkserver.fork_tasks(served)
+    if task:  # a task: its recipe, the connection's fd closed as the task started (fork_tasks)
+        connection.detach()
+        forkserver.run_task(task)
+        return
+    say(connection, "exited 0")
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,101 @@
+"""The warm fork server (launch/warm_server.py): launches forked from it end on the bits of a launch that loads
+TensorFlow itself, one after another from the same server, and a launch that would load TensorFlow otherwise is
+refused with the reason and loads its own."""
+
+import pytest
+from conftest import RUN_TIMEOUT, launcher_command, read_summary
+
+from parallel_tf import compat
+from parallel_tf.launch import warm_client, warm_server
+
+FLAGS = ["--num_workers=2", "--train_steps=20", "--log_every=10"]
+
+
+@pytest.mark.cluster
+def test_launches_from_the_warm_server_end_on_the_bits_of_a_launch_that_loads_its_own(procs, tmp_path, monkeypatch):
+    """As from a shell: nothing pinned in the environment, the server's pins set as it loads, given to its launches."""
+    for name in (*compat.KERNEL_VARIABLES, compat.INTRA_OP_THREADS, compat.SET_BY_PARALLEL_TF):
+        monkeypatch.delenv(name, raising=False)
+    own = procs.start(launcher_command(f"--logdir={tmp_path / 'own'}", *FLAGS))
+    assert own.wait(RUN_TIMEOUT) == 0, own.output
+    assert "[launch] loading TensorFlow once for the 3 tasks, in a fork server (pid" in own.output
+    served = []
+    with warm_client.running() as path:
+        monkeypatch.setenv(warm_client.SOCKET_VARIABLE, path)
+        # The server outlives a launch, what it forks starts from its state, and the pins it loaded with are its.
+        for name, pins in (("warm", []), ("warm again", ["--intra_op_threads=2", "--kernels=portable"])):
+            run = procs.start(launcher_command(f"--logdir={tmp_path / name}", *FLAGS, *pins))
+            assert run.wait(RUN_TIMEOUT) == 0, run.output
+            said = f"[launch] forking the 3 tasks in a fork server (pid {run.fork_server_pids[0]}) of the warm server"
+            assert f"{said} at {path}" in run.lines
+            served.append(run.fork_server_pids[0])
+    assert served[0] != served[1]
+    hashes = {read_summary(tmp_path / name)["params_sha256"] for name in ("own", "warm", "warm again")}
+    assert len(hashes) == 1
+
+
+@pytest.mark.cluster
+def test_a_launch_the_warm_server_cannot_serve_says_why_and_loads_tensorflow_itself(procs, tmp_path, warm_server):
+    environment = {warm_client.SOCKET_VARIABLE: warm_server, "MALLOC_ARENA_MAX": "2"}  # read as glibc starts
+    run = procs.start(launcher_command(f"--logdir={tmp_path}", "--num_workers=1", "--train_steps=5"), environment)
+    assert run.wait(RUN_TIMEOUT) == 0, run.output
+    assert "[launch] the warm fork server did not take this launch: its environment differs in MALLOC_ARENA_MAX" in (
+        run.lines
+    )
+    assert "[launch] loading TensorFlow once for the 2 tasks, in a fork server (pid" in run.output
+
+
+SERVERS = {"python": "/usr/bin/python3", "package": "/src/parallel_tf", "pins": [2, "portable"]}
+
+
+@pytest.mark.parametrize(
+    "launch, refusal",
+    [
+        ({}, None),
+        ({"pins": [None, None]}, None),  # not given: the server's
+        ({"pins": [2, None]}, None),
+        ({"python": "/opt/python3"}, "its python is /opt/python3, the server's /usr/bin/python3"),
+        ({"package": "/work/parallel_tf"}, "its package is /work/parallel_tf, the server's /src/parallel_tf"),
+        ({"pins": [4, None]}, "--intra_op_threads=4, and the server loaded TensorFlow with 2"),
+        ({"pins": [None, "fast"]}, "--kernels=fast, and the server loaded TensorFlow with portable"),
+        ({"environment": {}}, "its environment differs in TF_ENABLE_ONEDNN_OPTS"),
+        (
+            {"environment": {"TF_ENABLE_ONEDNN_OPTS": "0", "ONEDNN_MAX_CPU_ISA": "AVX2", "OMP_NUM_THREADS": "1"}},
+            "its environment differs in OMP_NUM_THREADS, ONEDNN_MAX_CPU_ISA",
+        ),
+    ],
+)
+def test_the_server_refuses_a_launch_that_would_load_tensorflow_otherwise_naming_why(launch, refusal):
+    ours = {**SERVERS, "environment": {"TF_ENABLE_ONEDNN_OPTS": "0"}}
+    assert warm_server._why_not(ours, {**ours, **launch}) == refusal
+
+
+def test_the_variables_compared_are_those_read_as_tensorflow_python_and_their_libraries_load():
+    environ = {
+        name: "1"
+        for name in (
+            *("TF_NUM_INTRAOP_THREADS", "TENSORFLOW_USE_CUSTOM_CONTRACTION_KERNEL", "ONEDNN_MAX_CPU_ISA"),
+            *("DNNL_VERBOSE", "OMP_NUM_THREADS", "KMP_AFFINITY", "LD_PRELOAD", "MALLOC_ARENA_MAX", "PYTHONPATH"),
+            *("PARALLEL_TF_SET", "PYTHONUNBUFFERED", warm_client.SOCKET_VARIABLE, "HOME", "PATH"),
+        )
+    }
+    assert sorted(warm_client.load_time_environment(environ)) == [
+        "DNNL_VERBOSE",
+        "KMP_AFFINITY",
+        "LD_PRELOAD",
+        "MALLOC_ARENA_MAX",
+        "OMP_NUM_THREADS",
+        "ONEDNN_MAX_CPU_ISA",
+        "PARALLEL_TF_SET",
+        "PYTHONPATH",
+        "TENSORFLOW_USE_CUSTOM_CONTRACTION_KERNEL",
+        "TF_NUM_INTRAOP_THREADS",
+    ]
+
+
+def test_a_launcher_finding_no_server_says_so(tmp_path):
+    path = tmp_path / "socket"
+    assert warm_client.connect(str(path), {}, [], (None, None)) == (
+        None,
+        f"nothing listens on {path} (No such file or directory)",
+    )
