@@ -109,14 +109,16 @@ def test_report_replaces_only_its_own_part(tmp_path):
 
 @pytest.mark.cluster
 def test_bench_runs_the_peer_on_the_same_model_and_the_floor_with_its_bytes(procs, tmp_path):
-    """The floor moves the MLP's real bytes: 64·128 + 128 + 128·10 + 10 = 9,610 floats, 38,440 bytes each way."""
+    """The floor moves the MLP's real bytes: 64·128 + 128 + 128·10 + 10 = 9,610 floats, 38,440 bytes each way. The
+    warm system's tasks are forked by the bench's warm server."""
     out, report = tmp_path / "runs", tmp_path / "BENCH.md"
-    command = bench_command(
-        "--models=mlp", "--systems=mirrored,mirrored_ours,floor", "--workers=1", "--repeats=1", "--train_steps=20"
-    )
+    systems = "--systems=mirrored,mirrored_ours,floor,sync_warm"
+    command = bench_command("--models=mlp", systems, "--workers=1", "--repeats=1", "--train_steps=20")
     run = procs.start([*command, f"--out={out}", f"--report={report}"])
     assert run.wait(300) == 0, run.output
-    assert "[bench] 1/3: mlp, MultiWorkerMirroredStrategy (TensorFlow's defaults), 1 worker(s)" in run.output
+    assert "[bench] 1/4: mlp, MultiWorkerMirroredStrategy (TensorFlow's defaults), 1 worker(s)" in run.output
+    assert runs.forked_by_warm_server(out / "mlp-sync_warm-1w-r1.log")
+    assert not runs.forked_by_warm_server(out / "mlp-floor-1w-r1.log")
     defaults, ours = (
         runs.read_json(out / f"mlp-{system}-1w-r1" / "summary.json") for system in ("mirrored", "mirrored_ours")
     )

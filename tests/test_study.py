@@ -32,6 +32,9 @@ def test_ordered_sync_repeats_bitwise_on_two_workers(procs, tmp_path):
     assert len(report["reference"]["params_sha256"]) == 64
     assert "[study] sync: repeats identical: yes" in run.output
     assert "[study] 3/3 sync-2w-r2 done" in run.output  # progress, run by run
+    # The cluster runs fork their tasks from the study's warm server: TensorFlow loaded once for both
+    for name in ("sync-2w-r1", "sync-2w-r2"):
+        assert "[launch] forking the 3 tasks in a fork server (pid" in (out / "runs" / f"{name}.log").read_text()
     table = [line for line in (out / "report.md").read_text().splitlines() if line.startswith("| sync |")]
     assert len(table) == 2
     assert (out / "loss_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -26,6 +26,7 @@ from absl import app, flags
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit, positive_ints
 from parallel_tf.errors import ConfigError
 from parallel_tf.files import write_atomically, write_between
+from parallel_tf.launch import forkserver
 from parallel_tf.launch.launcher import resolve_recipe
 from parallel_tf.tools import bench_links, runs
 from parallel_tf.tools.bench_systems import FULL_RUN, MODELS, ON_LINKS, STARTS, SYSTEMS, TECHNIQUES_IN_THE_LOOP
@@ -54,7 +55,7 @@ def define_bench_flags():
         list(FULL_RUN),
         f"Systems to run: {', '.join(SYSTEMS)}. Default: all but the ways of talking less ({', '.join(ON_LINKS)}), "
         f"which pay only on a link (--links), the techniques in the loop against a run a step "
-        f"({', '.join(TECHNIQUES_IN_THE_LOOP)}), and tasks that each load TensorFlow ({', '.join(STARTS)}).",
+        f"({', '.join(TECHNIQUES_IN_THE_LOOP)}), and other ways of starting the tasks ({', '.join(STARTS)}).",
     )
     flags.DEFINE_list("workers", ["1", "2", "4"], "Worker counts.")
     flags.DEFINE_integer("repeats", 3, "Runs of each (model, system, worker count), interleaved.", lower_bound=1)
@@ -147,6 +148,9 @@ def make_plan():
         raise ConfigError(
             f"--train_steps={FLAGS.train_steps}: the bench needs at least {MIN_STEPS} to see a steady state"
         )
+    warm = [name for name in FLAGS.systems if SYSTEMS[name].warm]
+    if warm and not forkserver.SUPPORTED:
+        raise ConfigError(f"--systems={warm[0]}: a warm fork server forks tasks on Linux only")
     workers = positive_ints("workers", FLAGS.workers)
     for count in workers:
         if FLAGS.global_batch_size % count:
@@ -166,6 +170,11 @@ def run_plan(plan, out, results, links=()):
     with the link: every (model, system, workers) unshaped, then on each link."""
     keys = [(*key, link) for key in plan for link in (bench_links.UNSHAPED, *links)] if links else plan
     results.update({key: [] for key in keys})
+    with runs.warm_server(any(SYSTEMS[system].warm for _, system, _ in plan)) as warm_server:
+        _run_keys(keys, out, results, warm_server)
+
+
+def _run_keys(keys, out, results, warm_server):
     started = time.time()
     total = repeats() * len(keys)
     for repeat in range(repeats()):
@@ -183,10 +192,18 @@ def run_plan(plan, out, results, links=()):
             shaped = [f"--link_rate={rate}" for rate in link if rate != bench_links.UNSHAPED]
             launched = time.time()
             try:
-                summary = runs.run(command, logdir, [*given, *shaped], log_path=logdir + ".log")
+                warm = warm_server if SYSTEMS[system].warm else None
+                summary = runs.run(command, logdir, [*given, *shaped], log_path=logdir + ".log", warm_server=warm)
             except runs.RunFailed as e:
                 print(
                     f"error: {model}, {system} with {workers} worker(s){on_link} {e}\n(full output: {logdir}.log)",
+                    file=sys.stderr,
+                )
+                sys.exit(1)
+            if warm and not runs.forked_by_warm_server(logdir + ".log"):
+                print(
+                    f"error: {model}, {system} with {workers} worker(s): its tasks were not forked by the warm "
+                    f"server (see {logdir}.log)",
                     file=sys.stderr,
                 )
                 sys.exit(1)

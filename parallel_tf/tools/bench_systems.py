@@ -26,6 +26,7 @@ class System:
     steps_per_run: int | None = None  # ours: --steps_per_run (None: the default, automatic); the logging
     # interval is rounded up to a multiple of it
     ps_per_worker: bool = False  # ours: --num_ps=N, a parameter server for each of the N workers
+    warm: bool = False  # ours: the tasks forked by a warm server, which loaded TensorFlow once for every run of it
 
 
 MODELS = {
@@ -92,6 +93,7 @@ SYSTEMS = {
         "all-reduce, 1 MB buckets", "sync", mode="allreduce", flags=("--allreduce_bucket_mb=1",)
     ),
     "sync_unforked": System("sync, ordered, a process a task", "sync", mode="sync", flags=("--fork_tasks=false",)),
+    "sync_warm": System("sync, ordered, forked by a warm server", "sync", mode="sync", warm=True),
     "async": System("async", "async", mode="async"),
     "async_step": System("async, a run a step", "async", mode="async", steps_per_run=1),
     "async_staleness_aware": System("async, staleness-aware", "async", mode="async", flags=("--staleness_aware",)),
@@ -127,9 +129,10 @@ TECHNIQUES_IN_THE_LOOP = (
     "async_staleness_aware",
     "async_staleness_aware_step",
 )
-# The row of BENCHMARKS.md's "Starting the tasks" beside the default sync's: each task a process that loads
-# TensorFlow itself (launch/forkserver.py), which changes the whole run's time (run s), not a step's.
-STARTS = ("sync_unforked",)
+# The rows of BENCHMARKS.md's "Starting the tasks" beside the default sync's: each task a process that loads
+# TensorFlow itself (launch/forkserver.py), and the tasks forked by a warm server that loaded it before the run
+# (launch/warm_server.py), which change the whole run's time (run s), not a step's.
+STARTS = ("sync_unforked", "sync_warm")
 FULL_RUN = tuple(name for name in SYSTEMS if name not in ON_LINKS + TECHNIQUES_IN_THE_LOOP + STARTS)
 
 # The peers run at TensorFlow's defaults (tf_strategies.py): what a user who picks TensorFlow's strategy gets. The

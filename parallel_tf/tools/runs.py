@@ -3,6 +3,7 @@
 Free of TensorFlow: it only starts processes and reads the outputs they leave in their logdir.
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ import time
 
 import numpy as np
 
+from parallel_tf.launch import forkserver, warm_client
 from parallel_tf.launch.fence import die_with_parent
 
 RUN_TIMEOUT_SECS = 1800
@@ -32,6 +34,25 @@ def cluster_command(recipe_path, mode, num_workers, *launcher_flags):
     ]
 
 
+@contextlib.contextmanager
+def warm_server(needed):
+    """The socket of a warm fork server (launch/warm_server.py), where `needed`, for runs whose launchers fork their
+    tasks from it: TensorFlow loaded once for them all, not once a run, before any. None where not needed, or off
+    Linux, where no launcher forks."""
+    if not needed or not forkserver.SUPPORTED:
+        yield None
+        return
+    with warm_client.running() as path:
+        yield path
+
+
+def forked_by_warm_server(log_path):
+    """Whether the launch whose output is at `log_path` forked its tasks from a warm server (else its log says
+    why not)."""
+    with open(log_path, encoding="utf-8") as f:
+        return any(line.startswith("[launch] forking the") and "of the warm server at" in line for line in f)
+
+
 def out_dir(out, tool):
     return out or os.path.join("runs", time.strftime(f"{tool}-%Y%m%d-%H%M%S"))
 
@@ -50,16 +71,18 @@ class RunFailed(Exception):
         return complaints[-1] if complaints else f"exited {self.returncode}"
 
 
-def run(command, logdir, task_flags, log_path=None):
+def run(command, logdir, task_flags, log_path=None, warm_server=None):
     """Runs `command --logdir=logdir task_flags...` to completion; returns its summary.json.
 
-    Its output goes to `log_path` when given, so a failure can be read in full afterwards.
+    Its output goes to `log_path` when given, so a failure can be read in full afterwards. `warm_server`: the socket
+    of a warm fork server (launch/warm_server.py) for its launcher to fork its tasks from.
     """
     done = subprocess.run(
         [*command, f"--logdir={logdir}", *task_flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        env={**os.environ, warm_client.SOCKET_VARIABLE: warm_server} if warm_server else None,
         timeout=RUN_TIMEOUT_SECS,
         preexec_fn=die_with_parent,  # a bench or study that is killed takes its run with it
     )

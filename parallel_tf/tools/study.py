@@ -113,7 +113,9 @@ def main(argv):
     os.makedirs(os.path.join(out, "runs"), exist_ok=True)
     study = Study(out, recipe, FLAGS.target_accuracy, FLAGS.target_loss)
     try:
-        _run_each(plan, study, recipe_flags)
+        # The cluster runs fork their tasks from one warm server: one load of TensorFlow, the same bits
+        with runs.warm_server(any(run.mode != run_check.NO_CLUSTER for run in plan)) as warm_server:
+            _run_each(plan, study, recipe_flags, warm_server)
     except KeyboardInterrupt:  # the run under way is killed with it (subprocess.run)
         print(
             f"\n[study] interrupted; the runs finished so far are in {os.path.join(out, 'report.md')}", file=sys.stderr
@@ -126,7 +128,7 @@ def main(argv):
     print(f"[study] report: {os.path.join(out, 'report.md')}")
 
 
-def _run_each(plan, study, recipe_flags):
+def _run_each(plan, study, recipe_flags, warm_server):
     """Runs the plan one run after another, each added to the study as it ends; a refused run stops it (exit 2)."""
     out = study.out
     for index, run in enumerate(plan, 1):
@@ -134,7 +136,9 @@ def _run_each(plan, study, recipe_flags):
         print(f"[study] {index}/{len(plan)} {run.name} ...", flush=True)
         started = time.time()
         try:
-            summary = runs.run(run.command, logdir, [*run.given, *recipe_flags], log_path=logdir + ".log")
+            summary = runs.run(
+                run.command, logdir, [*run.given, *recipe_flags], log_path=logdir + ".log", warm_server=warm_server
+            )
         except runs.RunFailed as e:
             if e.returncode == 2:  # a flag the runs refuse: the user's mistake, one line
                 exit_config_error(f"run {run.name}: {e.error_line()}")
