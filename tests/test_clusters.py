@@ -1,6 +1,7 @@
 """Real multi-process clusters on 127.0.0.1: sync training, its reproducibility promises, and
 the launcher's handling of failures. One cluster at a time; each run is shared by the tests
-that read it, so the suite starts as few TensorFlow processes as it can."""
+that read it, and the launches fork their tasks from the session's warm server (launch/warm_server.py), so the
+suite loads TensorFlow as few times as it can."""
 
 import json
 import os
@@ -29,6 +30,7 @@ from conftest import (
 from tensorboard.backend.event_processing import event_accumulator
 
 from parallel_tf.compat import tf
+from parallel_tf.launch import warm_client
 from parallel_tf.launch.launcher import free_loopback_addresses
 
 STEPS = SYNC_STEPS
@@ -47,7 +49,7 @@ SUMMARY_KEYS = {
     "params_sha256",
 }
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("from_the_warm_server")]
 
 
 @pytest.fixture(scope="module")
@@ -170,37 +172,57 @@ def private_networks_allowed():
     return subprocess.run([sys.executable, "-c", probe], cwd=REPO, timeout=30).returncode == 0
 
 
-@pytest.mark.parametrize("fork_tasks", [True, False], ids=["forked tasks", "a process a task"])
-def test_ctrl_c_to_the_launcher_stops_every_task_of_a_cluster_no_one_outside_can_reach(procs, tmp_path, fork_tasks):
+# How a launch starts its tasks: forked by a fork server the warm server forked for it (this module's launches),
+# forked by a fork server of its own, or each a process
+STARTS = {"forked by the warm server": True, "forked": True, "a process a task": False}
+
+
+def started_as(start, monkeypatch):
+    """The launcher's --fork_tasks for `start` (STARTS), the warm server's variable dropped for a fork server of
+    its own."""
+    if start == "forked":
+        monkeypatch.delenv(warm_client.SOCKET_VARIABLE)
+    return f"--fork_tasks={str(STARTS[start]).lower()}"
+
+
+@pytest.mark.parametrize("start", STARTS)
+def test_ctrl_c_to_the_launcher_stops_every_task_of_a_cluster_no_one_outside_can_reach(
+    procs, tmp_path, start, monkeypatch
+):
     """In its private network none of the cluster's ports can be seen from here (the kill test below runs
     without it and sees them all: TF listens on every interface). SIGTERM goes to the same handler. Tasks forked
-    by the fork server and tasks started each as a process of its own are stopped alike."""
+    by a fork server (its own, or the warm server's child, which joined its network) and tasks started each as a
+    process of its own are stopped alike."""
     if not private_networks_allowed():
         pytest.skip("this kernel does not allow unprivileged user and network namespaces")
     # Ports listening here already (this test process's in-process servers) may share a number with the
     # cluster's: inside its own network the launcher finds every port free.
     listening_before = listening_ports()
-    forked = f"--fork_tasks={str(fork_tasks).lower()}"
-    run = start_long_run(procs, tmp_path, 1, "--isolate_network=on", "--checkpoint_every=0", forked)
+    run = start_long_run(
+        procs, tmp_path, 1, "--isolate_network=on", "--checkpoint_every=0", started_as(start, monkeypatch)
+    )
     ports = cluster_ports(tmp_path)
     assert len(ports) == 2 and ports & (listening_ports() - listening_before) == set()
     os.kill(run.proc.pid, signal.SIGINT)
     assert run.wait(30) == 128 + signal.SIGINT
     assert "SIGINT: stopping all tasks" in run.output
     assert f"nothing was checkpointed in {tmp_path}: run the same command to start again\n" in run.output + "\n"
-    assert len(run.task_pids) == 2 and len(run.fork_server_pids) == fork_tasks
+    assert len(run.task_pids) == 2 and len(run.fork_server_pids) == STARTS[start]
+    assert ("of the warm server at" in run.output) == (start == "forked by the warm server")
     assert not [pid for pid in [*run.task_pids.values(), *run.fork_server_pids] if alive(pid)]
 
 
-@pytest.mark.parametrize("fork_tasks", [True, False], ids=["forked tasks", "a process a task"])
-def test_a_launcher_killed_outright_takes_every_task_with_it(procs, tmp_path, fork_tasks):
+@pytest.mark.parametrize("start", STARTS)
+def test_a_launcher_killed_outright_takes_every_task_with_it(procs, tmp_path, start, monkeypatch):
     """SIGKILL leaves the launcher no handler to run: each task gets its parent's death signal (fence.py), a forked
-    task from the fork server, which got it from the launcher."""
-    run = start_long_run(procs, tmp_path, 1, "--checkpoint_every=0", f"--fork_tasks={str(fork_tasks).lower()}")
+    task from the fork server, which got it from the launcher (its own), or saw the launcher's connection close (the
+    warm server's child)."""
+    run = start_long_run(procs, tmp_path, 1, "--checkpoint_every=0", started_as(start, monkeypatch))
     os.kill(run.proc.pid, signal.SIGKILL)
     assert run.wait(30) == -signal.SIGKILL
     pids = [*run.task_pids.values(), *run.fork_server_pids]
-    assert len(pids) == 2 + fork_tasks
+    assert len(pids) == 2 + STARTS[start]
+    assert ("of the warm server at" in run.output) == (start == "forked by the warm server")
     deadline = time.time() + 10
     while [pid for pid in pids if alive(pid)] and time.time() < deadline:
         time.sleep(0.1)
