@@ -2,6 +2,8 @@
 TensorFlow itself, one after another from the same server, and a launch that would load TensorFlow otherwise is
 refused with the reason and loads its own."""
 
+import stat
+
 import pytest
 from conftest import RUN_TIMEOUT, launcher_command, read_summary
 
@@ -99,3 +101,13 @@ def test_a_launcher_finding_no_server_says_so(tmp_path):
         None,
         f"nothing listens on {path} (No such file or directory)",
     )
+
+
+def test_the_socket_is_its_owners_alone(tmp_path):
+    """Whoever connects has the server run a recipe of their choosing as its user: no one else may."""
+    path = tmp_path / "socket"
+    listener = warm_server.listen(str(path))
+    try:
+        assert stat.S_ISSOCK(path.stat().st_mode) and stat.S_IMODE(path.stat().st_mode) & 0o077 == 0
+    finally:
+        listener.close()

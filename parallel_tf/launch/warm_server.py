@@ -39,11 +39,16 @@ MAX_FDS = 256  # a launch passes its stdout, stderr, report pipe and one output 
 
 
 def listen(path):
-    """A Unix socket listening at `path` (a socket left there by a server that has gone is replaced)."""
+    """A Unix socket listening at `path`, its owner's alone: whoever connects has the server run a recipe of their
+    choosing as its user. A socket left there by a server that has gone is replaced."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     if os.path.exists(path) and stat.S_ISSOCK(os.stat(path).st_mode):
         os.unlink(path)
-    listener.bind(path)
+    previous = os.umask(0o077)
+    try:
+        listener.bind(path)
+    finally:
+        os.umask(previous)
     listener.listen(16)
     return listener
 
