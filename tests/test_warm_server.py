@@ -2,6 +2,8 @@
 TensorFlow itself, one after another from the same server, and a launch that would load TensorFlow otherwise is
 refused with the reason and loads its own."""
 
+import os
+import socket
 import stat
 
 import pytest
@@ -111,3 +113,33 @@ def test_the_socket_is_its_owners_alone(tmp_path):
         assert stat.S_ISSOCK(path.stat().st_mode) and stat.S_IMODE(path.stat().st_mode) & 0o077 == 0
     finally:
         listener.close()
+
+
+def test_a_launcher_that_stalls_mid_request_is_dropped_with_the_pipes_it_passed(monkeypatch):
+    """One launcher that connects and stops part way holds up the server no longer than REQUEST_TIMEOUT_SECS."""
+    monkeypatch.setattr(warm_server, "REQUEST_TIMEOUT_SECS", 0.2)
+    launcher, server = socket.socketpair()
+    read, write = os.pipe()
+    try:
+        open_before = set(os.listdir("/proc/self/fd"))
+        socket.send_fds(launcher, [warm_client.LENGTH.pack(100) + b"{"], [write])  # 1 byte of 100
+        assert warm_server._served(server, {}) is None
+        assert set(os.listdir("/proc/self/fd")) == open_before  # the passed pipe's copy closed
+    finally:
+        for end in (launcher, server):
+            end.close()
+        os.close(read)
+        os.close(write)
+
+
+def test_a_server_that_does_not_answer_leaves_the_launch_to_load_its_own(tmp_path, monkeypatch):
+    monkeypatch.setattr(warm_client, "START_TIMEOUT_SECS", 0.2)
+    path = tmp_path / "socket"
+    silent = warm_server.listen(str(path))  # listens, never accepts: a server still loading TensorFlow, or stuck
+    read, write = os.pipe()
+    try:
+        assert warm_client.connect(str(path), {}, [write], (None, None)) == (None, "it did not answer within 0.2 s")
+    finally:
+        silent.close()
+        os.close(read)
+        os.close(write)

@@ -24,7 +24,7 @@ LOAD_TIME = ("TF_", "TENSORFLOW_", "ONEDNN_", "DNNL_", "OMP_", "KMP_", "MKL_", "
 PINNED_BY_PARALLEL_TF = "PARALLEL_TF_SET"
 UNBUFFERED = "PYTHONUNBUFFERED"  # the server's children write through whatever it says (warm_server)
 LENGTH = struct.Struct("!I")  # a request's length, before it
-START_TIMEOUT_SECS = 120  # a server still loading TensorFlow after this is taken for dead
+START_TIMEOUT_SECS = 120  # a server that has not answered (loading TensorFlow) after this is taken for dead
 
 
 def load_time_environment(environ):
@@ -100,9 +100,14 @@ def connect(path, request, write_ends, pins):
         "fork_server": request,
     }
     body = json.dumps(message).encode()
-    socket.send_fds(connection, [LENGTH.pack(len(body)) + body], [1, 2, *write_ends])
-    answer = read_line(connection)
+    connection.settimeout(START_TIMEOUT_SECS)  # a server loading TensorFlow answers once it has
+    try:
+        socket.send_fds(connection, [LENGTH.pack(len(body)) + body], [1, 2, *write_ends])
+        answer = read_line(connection)
+    except TimeoutError:
+        answer = f"refused it did not answer within {START_TIMEOUT_SECS} s"
     if answer.startswith("served "):
+        connection.settimeout(None)
         return LaunchServer(int(answer.split()[1]), connection), None
     connection.close()
     return None, answer.removeprefix("refused ") or "it closed the connection"

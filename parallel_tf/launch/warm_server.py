@@ -36,6 +36,7 @@ from parallel_tf.launch import fence, forkserver
 from parallel_tf.launch.warm_client import LENGTH, identity, load_time_environment, say
 
 MAX_FDS = 256  # a launch passes its stdout, stderr, report pipe and one output pipe a task
+REQUEST_TIMEOUT_SECS = 10  # a launcher that connected and sent nothing by then holds up no other launch
 
 
 def listen(path):
@@ -78,7 +79,9 @@ def _served(connection, ours):
     """(request, fds) of a launch this server can serve; None where it refused it, saying why, or where the
     launcher went as it asked (the next one is served)."""
     try:
+        connection.settimeout(REQUEST_TIMEOUT_SECS)
         request, fds = _receive(connection)
+        connection.settimeout(None)
         why_not = _why_not(ours, request["identity"])
         if not why_not:
             return request, fds
@@ -166,16 +169,20 @@ def _watch_launcher(connection):
 
 
 def _receive(connection):
-    """(The launcher's request, the fds it passed); ConnectionError if it closed the connection part way."""
+    """(The launcher's request, the fds it passed); OSError (TimeoutError, ConnectionError) where it stopped part
+    way, the fds received closed."""
     data, fds, _, _ = socket.recv_fds(connection, 1 << 16, MAX_FDS)
-    while len(data) < LENGTH.size or len(data) < LENGTH.size + LENGTH.unpack_from(data)[0]:
-        more = connection.recv(1 << 16)
-        if not more:
-            for fd in fds:
-                os.close(fd)
-            raise ConnectionError("the launcher closed the connection part way through its request")
-        data += more
-    return json.loads(data[LENGTH.size :]), fds
+    try:
+        while len(data) < LENGTH.size or len(data) < LENGTH.size + LENGTH.unpack_from(data)[0]:
+            more = connection.recv(1 << 16)
+            if not more:
+                raise ConnectionError("the launcher closed the connection part way through its request")
+            data += more
+        return json.loads(data[LENGTH.size :]), fds
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
 
 
 def main(argv):
