@@ -49,7 +49,7 @@ def test_a_launch_the_warm_server_cannot_serve_says_why_and_loads_tensorflow_its
     assert "[launch] loading TensorFlow once for the 2 tasks, in a fork server (pid" in run.output
 
 
-SERVERS = {"python": "/usr/bin/python3", "package": "/src/parallel_tf", "pins": [2, "portable"]}
+SERVERS = {"python": "/usr/bin/python3", "prefix": "/src/.venv", "package": "/src/parallel_tf", "pins": [2, "portable"]}
 
 
 @pytest.mark.parametrize(
@@ -59,6 +59,7 @@ SERVERS = {"python": "/usr/bin/python3", "package": "/src/parallel_tf", "pins": 
         ({"pins": [None, None]}, None),  # not given: the server's
         ({"pins": [2, None]}, None),
         ({"python": "/opt/python3"}, "its python is /opt/python3, the server's /usr/bin/python3"),
+        ({"prefix": "/other/.venv"}, "its prefix is /other/.venv, the server's /src/.venv"),  # its own TensorFlow
         ({"package": "/work/parallel_tf"}, "its package is /work/parallel_tf, the server's /src/parallel_tf"),
         ({"pins": [4, None]}, "--intra_op_threads=4, and the server loaded TensorFlow with 2"),
         ({"pins": [None, "fast"]}, "--kernels=fast, and the server loaded TensorFlow with portable"),

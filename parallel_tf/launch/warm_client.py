@@ -37,10 +37,12 @@ def load_time_environment(environ):
 
 
 def identity(environ, pins):
-    """What a launch must share with the server to be forked from it: Python, package, pins (intra_op_threads,
-    kernels; None: not given), the variables read as TensorFlow loads."""
+    """What a launch must share with the server to be forked from it: Python and its environment (a virtualenv's
+    own TensorFlow), package, pins (intra_op_threads, kernels; None: not given), the variables read as TensorFlow
+    loads."""
     return {
         "python": os.path.realpath(sys.executable),
+        "prefix": sys.prefix,
         "package": os.path.dirname(os.path.abspath(parallel_tf.__file__)),
         "pins": list(pins),
         "environment": load_time_environment(environ),
