@@ -11,6 +11,7 @@ from conftest import RUN_TIMEOUT, launcher_command, read_summary
 
 from parallel_tf import compat
 from parallel_tf.launch import warm_client, warm_server
+from parallel_tf.tools import runs
 
 FLAGS = ["--num_workers=2", "--train_steps=20", "--log_every=10"]
 
@@ -144,3 +145,11 @@ def test_a_server_that_does_not_answer_leaves_the_launch_to_load_its_own(tmp_pat
         silent.close()
         os.close(read)
         os.close(write)
+
+
+def test_a_warm_server_that_does_not_start_leaves_the_runs_to_load_tensorflow_themselves(monkeypatch, capsys):
+    monkeypatch.setattr(warm_client, "START_TIMEOUT_SECS", 0)  # taken for dead before it could listen
+    with runs.warm_server(True, "study") as path:
+        assert path is None
+    said = "[study] the warm fork server did not listen within 0 s: each run loads TensorFlow itself\n"
+    assert capsys.readouterr().out == said

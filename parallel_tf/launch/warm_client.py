@@ -49,6 +49,10 @@ def identity(environ, pins):
     }
 
 
+class WarmServerFailed(Exception):
+    """A warm server that did not start: the launches load TensorFlow themselves."""
+
+
 class LaunchServer:
     """The child a warm server forked to be this launch's fork server, watched and stopped as a Popen'd one is."""
 
@@ -133,7 +137,7 @@ def say(connection, line):
 def running(pins=(None, None)):
     """The path of a warm server's socket for the launches of this block (a study's runs, a test session's), for
     them to find in SOCKET_VARIABLE; the server is stopped after. `pins`: as a run's (intra_op_threads,
-    kernels), None where not given."""
+    kernels), None where not given. WarmServerFailed where it did not start."""
     with tempfile.TemporaryDirectory(prefix="ptf-warm-") as folder:
         path = os.path.join(folder, "socket")
         server = subprocess.Popen(
@@ -159,6 +163,8 @@ def _pin_flags(pins):
 def _wait_for(path, server):
     deadline = time.monotonic() + START_TIMEOUT_SECS
     while not os.path.exists(path):
-        if server.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the warm fork server did not start (exit {server.poll()})")
+        if server.poll() is not None:
+            raise WarmServerFailed(f"the warm fork server exited with status {server.returncode} before it listened")
+        if time.monotonic() > deadline:
+            raise WarmServerFailed(f"the warm fork server did not listen within {START_TIMEOUT_SECS} s")
         time.sleep(0.05)

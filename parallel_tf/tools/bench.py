@@ -170,7 +170,7 @@ def run_plan(plan, out, results, links=()):
     with the link: every (model, system, workers) unshaped, then on each link."""
     keys = [(*key, link) for key in plan for link in (bench_links.UNSHAPED, *links)] if links else plan
     results.update({key: [] for key in keys})
-    with runs.warm_server(any(SYSTEMS[system].warm for _, system, _ in plan)) as warm_server:
+    with runs.warm_server(any(SYSTEMS[system].warm for _, system, _ in plan), "bench") as warm_server:
         _run_keys(keys, out, results, warm_server)
 
 

@@ -35,15 +35,19 @@ def cluster_command(recipe_path, mode, num_workers, *launcher_flags):
 
 
 @contextlib.contextmanager
-def warm_server(needed):
+def warm_server(needed, tool):
     """The socket of a warm fork server (launch/warm_server.py), where `needed`, for runs whose launchers fork their
-    tasks from it: TensorFlow loaded once for them all, not once a run, before any. None where not needed, or off
-    Linux, where no launcher forks."""
+    tasks from it: TensorFlow loaded once for them all, not once a run, before any. None where not needed, off
+    Linux, where no launcher forks, or where it did not start (`tool`, the bench or the study, says so)."""
     if not needed or not forkserver.SUPPORTED:
         yield None
         return
-    with warm_client.running() as path:
-        yield path
+    try:
+        with warm_client.running() as path:
+            yield path
+    except warm_client.WarmServerFailed as e:
+        print(f"[{tool}] {e}: each run loads TensorFlow itself", flush=True)
+        yield None
 
 
 def forked_by_warm_server(log_path):

@@ -114,7 +114,7 @@ def main(argv):
     study = Study(out, recipe, FLAGS.target_accuracy, FLAGS.target_loss)
     try:
         # The cluster runs fork their tasks from one warm server: one load of TensorFlow, the same bits
-        with runs.warm_server(any(run.mode != run_check.NO_CLUSTER for run in plan)) as warm_server:
+        with runs.warm_server(any(run.mode != run_check.NO_CLUSTER for run in plan), "study") as warm_server:
             _run_each(plan, study, recipe_flags, warm_server)
     except KeyboardInterrupt:  # the run under way is killed with it (subprocess.run)
         print(
