@@ -97,7 +97,8 @@ def define_launcher_flags(flag_values=FLAGS):
         "fork_tasks",
         True,
         "Fork the tasks from one process that has loaded TensorFlow (launch/forkserver.py): a start costs one "
-        "import, not one a task. Off: each task is a process of its own, as started by hand; so too with GPUs, "
+        "import, not one a task; none where PARALLEL_TF_WARM_SERVER names a warm fork server that takes the launch "
+        "(launch/warm_server.py). Off: each task is a process of its own, as started by hand; so too with GPUs, "
         "and off Linux.",
         flag_values=flag_values,
     )
