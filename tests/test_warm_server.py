@@ -50,7 +50,13 @@ def test_a_launch_the_warm_server_cannot_serve_says_why_and_loads_tensorflow_its
     assert "[launch] loading TensorFlow once for the 2 tasks, in a fork server (pid" in run.output
 
 
-SERVERS = {"python": "/usr/bin/python3", "prefix": "/src/.venv", "package": "/src/parallel_tf", "pins": [2, "portable"]}
+SERVERS = {
+    "python": "/usr/bin/python3",
+    "prefix": "/src/.venv",
+    "package": "/src/parallel_tf",
+    "code": "c0de",
+    "pins": [2, "portable"],
+}
 
 
 @pytest.mark.parametrize(
@@ -62,6 +68,7 @@ SERVERS = {"python": "/usr/bin/python3", "prefix": "/src/.venv", "package": "/sr
         ({"python": "/opt/python3"}, "its python is /opt/python3, the server's /usr/bin/python3"),
         ({"prefix": "/other/.venv"}, "its prefix is /other/.venv, the server's /src/.venv"),  # its own TensorFlow
         ({"package": "/work/parallel_tf"}, "its package is /work/parallel_tf, the server's /src/parallel_tf"),
+        ({"code": "edited"}, "the package's or TensorFlow's files changed since the server loaded them: restart it"),
         ({"pins": [4, None]}, "--intra_op_threads=4, and the server loaded TensorFlow with 2"),
         ({"pins": [None, "fast"]}, "--kernels=fast, and the server loaded TensorFlow with portable"),
         ({"environment": {}}, "its environment differs in TF_ENABLE_ONEDNN_OPTS"),
@@ -153,3 +160,28 @@ def test_a_warm_server_that_does_not_start_leaves_the_runs_to_load_tensorflow_th
         assert path is None
     said = "[study] the warm fork server did not listen within 0 s: each run loads TensorFlow itself\n"
     assert capsys.readouterr().out == said
+
+
+def test_the_code_fingerprint_moves_with_an_edit_a_new_module_a_rebuilt_kernel_and_an_upgrade(tmp_path):
+    package, tensorflow_init = tmp_path / "parallel_tf", tmp_path / "tensorflow_init.py"
+    (package / "kernels").mkdir(parents=True)
+    (package / "task.py").write_text("x = 1\n")
+    (package / "kernels" / "ops.so").write_bytes(b"\x7fELF")
+    (package / "notes.txt").write_text("not code")
+    tensorflow_init.write_text("")
+
+    def fingerprint():
+        return warm_client.code_fingerprint(str(package), str(tensorflow_init))
+
+    seen = [fingerprint()]
+    (package / "notes.txt").write_text("still not code")
+    assert fingerprint() == seen[-1]
+    for change in (
+        lambda: (package / "task.py").write_text("x = 22\n"),
+        lambda: (package / "new.py").write_text(""),
+        lambda: os.utime(package / "kernels" / "ops.so", ns=(0, 0)),  # rebuilt, the same size: its time moves
+        lambda: tensorflow_init.write_text("# 2.22"),
+    ):
+        change()
+        seen.append(fingerprint())
+    assert len(set(seen)) == len(seen)

@@ -8,10 +8,11 @@ server forks a child for the launch, which is what the launcher's own fork serve
 launcher's user and network namespaces (the fence; a fork's child is single-threaded, as setns needs), takes its
 environment, working directory and output, then forks the tasks and reports them on the launcher's pipe.
 
-It serves only a launch that would load TensorFlow exactly as it did: the same Python, virtualenv and package, the
-same pins (--intra_op_threads, --kernels) and the same values of every variable read as TensorFlow, oneDNN, OpenMP
-or Python load (LOAD_TIME); else it says why and the launcher loads TensorFlow in a fork server of its own. The bits
-are the same either way (tests/test_warm_server.py). The launch's child stops when the launcher's connection
+It serves only a launch that would load TensorFlow exactly as it did: the same Python, virtualenv and package (its
+files and TensorFlow's unchanged since it loaded them: it would run the old code), the same pins
+(--intra_op_threads, --kernels) and the same values of every variable read as TensorFlow, oneDNN, OpenMP or Python
+load (LOAD_TIME); else it says why and the launcher loads TensorFlow in a fork server of its own. The bits are the
+same either way (tests/test_warm_server.py). The launch's child stops when the launcher's connection
 closes (the launcher died, even by SIGKILL), and its tasks with it (fence.die_with_parent).
 
     python -m parallel_tf.launch.warm_server --socket=/tmp/ptf.sock &
@@ -97,6 +98,8 @@ def _why_not(ours, theirs):
     for key in ("python", "prefix", "package"):
         if ours[key] != theirs[key]:
             return f"its {key} is {theirs[key]}, the server's {ours[key]}"
+    if ours["code"] != theirs["code"]:
+        return "the package's or TensorFlow's files changed since the server loaded them: restart it"
     for flag, loaded, given in zip(("intra_op_threads", "kernels"), ours["pins"], theirs["pins"], strict=True):
         if given is not None and given != loaded:
             return f"--{flag}={given}, and the server loaded TensorFlow with {loaded}"
