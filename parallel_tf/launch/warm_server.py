@@ -70,7 +70,11 @@ def serve_forever(listener, pins):
         if served and os.fork() == 0:
             listener.close()
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            return _become_launch_server(connection, *served, loading_set)
+            try:
+                return _become_launch_server(connection, *served, loading_set)
+            except OSError as e:  # the launcher's namespaces, directory or output: it loads its own TensorFlow
+                say(connection, f"refused its child could not take the launcher's place: {e}")
+                os._exit(1)
         connection.close()
         for fd in served[1] if served else ():
             os.close(fd)
@@ -146,15 +150,15 @@ def _become_launch_server(connection, request, fds, loading_set):
 
 def _join_namespaces(pid):
     """Enters the user and network namespaces of process `pid` (the launcher's fence), those that are not ours."""
-    flags = 0
+    kinds = 0
     for kind, flag in (("user", fence.CLONE_NEWUSER), ("net", fence.CLONE_NEWNET)):
         if os.stat(f"/proc/{pid}/ns/{kind}").st_ino != os.stat(f"/proc/self/ns/{kind}").st_ino:
-            flags |= flag
-    if not flags:
+            kinds |= flag
+    if not kinds:
         return
     pidfd = os.pidfd_open(pid)
     try:
-        if ctypes.CDLL(None, use_errno=True).setns(pidfd, flags) != 0:
+        if ctypes.CDLL(None, use_errno=True).setns(pidfd, kinds) != 0:
             raise OSError(ctypes.get_errno(), f"setns into the namespaces of the launcher (pid {pid})")
     finally:
         os.close(pidfd)
