@@ -185,3 +185,29 @@ def test_the_code_fingerprint_moves_with_an_edit_a_new_module_a_rebuilt_kernel_a
         change()
         seen.append(fingerprint())
     assert len(set(seen)) == len(seen)
+
+
+def test_a_child_that_cannot_take_the_launchers_place_says_why_and_exits(tmp_path):
+    """Here its directory is gone: the launcher reads the reason (and loads its own TensorFlow, connect's refusal)."""
+    launcher, server = socket.socketpair()
+    read, write = os.pipe()
+    gone = tmp_path / "gone"
+    request = {"cwd": str(gone), "environ": {}, "fork_server": {"tasks": []}}
+    pid = os.fork()
+    if pid == 0:  # the server's child, as serve_forever forks it; never back into pytest
+        try:
+            launcher.close()
+            warm_server._in_the_launchers_place(server, request, [write], {})
+        finally:
+            os._exit(0)  # not reached: it exits 1 itself
+    server.close()
+    os.close(read)
+    os.close(write)
+    try:
+        said = warm_client.read_line(launcher)
+    finally:
+        launcher.close()
+        _, status = os.waitpid(pid, 0)
+    reason = f"[Errno 2] No such file or directory: {str(gone)!r}"
+    assert said == f"refused its child could not take the launcher's place: {reason}"
+    assert os.waitstatus_to_exitcode(status) == 1

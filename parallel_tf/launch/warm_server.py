@@ -70,11 +70,7 @@ def serve_forever(listener, pins):
         if served and os.fork() == 0:
             listener.close()
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            try:
-                return _become_launch_server(connection, *served, loading_set)
-            except OSError as e:  # the launcher's namespaces, directory or output: it loads its own TensorFlow
-                say(connection, f"refused its child could not take the launcher's place: {e}")
-                os._exit(1)
+            return _in_the_launchers_place(connection, *served, loading_set)
         connection.close()
         for fd in served[1] if served else ():
             os.close(fd)
@@ -114,6 +110,16 @@ def _why_not(ours, theirs):
 def _changed(before, after):
     """{name: its value in `after` (None: unset)} of the variables whose values differ."""
     return {name: after.get(name) for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
+
+
+def _in_the_launchers_place(connection, request, fds, loading_set):
+    """_become_launch_server's, or, where the child cannot take the launcher's namespaces, directory or output, its
+    exit with the reason said to the launcher, which then loads its own TensorFlow."""
+    try:
+        return _become_launch_server(connection, request, fds, loading_set)
+    except OSError as e:
+        say(connection, f"refused its child could not take the launcher's place: {e}")
+        os._exit(1)
 
 
 def _become_launch_server(connection, request, fds, loading_set):
