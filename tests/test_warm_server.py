@@ -2,9 +2,15 @@
 TensorFlow itself, one after another from the same server, and a launch that would load TensorFlow otherwise is
 refused with the reason and loads its own."""
 
+import contextlib
 import os
+import shutil
+import signal
 import socket
 import stat
+import tempfile
+import time
+from pathlib import Path
 
 import pytest
 from conftest import RUN_TIMEOUT, launcher_command, read_summary
@@ -211,3 +217,38 @@ def test_a_child_that_cannot_take_the_launchers_place_says_why_and_exits(tmp_pat
     reason = f"[Errno 2] No such file or directory: {str(gone)!r}"
     assert said == f"refused its child could not take the launcher's place: {reason}"
     assert os.waitstatus_to_exitcode(status) == 1
+
+
+def test_a_launcher_refuses_a_server_of_another_user():
+    """A socket another user listens on (one a world-writable folder let them put at the path): this launch's tasks
+    would run as them, with its environment."""
+    if os.getuid() != 0:
+        pytest.skip("becoming another user takes root")
+    folder, nobody = Path(tempfile.mkdtemp()), 65534  # under /tmp: another user reaches it
+    folder.chmod(0o777)
+    path = folder / "socket"
+    pid = os.fork()
+    if pid == 0:  # another user's server; never back into pytest
+        try:
+            os.setuid(nobody)
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(str(path))
+            path.chmod(0o777)
+            listener.listen(1)
+            listener.accept()
+        finally:
+            os._exit(0)
+    try:
+        deadline = time.monotonic() + 30
+        while not path.exists() or path.stat().st_mode & 0o777 != 0o777:
+            assert time.monotonic() < deadline and os.waitpid(pid, os.WNOHANG) == (0, 0), "the other user's server"
+            time.sleep(0.01)
+        assert warm_client.connect(str(path), {}, [], (None, None)) == (
+            None,
+            f"the server at {path} is another user's (uid {nobody})",
+        )
+    finally:
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        shutil.rmtree(folder)

@@ -114,6 +114,10 @@ def connect(path, request, write_ends, pins):
     except OSError as e:
         connection.close()
         return None, f"nothing listens on {path} ({e.strerror})"
+    server_uid = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[1]
+    if server_uid != os.getuid():  # its tasks would run as another user, with this launch's environment
+        connection.close()
+        return None, f"the server at {path} is another user's (uid {server_uid})"
     message = {
         "identity": identity(os.environ, pins),
         "cwd": os.getcwd(),

@@ -15,8 +15,8 @@ load (LOAD_TIME); else it says why and the launcher loads TensorFlow in a fork s
 same either way (tests/test_warm_server.py). The launch's child stops when the launcher's connection
 closes (the launcher died, even by SIGKILL), and its tasks with it (fence.die_with_parent).
 
-    python -m parallel_tf.launch.warm_server --socket=/tmp/ptf.sock &
-    PARALLEL_TF_WARM_SERVER=/tmp/ptf.sock python -m parallel_tf.launch --num_workers=2
+    python -m parallel_tf.launch.warm_server --socket="$HOME/.parallel_tf.sock" &
+    PARALLEL_TF_WARM_SERVER="$HOME/.parallel_tf.sock" python -m parallel_tf.launch --num_workers=2
 """
 
 import ctypes
