@@ -87,10 +87,31 @@ def enter_network_namespace(path):
     """Moves this (single-threaded) process into the network namespace at `path` (/proc/PID/ns/net)."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns onto {path}")
+        _setns(fd, CLONE_NEWNET, f"setns onto {path}")
     finally:
         os.close(fd)
+
+
+def join_fence_of(pid):
+    """Moves this (single-threaded) process into the user and network namespaces of process `pid` (a launcher's
+    fence), those it is not in already (setns refuses one's own user namespace)."""
+    kinds = 0
+    for kind, flag in (("user", CLONE_NEWUSER), ("net", CLONE_NEWNET)):
+        if os.stat(f"/proc/{pid}/ns/{kind}").st_ino != os.stat(f"/proc/self/ns/{kind}").st_ino:
+            kinds |= flag
+    if not kinds:
+        return
+    pidfd = os.pidfd_open(pid)
+    try:
+        _setns(pidfd, kinds, f"setns into the namespaces of process {pid}")
+    finally:
+        os.close(pidfd)
+
+
+def _setns(fd, kinds, what):
+    """setns(2) onto `fd` (a namespace's file, or a pidfd for several `kinds` at once); OSError naming `what`."""
+    if ctypes.CDLL(None, use_errno=True).setns(fd, kinds) != 0:
+        raise OSError(ctypes.get_errno(), what)
 
 
 def die_with_parent():

@@ -3,6 +3,7 @@ stopping what it forked, and starting one for a block of launches (a study's run
 launcher is.
 """
 
+import collections
 import contextlib
 import hashlib
 import importlib.util
@@ -114,7 +115,7 @@ def connect(path, request, write_ends, pins):
     except OSError as e:
         connection.close()
         return None, f"nothing listens on {path} ({e.strerror})"
-    server_uid = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[1]
+    server_uid = peer(connection).uid
     if server_uid != os.getuid():  # its tasks would run as another user, with this launch's environment
         connection.close()
         return None, f"the server at {path} is another user's (uid {server_uid})"
@@ -136,6 +137,14 @@ def connect(path, request, write_ends, pins):
         return LaunchServer(int(answer.split()[1]), connection), None
     connection.close()
     return None, answer.removeprefix("refused ") or "it closed the connection"
+
+
+Peer = collections.namedtuple("Peer", "pid uid gid")
+
+
+def peer(connection):
+    """The process at the other end of a Unix socket, as the kernel saw it connect (SO_PEERCRED)."""
+    return Peer(*struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)))
 
 
 def read_line(connection):

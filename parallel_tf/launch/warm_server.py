@@ -19,13 +19,11 @@ closes (the launcher died, even by SIGKILL), and its tasks with it (fence.die_wi
     PARALLEL_TF_WARM_SERVER="$HOME/.parallel_tf.sock" python -m parallel_tf.launch --num_workers=2
 """
 
-import ctypes
 import json
 import os
 import signal
 import socket
 import stat
-import struct
 import sys
 import threading
 
@@ -33,8 +31,9 @@ from absl import flags
 
 from parallel_tf import compat
 from parallel_tf.cli import exit_config_error
+from parallel_tf.errors import ConfigError
 from parallel_tf.launch import fence, forkserver
-from parallel_tf.launch.warm_client import LENGTH, identity, load_time_environment, say
+from parallel_tf.launch.warm_client import LENGTH, identity, load_time_environment, peer, say
 
 MAX_FDS = 256  # a launch passes its stdout, stderr, report pipe and one output pipe a task
 REQUEST_TIMEOUT_SECS = 10  # a launcher that connected and sent nothing by then holds up no other launch
@@ -42,10 +41,13 @@ REQUEST_TIMEOUT_SECS = 10  # a launcher that connected and sent nothing by then 
 
 def listen(path):
     """A Unix socket listening at `path`, its owner's alone: whoever connects has the server run a recipe of their
-    choosing as its user. A socket left there by a server that has gone is replaced."""
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    if os.path.exists(path) and stat.S_ISSOCK(os.stat(path).st_mode):
+    choosing as its user. A socket left there by a server that has gone is replaced; any other file is refused
+    (ConfigError)."""
+    if os.path.exists(path):
+        if not stat.S_ISSOCK(os.stat(path).st_mode):
+            raise ConfigError(f"--socket={path} is a file that is not a socket")
         os.unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     previous = os.umask(0o077)
     try:
         listener.bind(path)
@@ -127,8 +129,7 @@ def _become_launch_server(connection, request, fds, loading_set):
     launcher's own fork server), directory and output, a watch on the launcher; returns the fork server's request
     with the received pipes in it, and the connection."""
     os.setsid()  # as forkserver's own: Ctrl-C reaches the launcher only
-    launcher_pid = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
-    _join_namespaces(launcher_pid)
+    fence.join_fence_of(peer(connection).pid)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["environ"])
@@ -152,22 +153,6 @@ def _become_launch_server(connection, request, fds, loading_set):
     served["close_in_tasks"] = [connection.fileno()]
     _watch_launcher(connection)
     return served, connection
-
-
-def _join_namespaces(pid):
-    """Enters the user and network namespaces of process `pid` (the launcher's fence), those that are not ours."""
-    kinds = 0
-    for kind, flag in (("user", fence.CLONE_NEWUSER), ("net", fence.CLONE_NEWNET)):
-        if os.stat(f"/proc/{pid}/ns/{kind}").st_ino != os.stat(f"/proc/self/ns/{kind}").st_ino:
-            kinds |= flag
-    if not kinds:
-        return
-    pidfd = os.pidfd_open(pid)
-    try:
-        if ctypes.CDLL(None, use_errno=True).setns(pidfd, kinds) != 0:
-            raise OSError(ctypes.get_errno(), f"setns into the namespaces of the launcher (pid {pid})")
-    finally:
-        os.close(pidfd)
 
 
 def _watch_launcher(connection):
@@ -215,10 +200,10 @@ def main(argv):
         exit_config_error(str(e))
     if extra or not values.socket:
         exit_config_error(f"unexpected argument {extra[0]!r}" if extra else "--socket: give the path to listen on")
-    if os.path.exists(values.socket) and not stat.S_ISSOCK(os.stat(values.socket).st_mode):
-        exit_config_error(f"--socket={values.socket} is a file that is not a socket")
     try:
         listener = listen(values.socket)
+    except ConfigError as e:
+        exit_config_error(str(e))
     except OSError as e:
         exit_config_error(f"--socket={values.socket}: {e.strerror}")
     served, connection = serve_forever(listener, (values.intra_op_threads, values.kernels))
