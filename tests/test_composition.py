@@ -273,20 +273,27 @@ def test_a_technique_s_declaration_says_what_its_module_defines(technique):
 
 
 @pytest.mark.parametrize("declared", run_check.DECLARATIONS, ids=[d.name for d in run_check.DECLARATIONS])
-def test_every_hook_and_reducer_takes_its_seam_s_arguments(declared):
+def test_every_hook_takes_its_seam_s_arguments(declared):
     """Each function a declaration fills a seam with takes the arguments of that seam's interface (seams.py), by
     name, in order: a hook written against another signature fails here, not in the run that first calls it."""
-    filled = {hook: getattr(techniques.BY_NAME[declared.name], hook) for hook in getattr(declared, "hooks", ())}
-    if declared.reduces:
-        filled["reduce"] = declared.reduces
-    for seam, function in filled.items():
+    for seam in declared.hooks:
+        function = run_check.hook(declared, seam)
         wanted = list(inspect.signature(seams.INTERFACES[seam].__call__).parameters)[1:]  # without self
         assert list(inspect.signature(function).parameters) == wanted, f"{declared.name}.{function.__name__}"
 
 
 @pytest.mark.parametrize("option", options.OPTIONS, ids=[o.OPTION.name for o in options.OPTIONS])
 def test_an_option_s_declaration_says_what_its_module_defines(option):
+    """As a technique's: its hooks (all-reduce's reduce, where it has one) are the module's functions."""
+    assert {hook for hook in rules.HOOKS if inspect.isfunction(getattr(option, hook, None))} == set(option.OPTION.hooks)
     _defines_its_flags(option)
+
+
+def test_an_option_with_a_hook_that_only_a_technique_s_module_is_asked_for_is_refused_where_it_is_declared():
+    """The mode hooks, `build` and `wrap` are applied from the techniques alone: an option declaring one would
+    have it silently never called."""
+    with pytest.raises(AssertionError, match=r"an option's hooks are \('reduce',\), not \['wrap'\]"):
+        rules.Option(name="o", flags=("o",), modes=("sync",), hooks=("wrap",))
 
 
 def _defines_its_flags(module):
@@ -329,7 +336,8 @@ def _composed(*declarations, offered=()):
 
 def test_one_rule_refuses_a_second_owner_and_a_filler_of_a_closed_seam_and_chains_the_rest():
     """rules.SEAMS, on made-up declarations: two encoders of what a worker sends are refused; two wraps chain;
-    a seam a declaration closes is refused to its filler, the closer first, only in a mode that offers it."""
+    a seam a declaration closes is refused to its filler, the closer first, only in a mode that offers it; an
+    option's reduce hook and a technique's are two owners of the one reduction."""
 
     def declared(name, kind=rules.Technique, **fields):
         return kind(name=name, flags=(name,), modes=("m",), **fields)
@@ -347,6 +355,9 @@ def test_one_rule_refuses_a_second_owner_and_a_filler_of_a_closed_seam_and_chain
     assert _composed(builder, b).names == ("f", "b")  # it calls the transmit hook
     with pytest.raises(ConfigError, match="^--f=1 does not go with --g=1: it builds its own m graph, which does not "):
         _composed(builder, declared("g", hooks=("optimizer",)))
+    reducer, other = declared("h", rules.Option, hooks=("reduce",)), declared("i", hooks=("reduce",))
+    with pytest.raises(ConfigError, match="^--h=1 does not go with --i=1: each reduces the gradients its own way"):
+        _composed(reducer, other, offered=("reduce",))  # an option's reduce hook and a technique's: one owner
 
 
 @pytest.mark.parametrize("mode, a, b", list(OUTCOMES), ids=[" ".join(p) for p in OUTCOMES])

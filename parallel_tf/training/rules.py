@@ -5,10 +5,11 @@ Every flag that changes what a run computes belongs to a declaration: a techniqu
 mode: backup workers, softsync, compression, ...) or an option (a setting of the run or its mode:
 a learning-rate schedule, --steps_per_run, --prefetch, strict determinism, ...). A declaration says,
 as data, the modes it applies to, when it is on (by default: once its first flag is set away from its
-default), what it requires of other flags, what it cannot run with and why, and (techniques) the hooks
-its module defines and whether it builds the mode's graph itself. A mode (Mode) is declared the same
-way: its builder and the shape of its cluster. `compose` reads only declarations, so none names another's
-flags, and the launcher, the tools, the manifest writer and every task decide alike.
+default), what it requires of other flags, what it cannot run with and why, the hooks its module
+defines (an option's: all-reduce's reduce alone) and whether it builds the mode's graph itself. A mode
+(Mode) is declared the same way: its builder and the shape of its cluster. `compose` reads only
+declarations, so none names another's flags, and the launcher, the tools, the manifest writer and every
+task decide alike.
 
 The rules, in the order `compose` applies them:
 1. A flag a declaration that is on requires: a different value the user gave is refused; two
@@ -46,7 +47,10 @@ HOOKS_OF_THE_MODE = {
     "send_push": "change how a push reaches the parameters",
     "after_push": "mark a worker's own push as already in its copy",
 }
-HOOKS = (*HOOKS_OF_THE_MODE, "build", "wrap")  # a technique's hooks: functions of its module
+# A declaration's hooks: functions of its module named after the seam each fills. A technique may have any; an
+# option, only all-reduce's "reduce" (the mode hooks, `build` and `wrap` are applied from the techniques alone).
+HOOKS = (*HOOKS_OF_THE_MODE, "build", "wrap", "reduce")
+OPTION_HOOKS = ("reduce",)
 
 
 # The seams (rule 3), each with why a second owner is refused ({mode}: the run's), or "" where any number chain
@@ -55,7 +59,7 @@ SEAMS = {
     "transmit": "both " + HOOKS_OF_THE_MODE["transmit"],  # what reaches the parameters is decided once
     "send_push": "both " + HOOKS_OF_THE_MODE["send_push"],
     **dict.fromkeys(("wrap", "optimizer", "push_learning_rate", "push_gradients", "after_push"), ""),
-    # all-reduce's: how a step reduces its gradients (Declaration.reduces), and what shapes the ring's sums
+    # all-reduce's: how a step reduces its gradients (a `reduce` hook), and what shapes the ring's sums
     "reduce": "each reduces the gradients its own way, and all-reduce has one reduce hook",
     "ring": "",
 }
@@ -119,20 +123,22 @@ class Declaration:
     # (values, cluster, [shape of each trainable variable]) -> ConfigError for what only the model's shapes tell
     # (PowerSGD's rank against its matrices): checked before any task starts, from the recipe's model
     check_shapes: Callable[[Values, object, list], None] | None = None
-    # All-reduce's reduce hook, filling the "reduce" seam (seams.Reduce): its ways of reducing, each from the step
-    # it starts at. Without an owner, the plain ring (collectives.Ring.reducing).
-    reduces: Callable | None = None
-    fills: tuple = ()  # the SEAMS it fills besides its hooks and `reduces` (a ring option: "ring")
+    # Of HOOKS, each a function of its module with that name and its seam's signature (seams.py): the seams it
+    # fills with code. A technique's `build` replaces the mode's builder; a `reduce` (seams.Reduce) gives
+    # all-reduce's ways of reducing, each from the step it starts at; without one, the plain ring's.
+    hooks: tuple = ()
+    fills: tuple = ()  # the SEAMS it fills besides its hooks, with no code of its own (a ring option: "ring")
     closes: dict = dataclasses.field(default_factory=dict)  # {seam: why no other declaration may fill it}
 
     def __post_init__(self):
         unknown = (set(self.fills) | set(self.closes)) - set(SEAMS)
         assert not unknown, f"{self.name}: unknown seams {sorted(unknown)}"
+        unknown = set(self.hooks) - set(HOOKS)
+        assert not unknown, f"{self.name}: unknown hooks {sorted(unknown)}"
 
     def seams(self, mode):
         """The seams it fills, and {seam: why} of those it closes, in `mode`."""
-        filled = (*getattr(self, "hooks", ()), *self.fills, *(("reduce",) if self.reduces else ()))
-        return filled, self.closes
+        return (*self.hooks, *self.fills), self.closes
 
     def is_on(self, values, cluster, defaults):
         """Whether a run with `values` uses it; `defaults`: every flag's defined default."""
@@ -156,14 +162,8 @@ class Technique(Declaration):
 
     KIND: ClassVar[str] = "technique"
 
-    hooks: tuple = ()  # of HOOKS, each a function of the module with that name; `build` replaces the mode's builder
     calls: tuple = ()  # with a `build` hook: the HOOKS_OF_THE_MODE its builder calls
     spare_workers: Callable[[Values, object], int] | None = None  # (values, cluster) -> workers the run may lose
-
-    def __post_init__(self):
-        super().__post_init__()
-        unknown = set(self.hooks) - set(HOOKS)
-        assert not unknown, f"{self.name}: unknown hooks {sorted(unknown)}"
 
     @property
     def builds_graph(self):
@@ -184,6 +184,11 @@ class Option(Declaration):
     """A setting of the run or of its mode that changes what is computed; the modes and the trainer act on it."""
 
     KIND: ClassVar[str] = "option"
+
+    def __post_init__(self):
+        super().__post_init__()
+        unknown = set(self.hooks) - set(OPTION_HOOKS)
+        assert not unknown, f"{self.name}: an option's hooks are {OPTION_HOOKS}, not {sorted(unknown)}"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,6 +27,12 @@ DECLARED_SCOPES = {**MODE_OPTION_SCOPES, **RUN_OPTION_SCOPES}
 FLAG_SCOPES = {"job_name": modes.NAMES, "task_index": modes.NAMES, "mode": modes.NAMES, **DECLARED_SCOPES}
 DECLARATIONS = (*(t.TECHNIQUE for t in techniques.TECHNIQUES), *(o.OPTION for o in options.OPTIONS))
 DECLARED_BY = {name: declaration for declaration in DECLARATIONS for name in declaration.flags}
+MODULE_OF = {**techniques.BY_NAME, **options.BY_NAME}  # {declaration's name: the module it declares}
+
+
+def hook(declaration, seam):
+    """The function of `declaration`'s module that fills `seam`, one of its hooks (rules.HOOKS, seams.py)."""
+    return getattr(MODULE_OF[declaration.name], seam)
 
 
 def check_run(mode, cluster, values, given):

@@ -1,7 +1,7 @@
 """The seams of a step that a technique or option fills (rules.SEAMS), as typed interfaces.
 
-A technique's hook is the function of its module named after the seam, with that seam's signature here; the
-reduce seam is a declaration's `reduces`. tests/test_composition.py checks every one against its interface.
+A declaration's hook is the function of its module named after the seam, with that seam's signature here (an
+option has only all-reduce's reduce). tests/test_composition.py checks every one against its interface.
 Each takes the run's Settings first. Which seams take one owner, and which chain, is rules.SEAMS's to say.
 """
 
@@ -75,7 +75,7 @@ class Reduce(Protocol):
     def __call__(self, settings: Settings, recipe, ring: Ring, variables: list) -> list[Reducing]: ...
 
 
-# {seam: its interface}, for the seams a module's function or a declaration's `reduces` fills
+# {seam: its interface}, for the seams a module's function fills
 INTERFACES = {
     "build": Build,
     "wrap": Wrap,

@@ -146,9 +146,10 @@ class Settings:
 
     @property
     def reducer(self):
-        """All-reduce's reduce hook (rules.Declaration.reduces) of the one technique or option on that owns it
-        (rules: at most one), or None: the plain ring."""
-        return next((d.reduces for d in self.declarations_on if d.reduces), None)
+        """All-reduce's reduce hook of the one technique or option on that has it (rules: at most one), or None:
+        the plain ring."""
+        owner = next((d for d in self.declarations_on if "reduce" in d.hooks), None)
+        return run_check.hook(owner, "reduce") if owner else None
 
     @property
     def random_stream(self):

@@ -2,7 +2,7 @@
 
 Each step, every worker computes the gradients of its shard, the workers reduce them to one mean, and
 every worker applies it with its own optimizer, so the copies stay equal bitwise. How they reduce is the
-reduce hook's (rules.Declaration.reduces), owned by at most one technique or option of the run: the plain
+reduce hook's (seams.Reduce), a function of at most one technique's or option's module in the run: the plain
 ring (graph/collectives.Ring: one vector, or one a bucket with --allreduce_bucket_mb, in half precision
 with --allreduce_transport), PowerSGD's factors, gathered codes, strict determinism's fixed-order gather.
 The chief initialises (or restores) and a broadcast gives every worker its values; at the end every

@@ -45,7 +45,7 @@ OPTION = Option(
     modes=("sync", "allreduce"),
     check=check,
     requires={"aggregation": ("ordered", "it sums in a fixed order")},
-    reduces=reduce,
+    hooks=("reduce",),
     closes={"ring": "strict determinism gathers whole float32 microbatch gradients, to equal sync strict bitwise"},
 )
 

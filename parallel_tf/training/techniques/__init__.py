@@ -5,15 +5,14 @@ A technique module has
                                 (`enabled`, where it is not "its first flag left its default"), the check
                                 of its flags' values if they need one, the flags it requires, what it
                                 cannot run with and why, its hooks, whether it builds the mode's graph,
-                                the workers a run may lose (`spare_workers`), how it reduces all-reduce's
-                                gradients where it owns that hook (`reduces`). How declarations compose is
+                                the workers a run may lose (`spare_workers`). How declarations compose is
                                 rules.py's to say.
     define_flags(flag_values=FLAGS)  the absl definitions of TECHNIQUE.flags
 and the hooks it declares: functions of the module named after the seam each fills, with that seam's signature
-(training/seams.py: build, wrap, transmit, optimizer, push_learning_rate, push_gradients, send_push, after_push),
-and a line in TECHNIQUES. A declared flag's value is a field of the run's Settings.options. That is all a
-new technique touches in the library; it also gets a row in docs/modes-and-techniques.md, a
-hand-computed test and an observable in tests/test_composition.py.
+(training/seams.py: build, wrap, transmit, optimizer, push_learning_rate, push_gradients, send_push, after_push,
+and all-reduce's reduce), and a line in TECHNIQUES. A declared flag's value is a field of the run's
+Settings.options. That is all a new technique touches in the library; it also gets a row in
+docs/modes-and-techniques.md, a hand-computed test and an observable in tests/test_composition.py.
 """
 
 from absl import flags

@@ -82,8 +82,7 @@ TECHNIQUE = Technique(
     name="compression",
     flags=("gradient_compression", "error_feedback"),
     modes=("sync", "async", "allreduce"),
-    hooks=("transmit", "wrap"),
-    reduces=reduce,  # all-reduce gathers the codes
+    hooks=("transmit", "wrap", "reduce"),  # all-reduce's reduce gathers the codes
     closes={"ring": "the codes cross in their own types, gathered whole, in one gather per type"},
     requires={
         "aggregation": ("ordered", "SyncReplicasOptimizer's accumulators take float gradients"),

@@ -91,8 +91,7 @@ TECHNIQUE = Technique(
     name="powersgd",
     flags=("powersgd_rank", "powersgd_start_step", "powersgd_min_compression"),
     modes=("allreduce",),
-    hooks=("wrap",),
-    reduces=reduce,
+    hooks=("wrap", "reduce"),
     worker_state=lambda values: True,  # each worker's error, e = M − P Qᵀ
     check_shapes=check_shapes,
 )
