@@ -1,6 +1,9 @@
 """The warm fork server (launch/warm_server.py): launches forked from it end on the bits of a launch that loads
 TensorFlow itself, one after another from the same server, and a launch that would load TensorFlow otherwise is
-refused with the reason and loads its own."""
+refused with the reason and loads its own. Its edges: a launcher with no server, or with one that does not
+start, stalls or stops answering, loads its own; the socket is its owner's alone, and a server of another user's
+is refused; the code fingerprint moves with any change to what the server loaded; a child that cannot take the
+launcher's place says why and exits."""
 
 import contextlib
 import os
