@@ -336,25 +336,26 @@ def _composed(*declarations, offered=()):
 
 def test_one_rule_refuses_a_second_owner_and_a_filler_of_a_closed_seam_and_chains_the_rest():
     """rules.SEAMS, on made-up declarations: two encoders of what a worker sends are refused; two wraps chain;
-    a seam a declaration closes is refused to its filler, the closer first, only in a mode that offers it; an
-    option's reduce hook and a technique's are two owners of the one reduction."""
+    a seam a declaration closes is refused to its filler, the closer first; each only in a mode that offers the
+    seam; an option's reduce hook and a technique's are two owners of the one reduction."""
 
     def declared(name, kind=rules.Technique, **fields):
         return kind(name=name, flags=(name,), modes=("m",), **fields)
 
     a, b = declared("a", hooks=("transmit", "wrap")), declared("b", hooks=("transmit",))
     with pytest.raises(ConfigError, match="^--a=1 does not go with --b=1: both encode the gradients a worker sends$"):
-        _composed(a, b)
-    assert _composed(a, declared("c", hooks=("wrap",))).names == ("a", "c")
+        _composed(a, b, offered=("transmit",))
+    assert _composed(a, b).names == ("a", "b")  # a mode whose step calls no transmit hook: neither is an owner
+    assert _composed(a, declared("c", hooks=("wrap",))).names == ("a", "c")  # every mode has wrap
     closer = declared("d", rules.Option, closes={"ring": "d sums its own way"})
     ring = declared("e", rules.Option, fills=("ring",))
     with pytest.raises(ConfigError, match="^--d=1 does not go with --e=1: d sums its own way$"):
         _composed(ring, closer, offered=("ring",))
     assert _composed(ring, closer).options == ("e", "d")  # a mode without a ring: nothing to close
     builder = declared("f", hooks=("build",), calls=("transmit",))
-    assert _composed(builder, b).names == ("f", "b")  # it calls the transmit hook
+    assert _composed(builder, b, offered=("transmit",)).names == ("f", "b")  # it calls the transmit hook
     with pytest.raises(ConfigError, match="^--f=1 does not go with --g=1: it builds its own m graph, which does not "):
-        _composed(builder, declared("g", hooks=("optimizer",)))
+        _composed(builder, declared("g", hooks=("optimizer",)), offered=("optimizer",))
     reducer, other = declared("h", rules.Option, hooks=("reduce",)), declared("i", hooks=("reduce",))
     with pytest.raises(ConfigError, match="^--h=1 does not go with --i=1: each reduces the gradients its own way"):
         _composed(reducer, other, offered=("reduce",))  # an option's reduce hook and a technique's: one owner

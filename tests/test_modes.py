@@ -11,7 +11,7 @@ from parallel_tf.cluster import config as cluster
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import Dataset
 from parallel_tf.graph.layers import dense
-from parallel_tf.training import modes, run_check
+from parallel_tf.training import modes, rules, run_check, techniques
 from parallel_tf.training import settings as settings_lib
 from parallel_tf.training.recipe import Recipe
 
@@ -50,7 +50,7 @@ TWO_LAYERS = Recipe(name="two_layers", model_fn=two_layers, datasets={})
 def build(mode, task_index, options=None, **fields):
     """Builds worker `task_index`'s graph from Settings made, checked and composed as a task makes them
     (settings.run_settings); `fields` and technique `options` are the flags the test gives."""
-    config = cluster.parse(SPECS[mode], mode)
+    config = cluster.parse(SPECS[mode], mode) if mode in SPECS else None  # the one plain process: none
     graph = tf.Graph()
     settings = settings_lib.run_settings(
         set(fields) | set(options or {}),
@@ -68,6 +68,33 @@ def build(mode, task_index, options=None, **fields):
 
 def _of_mode(mode):
     return {name: value for name, value in MODE_OPTIONS.items() if mode in run_check.DECLARED_SCOPES[name]}
+
+
+@pytest.mark.parametrize("mode", modes.BY_NAME)
+def test_a_modes_step_calls_the_hooks_of_the_seams_it_offers_and_no_other(mode, monkeypatch):
+    """rules.compose counts a seam only in a mode that offers it (Mode.offers, with build and wrap in every mode),
+    so a mode that called another seam's hooks would run two owners the rules never refused, and one that offered
+    a seam it never calls would silently drop the technique filling it. Spied as the default run asks for them:
+    techniques.providing for a hook, Settings.reducer for all-reduce's reduce. The ring is filled by options that
+    set values its sums read, not by a hook."""
+    asked = set()
+    providing = techniques.providing
+    monkeypatch.setattr(techniques, "providing", lambda settings, hook: asked.add(hook) or providing(settings, hook))
+    reducer = settings_lib.Settings.reducer
+    monkeypatch.setattr(settings_lib.Settings, "reducer", property(lambda s: asked.add("reduce") or reducer.fget(s)))
+    build(mode, 0, optimizer="sgd")  # hierarchical's --central_every=2 takes no other
+    offered = {*rules.EVERY_MODE_SEAMS, *modes.BY_NAME[mode].offers} - {"ring"}
+    assert asked == offered
+
+
+@pytest.mark.parametrize("declared", run_check.DECLARATIONS, ids=[d.name for d in run_check.DECLARATIONS])
+def test_every_hook_of_a_declaration_is_offered_by_a_mode_it_applies_to(declared):
+    """Else the hook would never be called: compression's transmit is sync's and async's, its reduce all-reduce's."""
+    offered = {
+        *rules.EVERY_MODE_SEAMS,
+        *(s for m in modes.BY_NAME if m in declared.modes for s in modes.BY_NAME[m].offers),
+    }
+    assert set(declared.hooks) <= offered
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,8 @@ The rules, in the order `compose` applies them:
    owner (`both` says why) is refused to a second, and a seam a declaration closes (`closes`: strict
    determinism's reduction, which does not sum by the ring; a technique that builds the graph itself, for
    the mode's hooks its builder does not call) is refused to every other. The rest chain, in the order of
-   TECHNIQUES. A mode's own seams (`Mode.offers`: all-reduce's reduction and ring) count only in that mode.
+   TECHNIQUES. A seam counts only in a mode that has it: `build` and `wrap` in every mode (modes.build
+   applies them around any builder), the others where the mode's step calls them (`Mode.offers`).
 4. A pair either of whose declarations names the other in `conflicts` is refused, with its reason.
 
 Wrapping order: the graph is built by the technique that builds it (or the mode), then wrapped by
@@ -37,8 +38,8 @@ from typing import ClassVar
 
 from parallel_tf.errors import ConfigError
 
-# The hooks a mode's builder calls (sync: transmit and optimizer; async: all of them), by what each does. A technique
-# that builds the graph itself calls only those it lists in `calls`, and closes the others (rule 3).
+# The hooks a mode's step may call (Mode.offers says which it does), by what each does. A technique that builds the
+# graph itself calls only those it lists in `calls`, and closes the others (rule 3).
 HOOKS_OF_THE_MODE = {
     "transmit": "encode the gradients a worker sends",
     "optimizer": "change how the optimizer applies an update",
@@ -63,7 +64,7 @@ SEAMS = {
     "reduce": "each reduces the gradients its own way, and all-reduce has one reduce hook",
     "ring": "",
 }
-MODE_SEAMS = ("reduce", "ring")  # the seams that count only in a mode that offers them (Mode.offers)
+EVERY_MODE_SEAMS = ("build", "wrap")  # every mode has them: modes.build applies them around any mode's builder
 NO_CLUSTER = "single"  # the mode of the one plain process (modes/single.py)
 
 
@@ -203,7 +204,7 @@ class Mode:
     workers_alone: str = ""  # how its workers exchange with no parameter server; "": they use parameter servers
     flags: tuple = ()  # its cluster-shape flags, defined by its module's define_flags
     lockstep: bool = False  # the data position is the global step, so a run resumes on any worker count
-    offers: tuple = ()  # the MODE_SEAMS its step has (all-reduce: "reduce", "ring")
+    offers: tuple = ()  # the SEAMS its step calls, besides EVERY_MODE_SEAMS: a hook of another seam is never called
     check: Callable[[Values, object], None] | None = None  # its rules of a whole run: ConfigError, one line
     # (hosts_known, source, flag_values) -> None: its rules of how a cluster is laid out on hosts, checked
     # wherever one is (Slurm, the launcher, a TFJob); `source` names it, for the ConfigError
@@ -231,7 +232,7 @@ def compose(declarations, mode, cluster, values, given, defaults, offered=()):
 
     `declarations`: every technique (in wrapping order) and option; `values`: every flag of the run,
     by name; `given`: the names of the flags the user set; `defaults`: every flag's defined default;
-    `offered`: the MODE_SEAMS the mode offers (Mode.offers)."""
+    `offered`: the seams the mode's step calls (Mode.offers)."""
     values = {**values, "mode": mode}
     of_mode = [d for d in declarations if mode in d.modes]
     on, settled = _settle(of_mode, values, cluster, given, defaults)
@@ -302,7 +303,7 @@ def _check_seams(on, values, mode, offered):
     """Rule 3: one owner where a seam takes one, none beside a declaration that closes it; the one that
     closes a seam speaks first."""
     seams = [declaration.seams(mode) for declaration in on]  # (filled, closes) of each, in the order of `on`
-    for seam in (seam for seam in SEAMS if seam not in MODE_SEAMS or seam in offered):
+    for seam in (seam for seam in SEAMS if seam in EVERY_MODE_SEAMS or seam in offered):
         owners = [d for d, (filled, _) in zip(on, seams, strict=True) if seam in filled]
         if SEAMS[seam] and len(owners) > 1:
             _refuse(owners[0], owners[1], SEAMS[seam].format(mode=mode), values)

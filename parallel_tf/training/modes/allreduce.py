@@ -78,7 +78,7 @@ MODE = Mode(
     build=build,
     workers_alone="all-reduce their gradients among themselves",
     lockstep=True,
-    offers=("reduce", "ring"),
+    offers=("optimizer", "reduce", "ring"),
 )
 
 

@@ -130,4 +130,9 @@ def clock(settings):
     return "pushes", pushes
 
 
-MODE = Mode(name="async", build=build, clock=clock)
+MODE = Mode(
+    name="async",
+    build=build,
+    clock=clock,
+    offers=("transmit", "optimizer", "push_learning_rate", "push_gradients", "send_push", "after_push"),
+)

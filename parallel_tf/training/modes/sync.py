@@ -36,7 +36,7 @@ def build(recipe, dataset, settings):
         )
 
 
-MODE = Mode(name="sync", build=build, lockstep=True)
+MODE = Mode(name="sync", build=build, lockstep=True, offers=("transmit", "optimizer"))
 
 
 def _split_over(settings):
