@@ -74,17 +74,44 @@ def _of_mode(mode):
 def test_a_modes_step_calls_the_hooks_of_the_seams_it_offers_and_no_other(mode, monkeypatch):
     """rules.compose counts a seam only in a mode that offers it (Mode.offers, with build and wrap in every mode),
     so a mode that called another seam's hooks would run two owners the rules never refused, and one that offered
-    a seam it never calls would silently drop the technique filling it. Spied as the default run asks for them:
-    techniques.providing for a hook, Settings.reducer for all-reduce's reduce. The ring is filled by options that
-    set values its sums read, not by a hook."""
+    a seam it never calls would silently drop the technique filling it. The ring is filled by options that set
+    values its sums read, not by a hook."""
+    asked = _hooks_asked_for(monkeypatch)
+    build(mode, 0, optimizer="sgd")  # hierarchical's --central_every=2 takes no other
+    assert asked == {*rules.EVERY_MODE_SEAMS, *modes.BY_NAME[mode].offers} - {"ring"}
+
+
+BUILDERS = {  # each technique that builds a mode's graph itself, in each of its modes, with 2 of the 3 workers
+    "backup_workers sync": ("sync", {"replicas_to_aggregate": 2}),
+    "local_sgd sync": ("sync", {"local_steps": 2}),
+    "easgd sync": ("sync", {"easgd_alpha": 0.25, "easgd_period": 2}),
+    "easgd async": ("async", {"easgd_alpha": 0.25, "easgd_period": 2}),
+}
+
+
+@pytest.mark.parametrize("mode, options", BUILDERS.values(), ids=BUILDERS)
+def test_a_technique_that_builds_the_graph_calls_the_mode_hooks_its_declaration_lists(mode, options, monkeypatch):
+    """rules.py closes the mode hooks its `calls` leaves out to every other technique, and lets the rest chain."""
+    asked = _hooks_asked_for(monkeypatch)
+    build(mode, 0, options)
+    builder = run_check.DECLARED_BY[next(iter(options))]
+    assert "build" in asked and asked - set(rules.EVERY_MODE_SEAMS) == set(builder.calls)
+
+
+def test_every_technique_that_builds_a_graph_is_built_here_in_each_of_its_modes():
+    builders = [d for d in run_check.DECLARATIONS if "build" in d.hooks]
+    assert {f"{d.name} {mode}" for d in builders for mode in modes.NAMES if mode in d.modes} == set(BUILDERS)
+
+
+def _hooks_asked_for(monkeypatch):
+    """The hooks a graph's building asks for, as it asks: techniques.providing, and Settings.reducer for
+    all-reduce's reduce."""
     asked = set()
     providing = techniques.providing
     monkeypatch.setattr(techniques, "providing", lambda settings, hook: asked.add(hook) or providing(settings, hook))
     reducer = settings_lib.Settings.reducer
     monkeypatch.setattr(settings_lib.Settings, "reducer", property(lambda s: asked.add("reduce") or reducer.fget(s)))
-    build(mode, 0, optimizer="sgd")  # hierarchical's --central_every=2 takes no other
-    offered = {*rules.EVERY_MODE_SEAMS, *modes.BY_NAME[mode].offers} - {"ring"}
-    assert asked == offered
+    return asked
 
 
 @pytest.mark.parametrize("declared", run_check.DECLARATIONS, ids=[d.name for d in run_check.DECLARATIONS])
