@@ -329,8 +329,9 @@ def test_a_killed_allreduce_worker_is_named_and_the_restart_ends_on_the_uninterr
 def test_backup_workers_finish_without_a_killed_worker_and_count_stale_gradients(procs, tmp_path):
     flags = ["--num_workers=2", "--replicas_to_aggregate=1", "--train_steps=600", "--log_every=10"]
     # The ps gives worker:1 --startup_timeout to come back (the run's end waits for that); the workers wait
-    # as long for the ps to come up. 600 steps: the chief waits for no one, and the kill must land mid-run.
-    run = procs.start(launcher_command(f"--logdir={tmp_path}", *flags, "--startup_timeout=10"))
+    # as long for the ps to come up, forked by the warm server, not loading TensorFlow. 600 steps: the chief
+    # waits for no one, and the kill must land mid-run.
+    run = procs.start(launcher_command(f"--logdir={tmp_path}", *flags, "--startup_timeout=5"))
     run.wait_for_line(r"\[worker:0\] .*step \d+/", timeout=RUN_TIMEOUT)  # steps skipped: 10 may log as 11
     os.kill(run.task_pids["worker:1"], signal.SIGKILL)
     assert run.wait(RUN_TIMEOUT) == 0, run.output
