@@ -6,14 +6,17 @@ is refused; the code fingerprint moves with any change to what the server loaded
 launcher's place says why and exits."""
 
 import contextlib
+import json
 import os
 import shutil
 import signal
 import socket
 import stat
+import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from conftest import RUN_TIMEOUT, launcher_command, read_summary
@@ -92,6 +95,44 @@ def test_the_server_refuses_a_launch_that_would_load_tensorflow_otherwise_naming
     assert warm_server._why_not(ours, {**ours, **launch}) == refusal
 
 
+def test_a_server_whose_loaded_modules_changed_on_disk_refuses_a_launch_naming_one(tmp_path):
+    """A library upgraded under a running server (pip install -U numpy): its forks would run the old one, so even a
+    launch of the server's own identity is refused, told why, and the pipe it passed closed."""
+    library, gone = tmp_path / "library.py", tmp_path / "gone.py"
+    for path in (library, gone):
+        path.write_text("x = 1\n")
+    modules = {"library": SimpleNamespace(__file__=str(library)), "gone": SimpleNamespace(__file__=str(gone))}
+    loaded = warm_server.loaded_files({**modules, "sys": sys})  # a built-in has no file: nothing to watch
+    assert sorted(loaded) == [str(gone), str(library)]
+    ours = {**SERVERS, "environment": {}}
+    request, fds = _asked(ours, loaded)
+    assert request == {"identity": ours} and len(fds) == 1
+    os.close(fds[0])
+    library.write_text("x = 22\n")
+    gone.unlink()
+    assert (
+        _asked(ours, loaded)
+        == f"refused 2 of the files of the modules it loaded changed since, {library} first: restart it"
+    )
+
+
+def _asked(ours, loaded):
+    """What warm_server._served makes of a request of identity `ours` from a server that loaded `loaded`: the
+    request and the fd passed with it, or the line the launcher read."""
+    launcher, server = socket.socketpair()
+    read, write = os.pipe()
+    try:
+        body = json.dumps({"identity": ours}).encode()
+        socket.send_fds(launcher, [warm_client.LENGTH.pack(len(body)) + body], [write])
+        served = warm_server._served(server, ours, loaded)
+        return served or warm_client.read_line(launcher)
+    finally:
+        for end in (launcher, server):
+            end.close()
+        os.close(read)
+        os.close(write)
+
+
 def test_the_variables_compared_are_those_read_as_tensorflow_python_and_their_libraries_load():
     environ = {
         name: "1"
@@ -141,7 +182,7 @@ def test_a_launcher_that_stalls_mid_request_is_dropped_with_the_pipes_it_passed(
     try:
         open_before = set(os.listdir("/proc/self/fd"))
         socket.send_fds(launcher, [warm_client.LENGTH.pack(100) + b"{"], [write])  # 1 byte of 100
-        assert warm_server._served(server, {}) is None
+        assert warm_server._served(server, {}, {}) is None
         assert set(os.listdir("/proc/self/fd")) == open_before  # the passed pipe's copy closed
     finally:
         for end in (launcher, server):

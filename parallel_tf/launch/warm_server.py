@@ -9,7 +9,8 @@ launcher's user and network namespaces (the fence; a fork's child is single-thre
 environment, working directory and output, then forks the tasks and reports them on the launcher's pipe.
 
 It serves only a launch that would load TensorFlow exactly as it did: the same Python, virtualenv and package (its
-files and TensorFlow's unchanged since it loaded them: it would run the old code), the same pins
+files, and those of every module the server loaded, TensorFlow's, numpy's and the rest, unchanged since it loaded
+them: an edit or an upgrade under it, and its forks would run the old code), the same pins
 (--intra_op_threads, --kernels) and the same values of every variable read as TensorFlow, oneDNN, OpenMP or Python
 load (LOAD_TIME); else it says why and the launcher loads TensorFlow in a fork server of its own. The bits are the
 same either way (tests/test_warm_server.py). The launch's child stops when the launcher's connection
@@ -19,6 +20,7 @@ closes (the launcher died, even by SIGKILL), and its tasks with it (fence.die_wi
     PARALLEL_TF_WARM_SERVER="$HOME/.parallel_tf.sock" python -m parallel_tf.launch --num_workers=2
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -63,12 +65,13 @@ def serve_forever(listener, pins):
     ours = identity(os.environ, pins)
     forkserver.load_tensorflow(*pins)
     ours["pins"] = [compat.intra_op_threads(), compat.kernels()]  # what it loaded with: a launch's None is these
+    loaded = loaded_files(sys.modules)
     loading_set = _changed(ours["environment"], load_time_environment(os.environ))  # the pins among them
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # a launch's child is reaped by the kernel
     print(f"warm fork server: TensorFlow loaded; serving launches (pid {os.getpid()})", flush=True)
     while True:
         connection, _ = listener.accept()
-        served = _served(connection, ours)
+        served = _served(connection, ours, loaded)
         if served and os.fork() == 0:
             listener.close()
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -78,14 +81,14 @@ def serve_forever(listener, pins):
             os.close(fd)
 
 
-def _served(connection, ours):
+def _served(connection, ours, loaded):
     """(request, fds) of a launch this server can serve; None where it refused it, saying why, or where the
     launcher went as it asked (the next one is served)."""
     try:
         connection.settimeout(REQUEST_TIMEOUT_SECS)
         request, fds = _receive(connection)
         connection.settimeout(None)
-        why_not = _why_not(ours, request["identity"])
+        why_not = _why_not(ours, request["identity"]) or _changed_on_disk(loaded)
         if not why_not:
             return request, fds
         for fd in fds:
@@ -107,6 +110,37 @@ def _why_not(ours, theirs):
             return f"--{flag}={given}, and the server loaded TensorFlow with {loaded}"
     differ = sorted(_changed(ours["environment"], theirs["environment"]))
     return f"its environment differs in {', '.join(differ)}" if differ else None
+
+
+def loaded_files(modules):
+    """{path: (size, modification time)} of the file of each of `modules` (sys.modules: every module this process
+    loaded) that has one: what its forks run, whatever is on disk by the time they start."""
+    files = {}
+    for module in list(modules.values()):
+        path = getattr(module, "__file__", None)
+        with contextlib.suppress(TypeError, OSError):  # no file (a built-in), or one gone since
+            files[path] = _version(path)
+    return files
+
+
+def _changed_on_disk(loaded):
+    """Why a fork of this server would run other code than a launch loading its own: a file of `loaded`
+    (loaded_files) changed since, as `pip install -U numpy` under a running server changes numpy's; else None."""
+    changed = []
+    for path, seen in loaded.items():
+        try:
+            if _version(path) != seen:
+                changed.append(path)
+        except OSError:
+            changed.append(path)
+    if changed:
+        return f"{len(changed)} of the files of the modules it loaded changed since, {changed[0]} first: restart it"
+    return None
+
+
+def _version(path):
+    found = os.stat(path)
+    return found.st_size, found.st_mtime_ns
 
 
 def _changed(before, after):
