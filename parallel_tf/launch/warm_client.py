@@ -5,8 +5,6 @@ launcher is.
 
 import collections
 import contextlib
-import hashlib
-import importlib.util
 import json
 import os
 import signal
@@ -41,28 +39,15 @@ def load_time_environment(environ):
 
 def identity(environ, pins):
     """What a launch must share with the server to be forked from it: Python and its environment (a virtualenv's
-    own TensorFlow), package, the code of both as it is on disk, pins (intra_op_threads, kernels; None: not
-    given), the variables read as TensorFlow loads."""
-    package = os.path.dirname(os.path.abspath(parallel_tf.__file__))
+    own TensorFlow), package, pins (intra_op_threads, kernels; None: not given), the variables read as TensorFlow
+    loads. That the code on disk is still what it loaded, the server checks itself (warm_server.loaded_files)."""
     return {
         "python": os.path.realpath(sys.executable),
         "prefix": sys.prefix,
-        "package": package,
-        "code": code_fingerprint(package, importlib.util.find_spec("tensorflow").origin),
+        "package": os.path.dirname(os.path.abspath(parallel_tf.__file__)),
         "pins": list(pins),
         "environment": load_time_environment(environ),
     }
-
-
-def code_fingerprint(package, tensorflow_init):
-    """The size and modification time of every .py and .so of `package` (an edit, a pull, a rebuilt kernel) and of
-    TensorFlow's __init__.py (an upgrade), hashed: a server that loaded other code would run it, stale."""
-    files = [os.path.join(folder, name) for folder, _, names in os.walk(package) for name in names]
-    digest = hashlib.sha256()
-    for path in [*sorted(f for f in files if f.endswith((".py", ".so"))), tensorflow_init]:
-        found = os.stat(path)
-        digest.update(f"{path} {found.st_size} {found.st_mtime_ns}\n".encode())
-    return digest.hexdigest()
 
 
 class WarmServerFailed(Exception):

@@ -8,9 +8,9 @@ server forks a child for the launch, which is what the launcher's own fork serve
 launcher's user and network namespaces (the fence; a fork's child is single-threaded, as setns needs), takes its
 environment, working directory and output, then forks the tasks and reports them on the launcher's pipe.
 
-It serves only a launch that would load TensorFlow exactly as it did: the same Python, virtualenv and package (its
-files, and those of every module the server loaded, TensorFlow's, numpy's and the rest, unchanged since it loaded
-them: an edit or an upgrade under it, and its forks would run the old code), the same pins
+It serves only a launch that would load TensorFlow exactly as it did: the same Python, virtualenv and package, the
+files of every module and shared library it loaded (the package's, TensorFlow's, numpy's...) unchanged since it
+loaded them (after an edit, a pull or an upgrade under it, its forks would run the old code), the same pins
 (--intra_op_threads, --kernels) and the same values of every variable read as TensorFlow, oneDNN, OpenMP or Python
 load (LOAD_TIME); else it says why and the launcher loads TensorFlow in a fork server of its own. The bits are the
 same either way (tests/test_warm_server.py). The launch's child stops when the launcher's connection
@@ -20,7 +20,6 @@ closes (the launcher died, even by SIGKILL), and its tasks with it (fence.die_wi
     PARALLEL_TF_WARM_SERVER="$HOME/.parallel_tf.sock" python -m parallel_tf.launch --num_workers=2
 """
 
-import contextlib
 import json
 import os
 import signal
@@ -37,6 +36,7 @@ from parallel_tf.errors import ConfigError
 from parallel_tf.launch import fence, forkserver
 from parallel_tf.launch.warm_client import LENGTH, identity, load_time_environment, peer, say
 
+MAPPED = "/proc/self/maps"  # the files this process has mapped: its shared libraries among them
 MAX_FDS = 256  # a launch passes its stdout, stderr, report pipe and one output pipe a task
 REQUEST_TIMEOUT_SECS = 10  # a launcher that connected and sent nothing by then holds up no other launch
 
@@ -65,7 +65,7 @@ def serve_forever(listener, pins):
     ours = identity(os.environ, pins)
     forkserver.load_tensorflow(*pins)
     ours["pins"] = [compat.intra_op_threads(), compat.kernels()]  # what it loaded with: a launch's None is these
-    loaded = loaded_files(sys.modules)
+    loaded = loaded_files(sys.modules, MAPPED)
     loading_set = _changed(ours["environment"], load_time_environment(os.environ))  # the pins among them
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # a launch's child is reaped by the kernel
     print(f"warm fork server: TensorFlow loaded; serving launches (pid {os.getpid()})", flush=True)
@@ -103,8 +103,6 @@ def _why_not(ours, theirs):
     for key in ("python", "prefix", "package"):
         if ours[key] != theirs[key]:
             return f"its {key} is {theirs[key]}, the server's {ours[key]}"
-    if ours["code"] != theirs["code"]:
-        return "the package's or TensorFlow's files changed since the server loaded them: restart it"
     for flag, loaded, given in zip(("intra_op_threads", "kernels"), ours["pins"], theirs["pins"], strict=True):
         if given is not None and given != loaded:
             return f"--{flag}={given}, and the server loaded TensorFlow with {loaded}"
@@ -112,34 +110,32 @@ def _why_not(ours, theirs):
     return f"its environment differs in {', '.join(differ)}" if differ else None
 
 
-def loaded_files(modules):
+def loaded_files(modules, mapped):
     """{path: (size, modification time)} of the file of each of `modules` (sys.modules: every module this process
-    loaded) that has one: what its forks run, whatever is on disk by the time they start."""
-    files = {}
-    for module in list(modules.values()):
-        path = getattr(module, "__file__", None)
-        with contextlib.suppress(TypeError, OSError):  # no file (a built-in), or one gone since
-            files[path] = _version(path)
-    return files
+    imported) and of each file `mapped` lists (/proc/self/maps: the shared libraries it loaded, TensorFlow's
+    included): what its forks run, whatever is on disk by the time they start."""
+    with open(mapped) as maps:
+        libraries = {line.split(None, 5)[5].strip() for line in maps if " /" in line}
+    imported = {module.__file__ for module in list(modules.values()) if getattr(module, "__file__", None)}
+    versions = {path: _version(path) for path in imported | libraries}
+    return {path: version for path, version in versions.items() if version}  # not a deleted library's
 
 
 def _changed_on_disk(loaded):
-    """Why a fork of this server would run other code than a launch loading its own: a file of `loaded`
+    """Why a fork of this server would run other code than a launch loading its own: files of `loaded`
     (loaded_files) changed since, as `pip install -U numpy` under a running server changes numpy's; else None."""
-    changed = []
-    for path, seen in loaded.items():
-        try:
-            if _version(path) != seen:
-                changed.append(path)
-        except OSError:
-            changed.append(path)
+    changed = sorted(path for path, seen in loaded.items() if _version(path) != seen)
     if changed:
-        return f"{len(changed)} of the files of the modules it loaded changed since, {changed[0]} first: restart it"
+        return f"{len(changed)} of the files it loaded code from changed since ({changed[0]} among them): restart it"
     return None
 
 
 def _version(path):
-    found = os.stat(path)
+    """(size, modification time) of the file at `path`; None where there is none."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
     return found.st_size, found.st_mtime_ns
 
 
