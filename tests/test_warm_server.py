@@ -247,6 +247,45 @@ def test_a_child_that_cannot_take_the_launchers_place_says_why_and_exits(tmp_pat
     assert os.waitstatus_to_exitcode(status) == 1
 
 
+@pytest.mark.parametrize("forking", ["fails", "is killed"])
+def test_a_launch_server_that_fails_to_fork_its_tasks_exits_1_with_the_traceback_as_the_launchers_own_would(
+    forking, monkeypatch
+):
+    """Its exit code reaches the launcher as it said it (an own fork server's would be its process's: 1 for an
+    exception); one killed says nothing, and reads as -SIGKILL."""
+
+    def fork_tasks(served):
+        if forking == "is killed":
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(warm_server.forkserver, "fork_tasks", fork_tasks)
+    launcher, child_end = socket.socketpair()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            launcher.close()
+            with open(write, "w", buffering=1) as sys.stderr:  # the launcher's, written through as the child's is
+                warm_server._run_launch({}, child_end)
+        finally:
+            os._exit(3)
+    child_end.close()
+    os.close(write)
+    launched = warm_client.LaunchServer(pid, launcher)
+    try:
+        code = launched.wait(RUN_TIMEOUT)
+        with os.fdopen(read) as stderr:
+            printed = stderr.read()
+    finally:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    if forking == "fails":
+        assert (code, printed.splitlines()[-1]) == (1, "BlockingIOError: [Errno 11] Resource temporarily unavailable")
+    else:
+        assert (code, printed) == (-signal.SIGKILL, "")
+
+
 def test_a_launcher_refuses_a_server_of_another_user():
     """A socket another user listens on (one a world-writable folder let them put at the path): this launch's tasks
     would run as them, with its environment."""

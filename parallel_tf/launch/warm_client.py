@@ -75,7 +75,8 @@ class LaunchServer:
                 signal.pidfd_send_signal(self._pidfd, signum)
 
     def wait(self, timeout=None):
-        """Its exit code once its end of the connection closes: 0 where it said so as it exited, else killed."""
+        """Its exit code once its end of the connection closes: the one it said as it exited; where it said none,
+        it was killed, and -SIGKILL stands for the signal, which only the warm server that reaped it saw."""
         if self.returncode is not None:
             return self.returncode
         self._connection.settimeout(timeout)
@@ -85,7 +86,8 @@ class LaunchServer:
                 said += chunk
         except TimeoutError:
             raise subprocess.TimeoutExpired("the warm fork server's child", timeout) from None
-        self.returncode = 0 if said.decode().split() == ["exited", "0"] else -signal.SIGKILL
+        words = said.decode().split()
+        self.returncode = int(words[1]) if words[:1] == ["exited"] else -signal.SIGKILL
         self._connection.close()
         os.close(self._pidfd)
         return self.returncode

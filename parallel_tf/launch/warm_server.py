@@ -27,6 +27,7 @@ import socket
 import stat
 import sys
 import threading
+import traceback
 
 from absl import flags
 
@@ -236,9 +237,20 @@ def main(argv):
         exit_config_error(str(e))
     except OSError as e:
         exit_config_error(f"--socket={values.socket}: {e.strerror}")
-    served, connection = serve_forever(listener, (values.intra_op_threads, values.kernels))
-    task = forkserver.fork_tasks(served)
-    if task:  # a task: its recipe, the connection's fd closed as the task started (fork_tasks)
+    _run_launch(*serve_forever(listener, (values.intra_op_threads, values.kernels)))
+
+
+def _run_launch(served, connection):
+    """In a launch's child: its tasks forked and reported as they exit, then its own exit said to the launcher, as
+    a fork server's exit code: 0, or 1 where forking failed (its traceback on the launcher's stderr). In a task:
+    the task's recipe, the connection's fd closed as the task started (fork_tasks)."""
+    try:
+        task = forkserver.fork_tasks(served)
+    except Exception:
+        traceback.print_exc()
+        say(connection, "exited 1")
+        os._exit(1)
+    if task:
         connection.detach()
         forkserver.run_task(task)
         return
