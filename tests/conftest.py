@@ -76,8 +76,10 @@ def warm_server(tensorflow_imported):
 
 @pytest.fixture
 def from_the_warm_server(warm_server, monkeypatch):
-    """The test's launches fork their tasks from the session's warm server: one TensorFlow load for them all."""
+    """The test's launches fork their tasks from the session's warm server (its socket's path): one TensorFlow load
+    for them all."""
     monkeypatch.setenv(warm_client.SOCKET_VARIABLE, warm_server)
+    return warm_server
 
 
 # Set once, on purpose, by a first import: parallel_tf.compat's (quiet logs, the same CPU kernels),

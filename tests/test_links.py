@@ -64,15 +64,20 @@ def test_a_link_carries_a_stream_at_its_rate():
     assert 90 <= _transfer_mbit("100mbit") <= 102
 
 
-def test_a_step_on_a_slow_link_is_slowed_by_what_the_model_says_and_the_summary_names_the_link(tmp_path):
+def test_a_step_on_a_slow_link_is_slowed_by_what_the_model_says_and_the_summary_names_the_link(
+    tmp_path, from_the_warm_server
+):
     """Sync, 1 worker, 10 Mbit/s: the ps sends the MLP's 38 KB of parameters to the worker and takes its
-    38 KB gradient back each step, 64 ms at 10 Mbit/s; the step costs that plus an unshaped step's few ms."""
+    38 KB gradient back each step, 64 ms at 10 Mbit/s; the step costs that plus an unshaped step's few ms. Its
+    tasks are forked by the session's warm server, whose child joins the launcher's namespaces and forks each into
+    its shaped host's."""
     logdir = tmp_path / "run"
     command = launcher_command("--link_rate=10mbit", "--num_workers=1", "--train_steps=20", f"--logdir={logdir}")
     done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO)
     if "private network" in done.stderr and done.returncode == 2:
         pytest.skip(done.stderr.strip())
     assert done.returncode == 0, done.stdout + done.stderr
+    assert f"of the warm server at {from_the_warm_server}" in done.stdout + done.stderr
     summary = json.loads((logdir / "summary.json").read_text())
     assert summary["declared"]["link"] == {"link_rate": "10mbit", "bits_per_second": 1e7, "link_delay_ms": 0.0}
     sent, received = summary["bytes_sent_per_step"], summary["bytes_received_per_step"]
