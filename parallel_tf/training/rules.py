@@ -204,7 +204,9 @@ class Mode:
     workers_alone: str = ""  # how its workers exchange with no parameter server; "": they use parameter servers
     flags: tuple = ()  # its cluster-shape flags, defined by its module's define_flags
     lockstep: bool = False  # the data position is the global step, so a run resumes on any worker count
-    offers: tuple = ()  # the SEAMS its step calls, besides EVERY_MODE_SEAMS: a hook of another seam is never called
+    # The SEAMS its step has besides EVERY_MODE_SEAMS: the hooks it calls, and all-reduce's ring, whose options set
+    # values its sums read. A hook of any other seam would never be called in it, so it owns nothing there.
+    offers: tuple = ()
     check: Callable[[Values, object], None] | None = None  # its rules of a whole run: ConfigError, one line
     # (hosts_known, source, flag_values) -> None: its rules of how a cluster is laid out on hosts, checked
     # wherever one is (Slurm, the launcher, a TFJob); `source` names it, for the ConfigError
