@@ -235,6 +235,7 @@ TECHNIQUE_LOOPS = {  # (mode, workers, flags, an observable of the technique's t
     "async 1-softsync": ("async", 1, {"softsync": 1}, "softsync_pushes"),
     "async DC-ASGD": ("async", 1, {"delay_compensation": 0.04}, "compensated_pushes"),
     "async DC-ASGD-a": ("async", 1, {"adaptive_delay_compensation": 0.04}, "compensated_pushes"),
+    "async SSP": ("async", 1, {"max_staleness": 0}, None),  # alone, its clock and gates: two, test_ssp_... below
 }
 # The chief's thread applies softsync's updates as pushes come, so whether a fetch sees the last one is timing's,
 # at one step a run too (two runs of it end on two hashes): its loop is held to the counts, not the bits.
@@ -245,8 +246,8 @@ BITS_OF_TIMING = {"async 1-softsync"}
 def test_a_technique_in_the_default_loop_trains_what_one_step_a_run_trains(tmp_path, case):
     """Left to the automatic k, a run with a technique whose step is a graph trains 10 steps a session run
     (3 runs for 30 steps; PowerSGD's phases end a run at its start step: 0-9, 10-14, 15-19, 20-29; async's
-    first fetch is a run of its own) and ends on the bits, losses and counters of --steps_per_run=1 (softsync's:
-    its counters, BITS_OF_TIMING)."""
+    first fetch is a run of its own, and SSP's first gate before it) and ends on the bits, losses and counters
+    of --steps_per_run=1 (softsync's: its counters, BITS_OF_TIMING)."""
     mode, workers, flags, observable = TECHNIQUE_LOOPS[case]
     loop = {**FLAGS, "log_every": 10, "checkpoint_every": 0, "num_workers": workers, **flags}
     looped = train(MLP, DIGITS, tmp_path / "looped", mode, **loop)
@@ -256,13 +257,23 @@ def test_a_technique_in_the_default_loop_trains_what_one_step_a_run_trains(tmp_p
         assert [(m["step"], m["loss"]) for m in looped["metrics"]] == [
             (m["step"], m["loss"]) for m in stepped["metrics"]
         ]
-    runs = {"sync": 3, "allreduce": 4 if "powersgd_rank" in flags else 3, "async": 1 + 3}[mode]
-    first_fetch = mode == "async"
-    assert (looped["summary"]["session_runs"], stepped["summary"]["session_runs"]) == (runs, 30 + first_fetch)
+    before = (mode == "async") + ("max_staleness" in flags)  # async's first fetch, and SSP's first gate before it
+    runs = {"sync": 3, "allreduce": 4 if "powersgd_rank" in flags else 3, "async": 3}[mode]
+    assert (looped["summary"]["session_runs"], stepped["summary"]["session_runs"]) == (before + runs, before + 30)
     assert "one_step_a_run" not in looped["summary"]
     if observable:
         assert looped["summary"][observable] == stepped["summary"][observable]
         assert looped["summary"][observable]
+
+
+def test_ssp_gates_each_step_of_two_workers_inside_the_loop_and_ends(tmp_path):
+    """Two workers in lockstep (s = 0) at 10 steps a run: each step, once its push is sent, tells the other its
+    clock and takes the other's token for the next step before its fetch, so neither starts a step ahead
+    (largest_clock_gap 0) and both end. Every push lands, whatever their order."""
+    flags = {**FLAGS, "log_every": 10, "checkpoint_every": 0, "num_workers": 2, "max_staleness": 0}
+    summary = train(MLP, DIGITS, tmp_path, "async", **flags)["summary"]
+    assert (summary["session_runs"], summary["largest_clock_gap"]) == (2 + 3, 0)  # the first gate, the first fetch
+    assert summary["updates_by_worker"] == [30, 30] and summary["global_step"] == 60
 
 
 def test_no_mode_names_the_steps_a_run():

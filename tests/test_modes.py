@@ -162,6 +162,33 @@ def test_allreduce_keeps_every_variable_on_the_workers_gpu_and_talks_through_one
     assert len(set(keys)) == len(keys)  # each its own instance, numbered alike on every worker
 
 
+def test_an_ssp_workers_fetch_at_the_end_of_a_step_reads_after_the_next_steps_gate():
+    """SSP's promise is about reads: with --prefetch the fetch for step c + 1 ends step c's run, so it must wait
+    for the gate that step c's push opens (after_push), not only for the push. The process's first fetch is a
+    run of its own, after its first gate's (a run before it: test_loops.py counts it)."""
+    graph, _ = build("async", 0, {"max_staleness": 0})
+    gates = [op for op in graph.get_operations() if op.type == "ScatterMax"]  # the largest gap, at each gate
+    fetches = [
+        op
+        for op in graph.get_operations()
+        if op.type == "Assign" and op.inputs[0].op.name == "read_step" and op.inputs[1].op.type != "Const"
+    ]
+    assert len(gates) == len(fetches) == 2
+    assert sorted(len(_ancestors(fetch) & set(gates)) for fetch in fetches) == [0, 1]
+
+
+def _ancestors(op):
+    """Every op `op` waits for, through its inputs and control inputs."""
+    seen, stack = set(), [op]
+    while stack:
+        later = stack.pop()
+        for before in (*(tensor.op for tensor in later.inputs), *later.control_inputs):
+            if before not in seen:
+                seen.add(before)
+                stack.append(before)
+    return seen
+
+
 def test_async_workers_compute_on_a_local_copy():
     graph, built = build("async", task_index=2)
     copies = graph.get_collection(tf.GraphKeys.LOCAL_VARIABLES)

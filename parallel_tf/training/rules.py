@@ -46,7 +46,7 @@ HOOKS_OF_THE_MODE = {
     "push_learning_rate": "set each push's learning rate",
     "push_gradients": "change what a push applies",
     "send_push": "change how a push reaches the parameters",
-    "after_push": "mark a worker's own push as already in its copy",
+    "after_push": "act on a worker's push once it is sent",
 }
 # A declaration's hooks: functions of its module named after the seam each fills. A technique may have any; an
 # option, only all-reduce's "reduce" (the mode hooks, `build` and `wrap` are applied from the techniques alone).

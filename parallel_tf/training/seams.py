@@ -63,7 +63,8 @@ class SendPush(Protocol):
 
 
 class AfterPush(Protocol):
-    """Async: the ops a push runs once sent, where the technique changes what the worker's copy reflects."""
+    """Async: the ops a push runs once sent, before any fetch after it reads: local updates count the worker's own
+    push as in its copy; SSP tells the worker's clock and gates its next step."""
 
     def __call__(self, settings: Settings, read_step) -> list: ...
 

@@ -27,7 +27,7 @@ def stepwise(model, settings, gradients, pushes):
     report = own_report(settings.task_index, model.loss)
     by_push = {True: StepReport(**report, train=pushed), False: StepReport(**report, train=tf.group(*accumulate))}
     fetching = {  # after the push is applied, on the parameter servers: no edge back first
-        True: StepReport(**report, train=tf.group(pushed, pushes.fetch_after([pushes.send.op]))),
+        True: StepReport(**report, train=tf.group(pushed, pushes.fetch_after([pushes.sent]))),
         False: StepReport(**report, train=pushes.fetch_after(accumulate)),
     }
     fetch = pushes.fetch_after([])

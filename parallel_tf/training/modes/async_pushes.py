@@ -10,8 +10,10 @@ from parallel_tf.training import techniques
 class Pushes:
     """Made once a worker, in the graph's device scope: the global step, the pushes each worker made, the
     staleness histogram, and on the worker its gradient sum and `read_step`, the global step its copies reflect.
-    A worker builds its push once (in a loop of steps, once inside it); `send` and `on_fetch` are then its
-    push's: the Send with its chief's hooks, and the ops its fetches run besides refreshing the copies."""
+    A worker builds its push once (in a loop of steps, once inside it); `send`, `sent` and `on_fetch` are then its
+    push's: the Send with its chief's hooks, the op a fetch after the push waits for (the send, and what the
+    techniques do once it is sent: SSP's gate of the next step), and the ops its fetches run besides refreshing
+    the copies."""
 
     def __init__(self, settings, pairs, on_worker):
         self.settings, self.pairs, self.on_worker = settings, pairs, on_worker
@@ -24,6 +26,7 @@ class Pushes:
             self.gradient_sum = GradientSum(self.copies, LOCAL, "gradient_sum")
 
     send = None
+    sent = None
     on_fetch = None
 
     def push(self, gradients, copy_reflects):
@@ -45,7 +48,7 @@ class Pushes:
         with tf.control_dependencies([send.op]):
             marked = techniques.after_push(settings, self.read_step)
         sent = tf.group(send.op, *marked) if marked else send.op
-        self.send, self.on_fetch = send, on_fetch
+        self.send, self.sent, self.on_fetch = send, sent, on_fetch
         return accumulate, self.gradient_sum.push(sent, self.updates, settings.task_index)
 
     def fetch_after(self, after):

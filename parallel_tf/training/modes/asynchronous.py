@@ -11,8 +11,9 @@ step always fetches, so a resumed worker never computes on a copy it has not rea
 that step's push is applied on the parameter servers, so a step is one run instead of two (each
 run costs rounds of RPCs). The worker reads the same parameters it would have read at the start
 of its next step, but for the other workers' pushes applied in between: a few milliseconds of
-Python between two runs, or a straggler's pause, which is why stragglers, SSP's gate and local
-updates (which write the copy in the step's run) keep the fetch at the step's start.
+Python between two runs, or a straggler's pause, which is why stragglers and local updates (which write
+the copy in the step's run) keep the fetch at the step's start. SSP's gate of a step comes after the push
+of the step before (a technique's after_push), and the fetch after it, wherever the fetch is.
 
 A push's staleness σ is the updates applied (the global step) minus those the worker's copy
 reflects: the global step at its fetch, plus its own pushes where a technique keeps them in the
@@ -105,7 +106,7 @@ def _one_kind_of_step(recipe, model, settings, pushes):
         servers: no edge back first); the worker's index and loss once both are done."""
         gradients = _gradients(on_step.loss, on_step.reads.of(pushes.copies))
         _, pushed = pushes.push(gradients, pushes.read_step.read_value())  # as the last fetch noted
-        with tf.control_dependencies([pushed, pushes.fetch_after([pushes.send.op])]):
+        with tf.control_dependencies([pushed, pushes.fetch_after([pushes.sent])]):
             return own_report(settings.task_index, on_step.loss)
 
     steps = driver.drive(settings, recipe, model, [driver.Phase(0, step)], lambda: StepReads(copy_of))
