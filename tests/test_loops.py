@@ -209,6 +209,7 @@ def test_left_unset_the_steps_a_run_are_automatic_where_a_loop_composes_and_one_
     assert "steps_per_run" in _settings().options_on
     assert _settings(log_every=15).options.steps_per_run == 5
     assert _settings(clip_norm=1.0).options.steps_per_run == 10
+    assert _settings("async", max_staleness=0).options.steps_per_run == 10  # SSP's gates ride in the steps
     backup = _settings(replicas_to_aggregate=1)
     assert backup.options.steps_per_run == 1
     assert backup.one_step_a_run.startswith("--replicas_to_aggregate=1 does not go with --steps_per_run=10: the chief")
