@@ -10,11 +10,15 @@ import sys
 import pytest
 from conftest import REPO, launcher_command, peers_command
 
+from parallel_tf.launch import hosts
 from parallel_tf.tools import bench
 from parallel_tf.tools.network_model import network_ms
 
 pytestmark = pytest.mark.cluster
 TIMEOUT = 120
+# What a step at 10 Mbit/s may take less than the network model says: each direction's token bucket refills while
+# the worker computes, and a burst (launch/hosts.py: 3000 bytes at this rate) then passes at once, 2.4 ms a direction
+BURSTS_MS = 2 * hosts.MIN_BURST_BYTES * 8 / 1e7 * 1000
 
 # A TCP stream of 0.3 s at the rate given (slow start's share small) from host 0 to host 1 on simulated hosts
 # shaped at that rate: its Mbit/s, or SKIP and the reason.
@@ -68,9 +72,9 @@ def test_a_step_on_a_slow_link_is_slowed_by_what_the_model_says_and_the_summary_
     tmp_path, from_the_warm_server
 ):
     """Sync, 1 worker, 10 Mbit/s: the ps sends the MLP's 38 KB of parameters to the worker and takes its
-    38 KB gradient back each step, 64 ms at 10 Mbit/s; the step costs that plus an unshaped step's few ms. Its
-    tasks are forked by the session's warm server, whose child joins the launcher's namespaces and forks each into
-    its shaped host's."""
+    38 KB gradient back each step, 64 ms at 10 Mbit/s; the step costs that plus an unshaped step's few ms, less
+    the buckets' bursts (BURSTS_MS: 64.14 ms was measured once against the model's 64.32). Its tasks are forked by
+    the session's warm server, whose child joins the launcher's namespaces and forks each into its shaped host's."""
     logdir = tmp_path / "run"
     command = launcher_command("--link_rate=10mbit", "--num_workers=1", "--train_steps=20", f"--logdir={logdir}")
     done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO)
@@ -83,7 +87,7 @@ def test_a_step_on_a_slow_link_is_slowed_by_what_the_model_says_and_the_summary_
     sent, received = summary["bytes_sent_per_step"], summary["bytes_received_per_step"]
     network = network_ms("sync", 1, 1, sent, received, 1e7)
     assert 60 < network < 70
-    assert network <= summary["ms_per_step"] <= network + 25
+    assert network - BURSTS_MS <= summary["ms_per_step"] <= network + 25
     # After its first step the chief says what the link makes of a step at least: its busier direction's
     # bytes, the 38,440 of parameters and its report's 8 (its index and loss), at the raw 10 Mbit/s, 30.8 ms
     # (38448 · 8 / 10⁷ s), 615 ms for the 20 steps: a rate far too slow for a run is said, not sat through.
@@ -129,4 +133,4 @@ def test_a_peer_runs_on_the_same_link_and_is_slowed_as_a_ring_is(tmp_path):
     gradient_bytes = 4 * (64 * 128 + 128 + 128 * 10 + 10)  # the MLP's float32 parameters
     network = network_ms("allreduce", 2, 0, gradient_bytes, gradient_bytes, 1e7)
     assert 30 < network < 33
-    assert network <= bench.steady_ms_per_step(logdir) <= network + 25
+    assert network - BURSTS_MS <= bench.steady_ms_per_step(logdir) <= network + 25
