@@ -100,6 +100,15 @@ SYSTEMS = {
     "async_staleness_aware_step": System(
         "async, staleness-aware, a run a step", "async", mode="async", flags=("--staleness_aware",), steps_per_run=1
     ),
+    "async_ssp": System("async, SSP (s = 1)", "async", mode="async", flags=("--max_staleness=1",), min_workers=2),
+    "async_ssp_step": System(
+        "async, SSP (s = 1), a run a step",
+        "async",
+        mode="async",
+        flags=("--max_staleness=1",),
+        min_workers=2,
+        steps_per_run=1,
+    ),
     "hierarchical": System("hierarchical, 2 groups", "async", mode="hierarchical", min_workers=2),
     "mirrored": System("MultiWorkerMirroredStrategy (TensorFlow's defaults)", "sync", strategy="mirrored"),
     "mirrored_ours": System(
@@ -128,6 +137,8 @@ TECHNIQUES_IN_THE_LOOP = (
     "allreduce_powersgd1_step",
     "async_staleness_aware",
     "async_staleness_aware_step",
+    "async_ssp",
+    "async_ssp_step",
 )
 # The rows of BENCHMARKS.md's "Starting the tasks" beside the default sync's: each task a process that loads
 # TensorFlow itself (launch/forkserver.py), and the tasks forked by a warm server that loaded it before the run
