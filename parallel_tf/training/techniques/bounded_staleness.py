@@ -8,11 +8,11 @@ servers holds one token per step j has finished, put there as j's push of that s
 step c > s, worker i takes one token from each other worker's queue to it (its (c − s)-th), which blocks
 until that worker has finished c − s steps. That gate is part of step c − 1, after its push and before
 anything reads for step c (--prefetch's fetch at the step's end, or step c's own), so it runs inside a loop
-of steps (--steps_per_run) as it does a run a step. Each worker's clock
-(steps finished) is a vector on the parameter servers, and the largest gap between a worker passing a gate
-and the slowest clock is logged as `largest_clock_gap` (each worker keeps its own largest, the summary says
-the largest of them). A process's first step is gated in a run of its own: a resumed worker puts one token
-for each step it had finished, and takes as many as its starting step needs, so the count carries over.
+of steps (--steps_per_run) as it does a run a step. Each worker's clock (steps finished) is a vector on the
+parameter servers, and the largest gap between a worker passing a gate and the slowest clock is logged as
+`largest_clock_gap` (each worker keeps its own largest, the summary says the largest of them). A process's
+first step is gated in a run of its own: a resumed worker puts one token for each step it had finished, and
+takes as many as its starting step needs, so the count carries over.
 
 A clock counts steps, so every step must push and fetch (--push_every=1 --fetch_every=1): SSP's
 promise is about reads, that a worker at clock c sees every update of clocks before c - s, and an
