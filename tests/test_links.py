@@ -18,7 +18,7 @@ pytestmark = pytest.mark.cluster
 TIMEOUT = 120
 # What a step at 10 Mbit/s may take less than the network model says: each direction's token bucket refills while
 # the worker computes, and a burst (launch/hosts.py: 3000 bytes at this rate) then passes at once, 2.4 ms a direction
-BURSTS_MS = 2 * hosts.MIN_BURST_BYTES * 8 / 1e7 * 1000
+BURSTS_MS = 2 * hosts.Link("10mbit").burst_bytes * 8 / 1e7 * 1000
 
 # A TCP stream of 0.3 s at the rate given (slow start's share small) from host 0 to host 1 on simulated hosts
 # shaped at that rate: its Mbit/s, or SKIP and the reason.

@@ -60,11 +60,15 @@ class Link:
     def bits_per_second(self):
         return bits_per_second(self.rate)
 
+    @property
+    def burst_bytes(self):
+        """What its token bucket holds: sent at once after the link idled, then paced at the rate."""
+        return max(MIN_BURST_BYTES, int(self.bits_per_second * BURST_SECONDS / 8))
+
     def qdisc_commands(self, device, delayed):
         """The tc commands that shape what `device` sends; `delayed`: it adds the delay too (a host's own
         interface: a message crosses the sender's and the receiver's end, and is delayed once)."""
-        burst = max(MIN_BURST_BYTES, int(self.bits_per_second * BURST_SECONDS / 8))
-        bucket = ["tbf", "rate", self.rate, "burst", str(burst), "latency", QUEUE]
+        bucket = ["tbf", "rate", self.rate, "burst", str(self.burst_bytes), "latency", QUEUE]
         if not (self.delay_ms and delayed):
             return [["tc", "qdisc", "add", "dev", device, "root", *bucket]]
         return [
