@@ -128,13 +128,20 @@ def test_a_server_whose_code_changed_on_disk_refuses_a_launch_naming_a_file(tmp_
 def _asked(ours, loaded):
     """What warm_server._served makes of a request of identity `ours` from a server that loaded `loaded`: the
     request and the fd passed with it, or the line the launcher read."""
+    with _connected() as (launcher, server, write):
+        body = json.dumps({"identity": ours}).encode()
+        socket.send_fds(launcher, [warm_client.LENGTH.pack(len(body)) + body], [write])
+        return warm_server._served(server, ours, loaded) or warm_client.read_line(launcher)
+
+
+@contextlib.contextmanager
+def _connected():
+    """A launcher's and a server's ends of one connection, and a pipe's write end to pass over it; all closed
+    after."""
     launcher, server = socket.socketpair()
     read, write = os.pipe()
     try:
-        body = json.dumps({"identity": ours}).encode()
-        socket.send_fds(launcher, [warm_client.LENGTH.pack(len(body)) + body], [write])
-        served = warm_server._served(server, ours, loaded)
-        return served or warm_client.read_line(launcher)
+        yield launcher, server, write
     finally:
         for end in (launcher, server):
             end.close()
@@ -186,18 +193,11 @@ def test_the_socket_is_its_owners_alone(tmp_path):
 def test_a_launcher_that_stalls_mid_request_is_dropped_with_the_pipes_it_passed(monkeypatch):
     """One launcher that connects and stops part way holds up the server no longer than REQUEST_TIMEOUT_SECS."""
     monkeypatch.setattr(warm_server, "REQUEST_TIMEOUT_SECS", 0.2)
-    launcher, server = socket.socketpair()
-    read, write = os.pipe()
-    try:
+    with _connected() as (launcher, server, write):
         open_before = set(os.listdir("/proc/self/fd"))
         socket.send_fds(launcher, [warm_client.LENGTH.pack(100) + b"{"], [write])  # 1 byte of 100
         assert warm_server._served(server, {}, {}) is None
         assert set(os.listdir("/proc/self/fd")) == open_before  # the passed pipe's copy closed
-    finally:
-        for end in (launcher, server):
-            end.close()
-        os.close(read)
-        os.close(write)
 
 
 def test_a_server_that_does_not_answer_leaves_the_launch_to_load_its_own(tmp_path, monkeypatch):
