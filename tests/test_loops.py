@@ -1,5 +1,5 @@
 """--steps_per_run=k: k steps of the one process, ordered sync, all-reduce or async in one session run
-(training/driver.py) train the parameters that k runs of one step train, bit for bit, and log, checkpoint and
+(train_graph.drive) train the parameters that k runs of one step train, bit for bit, and log, checkpoint and
 count bytes as those do; what a loop cannot hold is refused with one line; left unset, k is the most, up
 to 10, that ends a run at each boundary the trainer acts at."""
 
@@ -279,7 +279,7 @@ def test_ssp_gates_each_step_of_two_workers_inside_the_loop_and_ends(tmp_path):
 
 def test_no_mode_names_the_steps_a_run():
     """A mode says how one step is built; how many run in one session run is the driver's, read from the run's
-    settings (driver.drive), so no mode module branches on k or passes it on."""
+    settings (train_graph.drive), so no mode module branches on k or passes it on."""
     named = [path.name for path in Path(modes.__file__).parent.glob("*.py") if "steps_per_run" in path.read_text()]
     assert not named, named
 

@@ -42,7 +42,7 @@ def shared_queue(name, device, dtypes, shapes):
 def constant_at(value, device):
     """A constant made where the queue op that takes it runs, and before any control dependency: made
     inside one, on the worker, it would cost a round trip (server to worker and back) in each step.
-    In a loop of steps (training/driver.py) it is made outside the loop as well, and entered into it by an
+    In a loop of steps (train_graph.drive) it is made outside the loop as well, and entered into it by an
     op made where the queue ops that take it are made: on `device` too."""
     with tf.control_dependencies(None), tf.device(device):
         return tf.constant(value, tf.int32)
@@ -50,7 +50,7 @@ def constant_at(value, device):
 
 def taken(queue, count, number):
     """`number` items taken from `queue` (`count`, the same as a tensor made where the queue is), their
-    shapes known: a count that enters a loop (training/driver.py) is no constant to infer them from."""
+    shapes known: a count that enters a loop (train_graph.drive) is no constant to infer them from."""
     items = queue.dequeue_many(count)
     for item in items:
         item.set_shape([number])

@@ -37,7 +37,7 @@ class Schedule:
         """The rate at `step` (an integer tensor, or the variable holding it), computed next to it: a plain float
         when it is constant, so a run without a schedule builds the graph it always did. A variable is read
         with read_value(), where the rate is made: its ordinary read is a snapshot made once, outside any loop
-        of steps (training/driver.py), which would give every step of a loop the rate of the run's first."""
+        of steps (train_graph.drive), which would give every step of a loop the rate of the run's first."""
         if self.is_constant:
             return self.base
         with tf.colocate_with(step):  # where the step lives and updates are applied: no step crosses to compute it

@@ -46,7 +46,7 @@ class ModelGraph:
 
 
 class StepReads:
-    """The reads of a step that may run inside a loop of steps (training/driver.py): a custom getter (model_on's)
+    """The reads of a step that may run inside a loop of steps (train_graph.drive): a custom getter (model_on's)
     that answers each variable with one `read_value()`, made where the step first asks for it. A variable's
     ordinary read is a snapshot made once, outside the loop, which would train on stale values without an
     error; inside a loop's step, this is that step's read, after the previous step's update (a worker's own

@@ -19,9 +19,9 @@ from parallel_tf.graph import worker_state
 from parallel_tf.graph.collectives import Collectives, Ring
 from parallel_tf.graph.devices import worker_device
 from parallel_tf.graph.model import StepReads, build_model
-from parallel_tf.training import driver, techniques
+from parallel_tf.training import techniques
 from parallel_tf.training.rules import Mode
-from parallel_tf.training.train_graph import StepReport, TrainGraph, microbatch_passes
+from parallel_tf.training.train_graph import Phase, StepReport, TrainGraph, drive, microbatch_passes
 
 
 def build(recipe, dataset, settings):
@@ -49,9 +49,9 @@ def build(recipe, dataset, settings):
                 with tf.control_dependencies([train_op]):
                     return StepReport(workers=tf.range(num_workers), losses=tf.identity(reduction.losses))
 
-            return driver.Phase(reducing.first, step)
+            return Phase(reducing.first, step)
 
-        steps = driver.drive(settings, recipe, model, [applying(r) for r in reducings], StepReads)
+        steps = drive(settings, recipe, model, [applying(r) for r in reducings], StepReads)
         stash = worker_state.gathered(collectives, worker_device(task_index, settings.num_gpus))
         broadcast = collectives.broadcast(tf.global_variables())  # the optimizer's slots too: made by apply
         fingerprint = tf.placeholder(tf.int32, [1, FINGERPRINT_INTS], name="params_fingerprint")

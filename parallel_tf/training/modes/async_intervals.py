@@ -7,13 +7,12 @@ import dataclasses
 
 from parallel_tf.compat import tf
 from parallel_tf.graph.exchange_steps import fetches_before, sends_after
-from parallel_tf.training import driver
-from parallel_tf.training.train_graph import StepReport, own_report
+from parallel_tf.training.train_graph import StepReport, Steps, once, own_report
 
 
 @dataclasses.dataclass(frozen=True)
 class Stepwise:
-    steps: driver.Steps
+    steps: Steps
     plan: object  # (step, first: whether it is the process's first) -> the runs of that step: a fetch first where
     # it fetches, then its kind of step
     gradients: list  # the step's gradients of the copies (local updates apply them to the copies)
@@ -42,4 +41,4 @@ def stepwise(model, settings, gradients, pushes):
         next_fetches = step + 1 < settings.train_steps and fetches_before(step + 1, settings.options.fetch_every)
         return [*runs, (fetching if settings.options.prefetch and next_fetches else by_push)[pushes_now]]
 
-    return Stepwise(driver.once(model, by_push[True]), plan, gradients, fetch)
+    return Stepwise(once(model, by_push[True]), plan, gradients, fetch)

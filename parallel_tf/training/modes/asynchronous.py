@@ -23,7 +23,7 @@ What a push sends is encoded on the worker first (techniques' `transmit`); what 
 servers do with it (a staleness-dependent rate, a compensation, a queue) acts on what they received.
 
 Where every step pushes and prefetches (the default), the steps are all alike: one is built for the driver
-(training/driver.py), which runs it once a session run or k times in one: each reads the copies the last step
+(train_graph.drive), which runs it once a session run or k times in one: each reads the copies the last step
 fetched, pushes, and fetches for the next, the run's last too (one fetch more than the training needs). Other
 intervals make steps of several kinds, a run each (async_intervals.py), and the training's last step does not
 fetch.
@@ -39,11 +39,10 @@ from parallel_tf.compat import tf
 from parallel_tf.graph.devices import device_setter, worker_device
 from parallel_tf.graph.model import LOCAL, StepReads, build_model_on_copies
 from parallel_tf.graph.pushes import added_counters
-from parallel_tf.training import driver
 from parallel_tf.training.modes import async_intervals
 from parallel_tf.training.modes.async_pushes import Pushes
 from parallel_tf.training.rules import Mode
-from parallel_tf.training.train_graph import CopiesGraph, own_report
+from parallel_tf.training.train_graph import CopiesGraph, Phase, drive, own_report
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +108,7 @@ def _one_kind_of_step(recipe, model, settings, pushes):
         with tf.control_dependencies([pushed, pushes.fetch_after([pushes.sent])]):
             return own_report(settings.task_index, on_step.loss)
 
-    steps = driver.drive(settings, recipe, model, [driver.Phase(0, step)], lambda: StepReads(copy_of))
+    steps = drive(settings, recipe, model, [Phase(0, step)], lambda: StepReads(copy_of))
     fetch = pushes.fetch_after([])
     return async_intervals.Stepwise(steps, lambda step, first: [fetch] * first + [steps.report(step)], [], fetch)
 

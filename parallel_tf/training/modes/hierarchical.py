@@ -25,10 +25,9 @@ from parallel_tf.graph.model import build_model_on_copies, make_optimizer, refre
 from parallel_tf.graph.optimizers import DelegatingOptimizer, apply_then_step
 from parallel_tf.graph.pushes import GradientSum, push_counter
 from parallel_tf.graph.sync_replicas import sync_replicas
-from parallel_tf.training import driver
 from parallel_tf.training.modes.hierarchical_groups import check, check_groups_by_host, define_flags
 from parallel_tf.training.rules import Mode
-from parallel_tf.training.train_graph import CopiesGraph, StepReport
+from parallel_tf.training.train_graph import CopiesGraph, StepReport, once
 
 GLOBAL = ["variables"]  # tf.GraphKeys.GLOBAL_VARIABLES, without importing TensorFlow
 POLL_SECS = 0.1  # a group chief asking whether worker 0 has initialised the central parameters
@@ -122,7 +121,7 @@ def build(recipe, dataset, settings):
     return CopiesGraph(
         model=model,
         position=group_step,
-        steps=driver.once(model, plain_step),
+        steps=once(model, plain_step),
         plan=plan,
         init_variables=central,
         local_init_op=replicas.local_init_op,

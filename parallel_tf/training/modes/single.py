@@ -5,9 +5,8 @@ A 1-worker sync cluster must train bitwise the same parameters as this; tests ch
 
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import StepReads, build_model, make_optimizer
-from parallel_tf.training.driver import Phase, drive
 from parallel_tf.training.rules import NO_CLUSTER, Mode
-from parallel_tf.training.train_graph import StepReport, TrainGraph
+from parallel_tf.training.train_graph import Phase, StepReport, TrainGraph, drive
 
 
 def build(recipe, dataset, settings):

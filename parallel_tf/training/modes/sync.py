@@ -20,9 +20,9 @@ from parallel_tf.graph.optimizers import CountingOptimizer
 from parallel_tf.graph.pipeline import Pipeline, worker_copies
 from parallel_tf.graph.server_vectors import PackedReads, sent_packed
 from parallel_tf.graph.sync_replicas import sync_replicas
-from parallel_tf.training import driver, techniques
+from parallel_tf.training import techniques
 from parallel_tf.training.rules import Mode
-from parallel_tf.training.train_graph import StepReport, TrainGraph, microbatch_passes
+from parallel_tf.training.train_graph import Phase, StepReport, TrainGraph, drive, microbatch_passes, once
 
 
 def build(recipe, dataset, settings):
@@ -85,7 +85,7 @@ def _in_fixed_order(recipe, model, global_step, settings):
         reported = num_workers if is_chief else 1
         return StepReport(workers=tf.cast(report[:reported], tf.int32), losses=report[reported:])
 
-    steps = driver.drive(settings, recipe, model, [driver.Phase(0, step)], lambda: PackedReads(variables))
+    steps = drive(settings, recipe, model, [Phase(0, step)], lambda: PackedReads(variables))
     return TrainGraph(
         model=model,
         position=global_step,  # the data position is a function of the global step
@@ -109,7 +109,7 @@ def _pipelined(recipe, model, global_step, settings):
         workers, losses = pipeline.step(gradients, model.loss, task_index * per_worker, optimizer, global_step)
         return StepReport(workers=workers, losses=losses)
 
-    steps = driver.drive(settings, recipe, model, [driver.Phase(0, step)], lambda: StepReads(copies))
+    steps = drive(settings, recipe, model, [Phase(0, step)], lambda: StepReads(copies))
     pieces = {"pipelined_pieces": tf.constant(pipeline.pieces, tf.int64)}  # pushed and pulled a step, as built
     return TrainGraph(model, global_step, steps, counters={**microbatch_passes(settings, per_worker), **pieces})
 
@@ -125,7 +125,7 @@ def _in_arrival_order(recipe, model, global_step, settings):
     return TrainGraph(
         model=model,
         position=global_step,
-        steps=driver.once(model, StepReport(workers=workers, losses=losses)),
+        steps=once(model, StepReport(workers=workers, losses=losses)),
         local_init_op=replicas.local_init_op,
         ready_for_local_init_op=replicas.ready_for_local_init_op,
         counters={"accumulator_updates": optimizer.counter},

@@ -1,5 +1,5 @@
 """--steps_per_run=k (the one process; sync, ordered; all-reduce; async, pushing and fetching every step):
-k steps in one session run, a tf.while_loop (training/driver.py), paying a run's RPC rounds once for all of
+k steps in one session run, a tf.while_loop (train_graph.drive), paying a run's RPC rounds once for all of
 them, and training the parameters k runs of one step train, bit for bit, whatever the learning-rate
 schedule: each step computes its rate from the global step inside the loop, all-reduce's collectives run
 inside it in the same order, and an async worker pushes and prefetches in it as a run of one step does

@@ -90,7 +90,7 @@ def optimizer_for(settings, learning_rate):
 def scheduled_optimizer(settings, global_step):
     """The optimizer of the updates `global_step` counts, at the schedule's rate as it applies each: made once,
     so its slots are the run's (every phase of a run applies through it), its rate computed where it applies an
-    update, so each step of a loop (training/driver.py) reads its own global step."""
+    update, so each step of a loop (train_graph.drive) reads its own global step."""
 
     def rate():
         with tf.colocate_with(global_step):

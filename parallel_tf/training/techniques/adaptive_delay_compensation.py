@@ -51,7 +51,7 @@ def push_gradients(settings, parameters, sums):
     initial_scale = settings.options.adaptive_delay_compensation
 
     def adapted_scale(parameter, gradient):
-        with tf.init_scope():  # made outside a loop of steps (training/driver.py), read in each step
+        with tf.init_scope():  # made outside a loop of steps (train_graph.drive), read in each step
             mean_square = tf.get_variable(
                 f"{parameter.op.name}/mean_square_gradient",
                 parameter.shape,

@@ -33,9 +33,8 @@ from parallel_tf.errors import ConfigError
 from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
 from parallel_tf.graph.devices import device_setter, worker_device
 from parallel_tf.graph.model import build_model
-from parallel_tf.training import driver
 from parallel_tf.training.rules import Technique
-from parallel_tf.training.train_graph import StepReport, TrainGraph, own_report
+from parallel_tf.training.train_graph import StepReport, TrainGraph, once, own_report
 
 
 def check(values, cluster):
@@ -155,7 +154,7 @@ def build(recipe, dataset, settings, hooks):
     return BackupWorkersGraph(
         model=model,
         position=global_step,
-        steps=driver.once(model, report),
+        steps=once(model, report),
         counters={
             "gradients_applied": applied_in_all,  # R a step
             "gradients_applied_by_worker": applied,  # at most one a step each

@@ -52,7 +52,7 @@ def compensate(scale_of, settings, parameters, sums):
     all; each uses its own row."""
     num_workers, task_index = settings.num_workers, settings.task_index
     compensated, backups = [], []
-    with tf.init_scope():  # made outside a loop of steps (training/driver.py), read in each step
+    with tf.init_scope():  # made outside a loop of steps (train_graph.drive), read in each step
         pushes = push_counter(COUNTER, num_workers)
     counted = count_one(pushes, task_index)
     add_counter(COUNTER, pushes)

@@ -31,10 +31,9 @@ from parallel_tf.graph.devices import device_setter, worker_device
 from parallel_tf.graph.exchange_steps import sends_after
 from parallel_tf.graph.model import LOCAL, build_model_on_copies, refresh_copies
 from parallel_tf.graph.pushes import count_one, push_counter
-from parallel_tf.training import driver
 from parallel_tf.training.rules import Technique
 from parallel_tf.training.techniques.local_sgd import EXCHANGE_RUNS, OWN_STEPS, build_exchanging, sgd_on_copies
-from parallel_tf.training.train_graph import CopiesGraph, StepReport, own_report
+from parallel_tf.training.train_graph import CopiesGraph, StepReport, once, own_report
 
 NO_GRADIENTS = "EASGD exchanges parameters every --easgd_period steps and pushes no gradients"
 
@@ -150,7 +149,7 @@ def build(recipe, dataset, settings, hooks):
         model=model,
         # Steps whose work reached the centre are done: this worker's exchanges times the period.
         position=tf.minimum(exchanges[task_index] * period, settings.train_steps),
-        steps=driver.once(model, local),
+        steps=once(model, local),
         plan=plan,
         counters={"exchanges_by_worker": exchanges},
         refresh_op=refresh_copies(pairs),

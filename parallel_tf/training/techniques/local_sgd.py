@@ -27,9 +27,8 @@ from parallel_tf.graph.barrier import gather_at_chief, release_workers
 from parallel_tf.graph.devices import device_setter, worker_device
 from parallel_tf.graph.exchange_steps import sends_after
 from parallel_tf.graph.model import LOCAL, build_model_on_copies, refresh_copies
-from parallel_tf.training import driver
 from parallel_tf.training.rules import Technique
-from parallel_tf.training.train_graph import CopiesGraph, StepReport, own_report
+from parallel_tf.training.train_graph import CopiesGraph, StepReport, once, own_report
 
 OWN_STEPS = (
     "the copies take plain SGD steps at one rate (--learning_rate, linearly scaled); a schedule is not defined "
@@ -117,7 +116,7 @@ def build_exchanging(recipe, dataset, settings, period, rule):
     return _ExchangingGraph(
         model=model,
         position=global_step,
-        steps=driver.once(model, local),
+        steps=once(model, local),
         plan=plan,
         refresh_op=refresh_copies(pairs),
         counters={"exchanges": exchanges},

@@ -62,7 +62,7 @@ def send_push(settings, optimizer, sums, parameters, global_step, after, optimiz
     pushes_in_a_run = num_workers * math.ceil(settings.train_steps / settings.options.push_every)
     per_update = num_workers // n
     with tf.device(global_step.device):
-        with tf.init_scope():  # the queue and the chief's part outside a loop of steps (training/driver.py)
+        with tf.init_scope():  # the queue and the chief's part outside a loop of steps (train_graph.drive)
             queue = tf.FIFOQueue(
                 per_update, [s.dtype for s in sums], [s.shape for s in sums], shared_name="parallel_tf_softsync_pushes"
             )

@@ -33,7 +33,7 @@ def define_flags(flag_values=flags.FLAGS):
 
 def push_learning_rate(settings, learning_rate, staleness):
     """The rate a push of `staleness` (an int64 tensor) is applied with, counted each time it is used."""
-    # one count, however many rates use it, made outside a loop of steps (training/driver.py)
+    # one count, however many rates use it, made outside a loop of steps (train_graph.drive)
     with tf.init_scope(), tf.variable_scope("staleness_aware", reuse=tf.AUTO_REUSE):
         scaled = tf.get_variable("pushes", [], tf.int64, tf.zeros_initializer(), trainable=False)
     add_counter("staleness_aware_pushes", scaled)
