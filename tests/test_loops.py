@@ -3,16 +3,13 @@
 count bytes as those do; what a loop cannot hold is refused with one line; left unset, k is the most, up
 to 10, that ends a run at each boundary the trainer acts at."""
 
-import ast
-from pathlib import Path
-
 import pytest
 from inprocess import half_mean_square, linear, scalar_dataset, scalar_recipe, train
 from models import DIGITS, FLAGS, MLP, sha
 
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
-from parallel_tf.training import modes, run_check, run_flags
+from parallel_tf.training import run_check, run_flags
 from parallel_tf.training.options import steps_per_run
 from parallel_tf.training.settings import run_settings
 
@@ -275,23 +272,3 @@ def test_ssp_gates_each_step_of_two_workers_inside_the_loop_and_ends(tmp_path):
     summary = train(MLP, DIGITS, tmp_path, "async", **flags)["summary"]
     assert (summary["session_runs"], summary["largest_clock_gap"]) == (2 + 3, 0)  # the first gate, the first fetch
     assert summary["updates_by_worker"] == [30, 30] and summary["global_step"] == 60
-
-
-def test_no_mode_names_the_steps_a_run():
-    """A mode says how one step is built; how many run in one session run is the driver's, read from the run's
-    settings (train_graph.drive), so no mode module branches on k or passes it on."""
-    named = [path.name for path in Path(modes.__file__).parent.glob("*.py") if "steps_per_run" in path.read_text()]
-    assert not named, named
-
-
-def test_a_step_reads_in_short_pieces():
-    """The sizes issue 57 set for reading a step: no mode module over 150 lines, no function of training/ over 60."""
-    training = Path(modes.__file__).parents[1]
-    long_modes = {p.name: n for p in training.glob("modes/*.py") if (n := len(p.read_text().splitlines())) > 150}
-    long_functions = {
-        f"{path.relative_to(training)}:{node.name}": node.end_lineno - node.lineno + 1
-        for path in training.rglob("*.py")
-        for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno >= 60
-    }
-    assert not long_modes and not long_functions, (long_modes, long_functions)

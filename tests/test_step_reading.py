@@ -1,0 +1,97 @@
+"""A step reads in few places (issue 57): the modules docs/architecture.md lists for one all-reduce step with
+PowerSGD and one sync step on 4 servers are those the step's code runs in, traced; no mode module is over 150
+lines, no function of training/ over 60; no mode names --steps_per_run."""
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from inprocess import worker_settings
+from models import DIGITS, FLAGS, MLP
+
+from parallel_tf.cluster import config as cluster_lib
+from parallel_tf.compat import tf
+from parallel_tf.training import modes
+
+pytestmark = pytest.mark.inprocess
+
+PACKAGE = Path(modes.__file__).parents[2]
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+# The model's own, read apart as nanoGPT's model.py is: the recipe's layers, their kernels, its variables' initial
+# values. And the run's values, read as their names say: TensorFlow (compat), the cluster spec, the data, files.
+THE_MODEL = ("graph/layers.py", "graph/products.py", "graph/portable_kernel.py", "graph/initial_values.py")
+VALUES = ("compat.py", "errors.py", "files.py", "cluster/", "data/")
+CASES = {  # the docs' heading: (mode, parameter servers, flags)
+    "All-reduce with PowerSGD": ("allreduce", 0, {"powersgd_rank": 1}),
+    "Sync on 4 parameter servers": ("sync", 4, {}),
+}
+
+
+def _modules_a_step_reads(mode, num_ps, flags):
+    """The trainer, which runs the step (TrainGraph.runs and the driver's Steps, train_graph.py), and every
+    package module a function of which runs while modes.build builds worker 0's step, less THE_MODEL and
+    VALUES; a Settings value is one too, whatever it calls to compute it (the reducer, run_check.hook)."""
+    workers = [f"127.0.0.1:{port}" for port in (1, 2)]
+    servers = {"ps": [f"127.0.0.1:{3 + i}" for i in range(num_ps)]} if num_ps else {}
+    cluster = cluster_lib.parse({"cluster": {**servers, "worker": workers}}, "test")
+    fields = {**FLAGS, "global_batch_size": 120, "collective_group": 1, **flags}
+    settings = worker_settings(mode, cluster, 0, None, fields)
+    read, in_settings = {"training/trainer.py"}, [0]
+
+    def profile(frame, event, _):
+        path = frame.f_code.co_filename
+        if not path.startswith(f"{PACKAGE}/"):
+            return
+        name = path.removeprefix(f"{PACKAGE}/")
+        if name == "training/settings.py":
+            in_settings[0] += {"call": 1, "return": -1}.get(event, 0)
+        elif event == "call" and not in_settings[0] and not name.startswith(THE_MODEL + VALUES):
+            read.add(name)
+
+    with tf.Graph().as_default():
+        sys.setprofile(profile)
+        try:
+            modes.build(MLP, DIGITS, settings)
+        finally:
+            sys.setprofile(None)
+    return read
+
+
+def _documented():
+    """{case heading: the modules its list names} of docs/architecture.md's "Reading one step"."""
+    section = ARCHITECTURE.read_text().split("## Reading one step", 1)[1].split("\n## ", 1)[0]
+    cases = re.split(r"^\*\*(.+?)\*\*", section, flags=re.MULTILINE)[1:]
+    return {
+        heading: re.findall(r"^\d+\. `parallel_tf/([\w/]+\.py)`", text, re.MULTILINE)
+        for heading, text in zip(cases[::2], cases[1::2], strict=True)
+    }
+
+
+@pytest.mark.parametrize("heading", CASES)
+def test_a_step_reads_in_the_modules_the_docs_list(heading):
+    listed = _documented()[heading]
+    assert len(listed) == len(set(listed)), listed
+    assert f"{len(listed)} modules" in ARCHITECTURE.read_text().split(f"**{heading}**", 1)[1].split("\n", 1)[0]
+    assert set(listed) == _modules_a_step_reads(*CASES[heading])
+
+
+def test_no_mode_names_the_steps_a_run():
+    """A mode says how one step is built; how many run in one session run is the driver's, read from the run's
+    settings (train_graph.drive), so no mode module branches on k or passes it on."""
+    named = [path.name for path in Path(modes.__file__).parent.glob("*.py") if "steps_per_run" in path.read_text()]
+    assert not named, named
+
+
+def test_a_step_reads_in_short_pieces():
+    """The sizes issue 57 set for reading a step: no mode module over 150 lines, no function of training/ over 60."""
+    training = Path(modes.__file__).parents[1]
+    long_modes = {p.name: n for p in training.glob("modes/*.py") if (n := len(p.read_text().splitlines())) > 150}
+    long_functions = {
+        f"{path.relative_to(training)}:{node.name}": node.end_lineno - node.lineno + 1
+        for path in training.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno >= 60
+    }
+    assert not long_modes and not long_functions, (long_modes, long_functions)
