@@ -4,7 +4,7 @@ import pytest
 
 from parallel_tf.cluster import config as cluster
 from parallel_tf.compat import tf
-from parallel_tf.graph import devices
+from parallel_tf.graph import devices, placement
 from parallel_tf.launch import processes
 from parallel_tf.launch.launcher import gpu_environments
 
@@ -19,7 +19,7 @@ from parallel_tf.launch.launcher import gpu_environments
     ],
 )
 def test_worker_i_is_pinned_to_gpu_i_mod_g(num_gpus, expected):
-    assert [devices.worker_device(i, num_gpus) for i in range(5)] == [
+    assert [placement.worker_device(i, num_gpus) for i in range(5)] == [
         f"/job:worker/task:{i}/device:{device}" for i, device in enumerate(expected)
     ]
 
@@ -48,7 +48,7 @@ def test_tasks_given_gpus_are_each_a_process_of_their_own_not_forked(capsys):
 
 def test_variables_go_to_ps_cpus_balanced_by_size_and_compute_to_the_worker():
     config = cluster.from_hosts(["a:1", "a:2"], ["a:3", "a:4"])
-    with tf.Graph().as_default(), tf.device(devices.device_setter(config, task_index=1, num_gpus=2)):
+    with tf.Graph().as_default(), tf.device(placement.device_setter(config, task_index=1, num_gpus=2)):
         big = tf.get_variable("big", [1000, 100])
         small = [tf.get_variable(f"small{i}", [10]) for i in range(3)]
         product = tf.matmul(big, tf.ones([100, 1]))

@@ -57,7 +57,7 @@ LAYOUTS = {
 
 @pytest.mark.parametrize("model, workers", LAYOUTS, ids=[f"{workers}-{model}" for model, workers in LAYOUTS])
 def test_variables_split_over_1_2_and_4_servers_pipelined_or_not_train_the_same_bits(tmp_path, model, workers):
-    """Sync splits its large variables over the servers (graph/partitions.py): every element is still summed
+    """Sync splits its large variables over the servers (graph/placement.py): every element is still summed
     and updated as one server does it, and the pieces start from the whole variable's values. Pipelined
     (graph/pipeline.py), in 3 pieces a server each applied and pulled on its own, inside the loop of steps,
     the sums and updates are the same."""

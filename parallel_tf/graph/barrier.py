@@ -26,7 +26,7 @@ wait forever, unless the run has backup workers to spare.
 import time
 
 from parallel_tf.compat import tf
-from parallel_tf.graph.devices import server_cpu
+from parallel_tf.graph.placement import server_cpu
 
 LIVENESS_POLL_SECS = 0.5
 # How often a server looks for done signals: it exits this soon after the last (a look is one local run; a

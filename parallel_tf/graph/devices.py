@@ -1,21 +1,12 @@
-"""Where ops live: worker GPU pinning and parameter placement across ps tasks.
-
-Worker i computes on GPU (i mod G) when its process sees G > 0 GPUs, else on its CPU.
-Parameters always live on a ps task's CPU, spread by size (greedy, largest load first out).
-"""
+"""A process's devices and the options of its sessions: the GPUs it sees, deterministic GPU kernels, what its
+CPU bits depend on, and the options every session and server of a task runs with. Where a graph's ops and
+variables live is placement.py's."""
 
 import os
 import platform
 
 from parallel_tf import compat
 from parallel_tf.compat import tf
-
-
-def worker_device(task_index, num_gpus):
-    """The device string that pins worker `task_index`'s compute."""
-    if num_gpus > 0:
-        return f"/job:worker/task:{task_index}/device:GPU:{task_index % num_gpus}"
-    return f"/job:worker/task:{task_index}/device:CPU:0"
 
 
 def visible_gpu_count():
@@ -31,53 +22,6 @@ def use_deterministic_gpu_kernels():
     whose summation order varies from run to run, and no bitwise promise would hold there. Set before the
     first session; TensorFlow reads it when it first builds a kernel. Returns the value in force."""
     return os.environ.setdefault(DETERMINISTIC_OPS, "1")
-
-
-class ByteSizeLoadBalancer:
-    """A ps_strategy for replica_device_setter: each variable goes to the least loaded ps task.
-
-    TF 2.x removed contrib's GreedyLoadBalancingStrategy; this is the same idea, small.
-    Placement depends only on the order and shapes of variables, so every worker agrees.
-    """
-
-    def __init__(self, num_tasks):
-        self._loads = [0] * num_tasks
-
-    def __call__(self, op):
-        task = self._loads.index(min(self._loads))  # the first least loaded, as numpy's argmin
-        self._loads[task] += _variable_bytes(op)
-        return task
-
-
-def _variable_bytes(op):
-    shape = tf.TensorShape(op.get_attr("shape"))
-    elements = shape.num_elements() if shape.is_fully_defined() else 1
-    return elements * tf.as_dtype(op.get_attr("dtype")).size
-
-
-def device_setter(cluster, task_index, num_gpus):
-    """replica_device_setter for worker `task_index`: variables on ps CPUs, compute pinned."""
-    return tf.train.replica_device_setter(
-        ps_tasks=cluster.num_ps,
-        ps_device="/job:ps/device:CPU:0",
-        worker_device=worker_device(task_index, num_gpus),
-        cluster=tf.train.ClusterSpec(cluster.as_dict()),
-        ps_strategy=ByteSizeLoadBalancer(cluster.num_ps),
-    )
-
-
-def server_cpu(job, task):
-    """The CPU of a parameter server task, central (job ps) or local (job local_ps)."""
-    return f"/job:{job}/task:{task}/device:CPU:0"
-
-
-def worker_device_filters(cluster, task_index):
-    """The tasks a worker's sessions may talk to: the servers it uses, and itself.
-
-    In hierarchical mode that keeps a worker away from the other groups' local parameter servers.
-    """
-    servers = [f"/job:{job}/task:{task}" for job, task in cluster.servers_of(task_index)]
-    return [*servers, f"/job:worker/task:{task_index}"]
 
 
 def kernel_path():

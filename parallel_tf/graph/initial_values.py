@@ -2,7 +2,7 @@
 
 TensorFlow derives a random initializer's seed, where none is given, from the number of ops the graph
 held when the initializer ran, so a model's initial values followed everything built before them: an op
-more in one mode's graph, or a variable made in pieces (partitions.py), drew other values. Seeded by the
+more in one mode's graph, or a variable made in pieces (placement.py), drew other values. Seeded by the
 variable's name instead (`seeded`), they are a function of the run's --seed and the model alone, and a
 variable made in pieces draws its whole value and keeps its own rows (`whole_then_sliced`): the same
 numbers as the variable made whole.

@@ -12,7 +12,7 @@ import random
 
 from parallel_tf.compat import tf
 from parallel_tf.graph.initial_values import seeded, whole_then_sliced
-from parallel_tf.graph.partitions import pieces_over, split_by, whole
+from parallel_tf.graph.placement import pieces_over, split_by, whole
 
 # Variables rewritten every step before they are read (gradient slots): not worth a checkpoint.
 SCRATCH = "parallel_tf_scratch"
@@ -37,7 +37,7 @@ class ModelGraph:
     accuracy: tf.Tensor  # fraction of the fed examples classified correctly
     num_classes: int
     reads: object = None  # the custom getter through which the forward pass read its variables, if any
-    split_over: int = 0  # the pieces its large variables are cut into, over the servers (partitions.py); 0: whole
+    split_over: int = 0  # the pieces its large variables are cut into, over the servers (placement.py); 0: whole
 
     def on(self, recipe, features, labels, reads=None):
         """The recipe's model again, on other `features` and `labels` (a microbatch, a step of a loop), its
@@ -59,7 +59,7 @@ class StepReads:
 
     def __call__(self, getter, name, *args, **kwargs):
         variable = getter(name, *args, **kwargs)
-        if not isinstance(variable, tf.Variable):  # a PartitionedVariable: pieces on several servers (partitions.py)
+        if not isinstance(variable, tf.Variable):  # a PartitionedVariable: pieces on several servers (placement.py)
             return tf.concat([self._read(piece) for piece in variable], axis=0)
         return self._read(variable)
 
@@ -98,7 +98,7 @@ def trainable_shapes(recipe, feature_shape, num_classes):
 
 def build_model(recipe, dataset, custom_getter=None, split_over=0):
     """Placeholders for one slice of a batch, the recipe's logits, and the recipe's loss on them; with
-    `split_over` pieces, its large variables cut into that many, placed over the servers (partitions.py).
+    `split_over` pieces, its large variables cut into that many, placed over the servers (placement.py).
 
     The loss is a mean over the slice, so the average of N equal slices' gradients is the
     gradient of the global batch's mean loss: no learning-rate rescaling.
@@ -134,7 +134,7 @@ def microbatch_gradients(recipe, model, count, variables):
 
 def _making(split_over):
     """The custom getter that makes each of the model's variables: its initial values seeded by its name
-    (initial_values.py), and large ones in `split_over` pieces over the servers (partitions.py)."""
+    (initial_values.py), and large ones in `split_over` pieces over the servers (placement.py)."""
     partitioner = pieces_over(split_over)
 
     def make(getter, name, *args, **kwargs):

@@ -24,7 +24,7 @@ class PackedReads:
         variable = getter(name, *args, **kwargs)
         if not self._values:
             self._values = read_packed(self.variables)
-        if not isinstance(variable, tf.Variable):  # a PartitionedVariable: pieces on several servers (partitions.py)
+        if not isinstance(variable, tf.Variable):  # a PartitionedVariable: pieces on several servers (placement.py)
             return tf.concat([self._values[piece.op.name] for piece in variable], axis=0)
         return self._values[variable.op.name]
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from parallel_tf.compat import tf
 from parallel_tf.graph.barrier import gather_at_chief
 from parallel_tf.graph.collectives import pack
-from parallel_tf.graph.devices import server_cpu
+from parallel_tf.graph.placement import server_cpu
 
 KEPT = "parallel_tf_worker_state"  # graph collection: the local variables a resume needs
 

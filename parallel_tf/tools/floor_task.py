@@ -25,7 +25,7 @@ from parallel_tf.compat import tf
 from parallel_tf.data.sharding import GlobalBatchSharder
 from parallel_tf.errors import TaskFailure
 from parallel_tf.files import write_atomically
-from parallel_tf.graph import devices
+from parallel_tf.graph import devices, placement
 from parallel_tf.graph.aggregation import SlotAggregator
 from parallel_tf.graph.barrier import signal_done, wait_until_workers_done
 from parallel_tf.graph.model import build_model, seed_everything
@@ -43,7 +43,7 @@ def floor_step(recipe, dataset, worker, num_workers, num_gpus=0):
     """(model, the op of worker `worker`'s floor step): its gradients written into row `worker` of the slots
     next to the parameters on the one ps, both ways packed as a sync step's are (graph/server_vectors.py). Built in
     the default graph."""
-    setter = tf.train.replica_device_setter(1, ps_device=PS, worker_device=devices.worker_device(worker, num_gpus))
+    setter = tf.train.replica_device_setter(1, ps_device=PS, worker_device=placement.worker_device(worker, num_gpus))
     with tf.device(setter):
         model = build_model(recipe, dataset)
         variables = tf.trainable_variables()

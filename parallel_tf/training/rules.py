@@ -119,7 +119,7 @@ class Declaration:
     # residuals): checkpointed one slot a worker (graph/worker_state.py), so a resume needs as many workers.
     worker_state: Callable[[Values], bool] | None = None
     # It computes on each variable whole (a codec's scale, a norm's sum): a mode places its variables whole then,
-    # where it would split them over its parameter servers (graph/partitions.py)
+    # where it would split them over its parameter servers (graph/placement.py)
     whole_variables: bool = False
     # (values, cluster, [shape of each trainable variable]) -> ConfigError for what only the model's shapes tell
     # (PowerSGD's rank against its matrices): checked before any task starts, from the recipe's model

@@ -18,10 +18,9 @@ from parallel_tf import compat
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import GlobalBatchSharder
 from parallel_tf.errors import TaskFailure, chief_did_not_initialise
-from parallel_tf.graph import devices, products
+from parallel_tf.graph import devices, placement, products
 from parallel_tf.graph.barrier import gather_at_chief, signal_done
 from parallel_tf.graph.model import build_held_out, seed_everything, trainable_shapes
-from parallel_tf.graph.partitions import whole_values
 from parallel_tf.training import logdir, modes, outputs, profiling, run_check, traffic
 from parallel_tf.training.checkpoints import Checkpoints
 from parallel_tf.training.options.link import bits_per_second
@@ -58,7 +57,7 @@ class Trainer:
             self.train_graph = _with_learning_rate(modes.build(recipe, dataset, settings), settings)
             self.held_out = None  # built only when asked: the default graph stays what it was
             if settings.is_chief and settings.options.eval_every:
-                on_worker = devices.worker_device(0, settings.num_gpus) if cluster else None
+                on_worker = placement.worker_device(0, settings.num_gpus) if cluster else None
                 with tf.device(on_worker), products.gpu_kernels(settings.num_gpus > 0):
                     self.held_out = build_held_out(recipe, dataset)
             self._all_trained = self._done = self.checkpoints = None
@@ -119,7 +118,7 @@ class Trainer:
             graph=self.graph,
             recovery_wait_secs=JOIN_POLL_SECS,
         )
-        filters = devices.worker_device_filters(settings.cluster, settings.task_index) if settings.cluster else None
+        filters = placement.worker_device_filters(settings.cluster, settings.task_index) if settings.cluster else None
         config = devices.session_config(filters, settings.operation_timeout)
         initialisers = [self.checkpoints.restore] if self.checkpoints else []
         if train_graph.initialise_on_join:
@@ -399,4 +398,4 @@ def _what_may_help(settings):
 
 def _named_params(sess):
     """{name: value} of every trainable variable, a variable split over servers put together."""
-    return whole_values(sess, tf.trainable_variables())
+    return placement.whole_values(sess, tf.trainable_variables())

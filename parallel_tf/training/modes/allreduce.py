@@ -17,8 +17,8 @@ from parallel_tf.compat import tf
 from parallel_tf.errors import TaskFailure
 from parallel_tf.graph import worker_state
 from parallel_tf.graph.collectives import Collectives, Ring
-from parallel_tf.graph.devices import worker_device
 from parallel_tf.graph.model import StepReads, build_model
+from parallel_tf.graph.placement import worker_device
 from parallel_tf.training import techniques
 from parallel_tf.training.rules import Mode
 from parallel_tf.training.train_graph import Phase, StepReport, TrainGraph, drive, microbatch_passes

@@ -14,10 +14,10 @@ from parallel_tf.compat import tf
 from parallel_tf.graph import worker_state
 from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
 from parallel_tf.graph.barrier import gather_at_chief, release_workers, step_barrier
-from parallel_tf.graph.devices import device_setter, server_cpu, worker_device
 from parallel_tf.graph.model import StepReads, build_model
 from parallel_tf.graph.optimizers import CountingOptimizer
 from parallel_tf.graph.pipeline import Pipeline, worker_copies
+from parallel_tf.graph.placement import device_setter, server_cpu, worker_device
 from parallel_tf.graph.server_vectors import PackedReads, sent_packed
 from parallel_tf.graph.sync_replicas import sync_replicas
 from parallel_tf.training import techniques
@@ -40,7 +40,7 @@ MODE = Mode(name="sync", build=build, lockstep=True, offers=("transmit", "optimi
 
 
 def _split_over(settings):
-    """The pieces large variables are cut into (graph/partitions.py), for ordered aggregation: one a server, or
+    """The pieces large variables are cut into (graph/placement.py), for ordered aggregation: one a server, or
     --pipeline_pieces a server; 0 (whole variables) for one piece, or where a technique on needs each variable
     whole (a codec's scale, a clipping norm's sum)."""
     if settings.options.aggregation != "ordered" or techniques.need_whole_variables(settings):

@@ -31,8 +31,8 @@ from absl import flags
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
-from parallel_tf.graph.devices import device_setter, worker_device
 from parallel_tf.graph.model import build_model
+from parallel_tf.graph.placement import device_setter, worker_device
 from parallel_tf.training.rules import Technique
 from parallel_tf.training.train_graph import StepReport, TrainGraph, once, own_report
 

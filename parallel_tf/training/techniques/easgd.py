@@ -27,9 +27,9 @@ from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.aggregation import tree_sum
-from parallel_tf.graph.devices import device_setter, worker_device
 from parallel_tf.graph.exchange_steps import sends_after
 from parallel_tf.graph.model import LOCAL, build_model_on_copies, refresh_copies
+from parallel_tf.graph.placement import device_setter, worker_device
 from parallel_tf.graph.pushes import count_one, push_counter
 from parallel_tf.training.rules import Technique
 from parallel_tf.training.techniques.local_sgd import EXCHANGE_RUNS, OWN_STEPS, build_exchanging, sgd_on_copies

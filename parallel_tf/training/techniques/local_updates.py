@@ -18,8 +18,8 @@ import dataclasses
 from absl import flags
 
 from parallel_tf.compat import tf
-from parallel_tf.graph.devices import worker_device
 from parallel_tf.graph.model import LOCAL
+from parallel_tf.graph.placement import worker_device
 from parallel_tf.training.rules import Technique
 
 TECHNIQUE = Technique(
