@@ -31,23 +31,24 @@ CASES = {  # the docs' heading: (mode, parameter servers, flags)
 
 def _modules_a_step_reads(mode, num_ps, flags):
     """The trainer, which runs the step (TrainGraph.runs and the driver's Steps, train_graph.py), and every
-    package module a function of which runs while modes.build builds worker 0's step, less THE_MODEL and
-    VALUES; a Settings value is one too, whatever it calls to compute it (the reducer, run_check.hook)."""
+    package module a function of which runs while modes.build builds worker 0's step, less VALUES, and less
+    whatever runs beneath a function of THE_MODEL (its kernels' first load reads the CPU's extensions) or of
+    Settings (a value, whatever it calls to compute one: the reducer, run_check.hook)."""
     workers = [f"127.0.0.1:{port}" for port in (1, 2)]
     servers = {"ps": [f"127.0.0.1:{3 + i}" for i in range(num_ps)]} if num_ps else {}
     cluster = cluster_lib.parse({"cluster": {**servers, "worker": workers}}, "test")
     fields = {**FLAGS, "global_batch_size": 120, "collective_group": 1, **flags}
     settings = worker_settings(mode, cluster, 0, None, fields)
-    read, in_settings = {"training/trainer.py"}, [0]
+    read, beneath = {"training/trainer.py"}, [0]
 
     def profile(frame, event, _):
         path = frame.f_code.co_filename
         if not path.startswith(f"{PACKAGE}/"):
             return
         name = path.removeprefix(f"{PACKAGE}/")
-        if name == "training/settings.py":
-            in_settings[0] += {"call": 1, "return": -1}.get(event, 0)
-        elif event == "call" and not in_settings[0] and not name.startswith(THE_MODEL + VALUES):
+        if name in (*THE_MODEL, "training/settings.py"):
+            beneath[0] += {"call": 1, "return": -1}.get(event, 0)
+        elif event == "call" and not beneath[0] and not name.startswith(VALUES):
             read.add(name)
 
     with tf.Graph().as_default():
