@@ -35,6 +35,7 @@ end of every task (a TensorFlow process's exit after its last line: 0.76 s, 0.11
 import functools
 import gc
 import os
+import platform
 import sys
 
 from parallel_tf.errors import ConfigError
@@ -164,6 +165,35 @@ def bits_environment(kernels):
     """{variable: the user's value (None: unset)} of BITS_ENVIRONMENT's variables that can move the bits of
     `kernels`."""
     return {name: _users(name) for name, moves in BITS_ENVIRONMENT.items() if kernels in moves}
+
+
+def kernel_path():
+    """What a run's CPU bits depend on, for summary.json. `bits` says which kind of hash the run's is:
+    "portable" with --kernels=portable (oneDNN's ops are refused beside them: kernels()), the same on
+    every x86-64 machine with AVX2 at the same thread count; "this machine's" with --kernels=fast."""
+    onednn_opts = os.environ.get(ONEDNN_OPTS, "").strip().lower() in ("1", "true")
+    chosen = kernels()
+    return {
+        "bits": "portable" if chosen == "portable" else "this machine's",
+        "kernels": chosen,
+        "onednn_opts": onednn_opts,
+        "intra_op_threads": intra_op_threads(),
+        **cpu(),
+    }
+
+
+def cpu():
+    """The CPU's model name and which of the extensions that change kernels' bits it has (Linux's cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            fields = {key.strip(): value.strip() for key, value in (line.split(":", 1) for line in f if ":" in line)}
+    except OSError:
+        return {"cpu": platform.processor(), "cpu_extensions": []}
+    flags = set(fields.get("flags", "").split())
+    return {
+        "cpu": fields.get("model name", ""),
+        "cpu_extensions": [x for x in ("avx2", "fma", "avx512f") if x in flags],
+    }
 
 
 # What this package set in the environment, "VARIABLE=value ...", in this process or in the one that started it:

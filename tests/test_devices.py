@@ -4,9 +4,10 @@ import pytest
 
 from parallel_tf.cluster import config as cluster
 from parallel_tf.compat import tf
-from parallel_tf.graph import devices, placement
+from parallel_tf.graph import placement
 from parallel_tf.launch import processes
 from parallel_tf.launch.launcher import gpu_environments
+from parallel_tf.training import devices
 
 
 @pytest.mark.parametrize(

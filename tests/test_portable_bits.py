@@ -19,7 +19,6 @@ from portable_runs import CLUSTERS, EMULATED, PRODUCTS, hash_of_products, train_
 from parallel_tf import compat
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
-from parallel_tf.graph import devices
 
 REFERENCE = json.loads((REPO / "tests" / "data" / "reference_hashes.json").read_text())
 ISA_CAPS = ("ALL", "AVX2", "AVX", "SSE41")  # oneDNN's names, from the newest instruction set down
@@ -32,7 +31,7 @@ def _why_not_portable():
     """Why the recorded bits cannot be expected here, or None."""
     if platform.machine() not in ("x86_64", "AMD64"):
         return f"the references are x86-64's; this is {platform.machine()}"
-    if "avx2" not in devices.kernel_path()["cpu_extensions"]:
+    if "avx2" not in compat.kernel_path()["cpu_extensions"]:
         return "this CPU has no AVX2, below every machine the promise covers"
     if REFERENCE["recorded_on"]["tensorflow"] != tf.VERSION:
         return f"recorded with TensorFlow {REFERENCE['recorded_on']['tensorflow']}, this is {tf.VERSION}"

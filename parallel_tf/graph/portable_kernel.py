@@ -18,9 +18,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from parallel_tf import compat
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
-from parallel_tf.graph import devices
 
 SOURCES = Path(__file__).resolve().parent.parent / "kernels"
 CODE = ("gemm.h", "portable_ops.cc")
@@ -42,7 +42,7 @@ def ops():
 def check():
     """ConfigError where this machine cannot run the portable kernels: a CPU without AVX2 and FMA (below every
     machine the promise covers), or no compiler and no library built. Cheap: a task's --check_flags makes it."""
-    missing = {"avx2", "fma"} - set(devices.cpu()["cpu_extensions"])
+    missing = {"avx2", "fma"} - set(compat.cpu()["cpu_extensions"])
     if missing:
         raise ConfigError(
             f"--kernels=portable runs on CPUs with AVX2 and FMA; this one lacks {' and '.join(sorted(missing))}: "

@@ -28,7 +28,7 @@ _on_gpu = [False]  # whether the graph being built computes on a GPU (gpu_kernel
 @contextlib.contextmanager
 def gpu_kernels(on_gpu):
     """While a worker's graph is built: where it computes on a GPU, its products are TensorFlow's own (with
-    deterministic kernels: graph/devices.py), whatever --kernels says, as a GPU never trains a CPU's bits."""
+    deterministic kernels: training/devices.py), whatever --kernels says, as a GPU never trains a CPU's bits."""
     before, _on_gpu[0] = _on_gpu[0], on_gpu
     try:
         yield

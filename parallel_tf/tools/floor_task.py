@@ -25,13 +25,13 @@ from parallel_tf.compat import tf
 from parallel_tf.data.sharding import GlobalBatchSharder
 from parallel_tf.errors import TaskFailure
 from parallel_tf.files import write_atomically
-from parallel_tf.graph import devices, placement
+from parallel_tf.graph import placement
 from parallel_tf.graph.aggregation import SlotAggregator
 from parallel_tf.graph.barrier import signal_done, wait_until_workers_done
 from parallel_tf.graph.model import build_model, seed_everything
 from parallel_tf.graph.server_vectors import PackedReads, sent_packed
 from parallel_tf.tools import tf_strategy_task
-from parallel_tf.training import traffic
+from parallel_tf.training import devices, traffic
 
 FLAGS = flags.FLAGS
 PS = "/job:ps/task:0/device:CPU:0"

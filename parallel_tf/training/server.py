@@ -11,8 +11,8 @@ from parallel_tf.cluster import addresses
 from parallel_tf.cluster.reachability import accepts
 from parallel_tf.compat import tf
 from parallel_tf.errors import TaskFailure
-from parallel_tf.graph import devices
 from parallel_tf.graph.barrier import wait_until_workers_done
+from parallel_tf.training import devices
 
 
 def start_server(settings):

@@ -20,9 +20,9 @@ from parallel_tf.cluster.reachability import wait_until_reachable
 from parallel_tf.compat import tf
 from parallel_tf.data import datasets
 from parallel_tf.errors import ConfigError, TaskFailure, one_line
-from parallel_tf.graph import devices, portable_kernel
+from parallel_tf.graph import portable_kernel
 from parallel_tf.graph.model import trainable_shapes
-from parallel_tf.training import logdir, run_check
+from parallel_tf.training import devices, logdir, run_check
 from parallel_tf.training.options import link
 from parallel_tf.training.recipe import Recipe
 from parallel_tf.training.run_flags import LAUNCHER_HINTS, define_task_flags

@@ -18,10 +18,10 @@ from parallel_tf import compat
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import GlobalBatchSharder
 from parallel_tf.errors import TaskFailure, chief_did_not_initialise
-from parallel_tf.graph import devices, placement, products
+from parallel_tf.graph import placement, products
 from parallel_tf.graph.barrier import gather_at_chief, signal_done
 from parallel_tf.graph.model import build_held_out, seed_everything, trainable_shapes
-from parallel_tf.training import logdir, modes, outputs, profiling, run_check, traffic
+from parallel_tf.training import devices, logdir, modes, outputs, profiling, run_check, traffic
 from parallel_tf.training.checkpoints import Checkpoints
 from parallel_tf.training.options.link import bits_per_second
 
@@ -319,7 +319,7 @@ class Trainer:
             "wall_seconds": wall_seconds,
             "train_started": self.train_started,  # wall time of this process's first step (a study's clock starts here)
             "tf_version": tf.VERSION,
-            "kernels": devices.kernel_path(),  # what the bits depend on besides the flags
+            "kernels": compat.kernel_path(),  # what the bits depend on besides the flags
             "techniques": list(settings.techniques),  # what ran, as check_run decided
             "declared": settings.declared(),  # every technique and option on, and what it did
             "session_runs": self.session_runs,

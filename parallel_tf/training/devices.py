@@ -1,9 +1,8 @@
-"""A process's devices and the options of its sessions: the GPUs it sees, deterministic GPU kernels, what its
-CPU bits depend on, and the options every session and server of a task runs with. Where a graph's ops and
-variables live is placement.py's."""
+"""A process's devices and the options of its sessions: the GPUs it sees, deterministic GPU kernels, and the
+options every session and server of a task runs with. Where a graph's ops and variables live is
+graph/placement.py's; what a run's CPU bits depend on, compat.py's."""
 
 import os
-import platform
 
 from parallel_tf import compat
 from parallel_tf.compat import tf
@@ -22,35 +21,6 @@ def use_deterministic_gpu_kernels():
     whose summation order varies from run to run, and no bitwise promise would hold there. Set before the
     first session; TensorFlow reads it when it first builds a kernel. Returns the value in force."""
     return os.environ.setdefault(DETERMINISTIC_OPS, "1")
-
-
-def kernel_path():
-    """What a run's CPU bits depend on, for summary.json. `bits` says which kind of hash the run's is:
-    "portable" with --kernels=portable (oneDNN's ops are refused beside them: compat.kernels), the same on
-    every x86-64 machine with AVX2 at the same thread count; "this machine's" with --kernels=fast."""
-    onednn_opts = os.environ.get(compat.ONEDNN_OPTS, "").strip().lower() in ("1", "true")
-    kernels = compat.kernels()
-    return {
-        "bits": "portable" if kernels == "portable" else "this machine's",
-        "kernels": kernels,
-        "onednn_opts": onednn_opts,
-        "intra_op_threads": compat.intra_op_threads(),
-        **cpu(),
-    }
-
-
-def cpu():
-    """The CPU's model name and which of the extensions that change kernels' bits it has (Linux's cpuinfo)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            fields = {key.strip(): value.strip() for key, value in (line.split(":", 1) for line in f if ":" in line)}
-    except OSError:
-        return {"cpu": platform.processor(), "cpu_extensions": []}
-    flags = set(fields.get("flags", "").split())
-    return {
-        "cpu": fields.get("model name", ""),
-        "cpu_extensions": [x for x in ("avx2", "fma", "avx512f") if x in flags],
-    }
 
 
 def server_config(cluster):
