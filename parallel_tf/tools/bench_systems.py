@@ -29,6 +29,14 @@ class System:
     warm: bool = False  # ours: the tasks forked by a warm server, which loaded TensorFlow once for every run of it
 
 
+def _and_a_run_a_step(name, system):
+    """{`name`: `system`, `name`_step: the same at one step a session run}: the row its loop of steps (the default
+    --steps_per_run) is measured against, next to it. Twins that run apart in the full run's order (sync_step,
+    allreduce_step, process_step with its own title) are written out where they run."""
+    a_run_a_step = dataclasses.replace(system, title=f"{system.title}, a run a step", steps_per_run=1)
+    return {name: system, f"{name}_step": a_run_a_step}
+
+
 MODELS = {
     "mlp": Model("digits MLP 64-128-10 (recipes/mnist.py), latency-bound", "mnist", (), 500, 300),
     "cnn": Model(
@@ -58,13 +66,9 @@ SYSTEMS = {
     "strict": System("sync, strict", "sync", mode="sync", flags=("--strict_determinism",)),
     "accumulator": System("sync, accumulator", "sync", mode="sync", flags=("--aggregation=accumulator",)),
     "sync_step": System("sync, ordered, a run a step", "sync", mode="sync", steps_per_run=1),
-    "sync_8bit": System("sync, ordered, 8-bit gradients", "sync", mode="sync", flags=("--gradient_compression=8bit",)),
-    "sync_8bit_step": System(
-        "sync, ordered, 8-bit gradients, a run a step",
-        "sync",
-        mode="sync",
-        flags=("--gradient_compression=8bit",),
-        steps_per_run=1,
+    **_and_a_run_a_step(
+        "sync_8bit",
+        System("sync, ordered, 8-bit gradients", "sync", mode="sync", flags=("--gradient_compression=8bit",)),
     ),
     "allreduce": System("all-reduce", "sync", mode="allreduce"),
     "allreduce_fast": System("all-reduce, --kernels=fast", "sync", mode="allreduce", flags=("--kernels=fast",)),
@@ -73,15 +77,9 @@ SYSTEMS = {
     "allreduce_fp16": System(
         "all-reduce, float16 transport", "sync", mode="allreduce", flags=("--allreduce_transport=float16",)
     ),
-    "allreduce_powersgd1": System(
-        "all-reduce, PowerSGD rank 1", "sync", mode="allreduce", flags=("--powersgd_rank=1",)
-    ),
-    "allreduce_powersgd1_step": System(
-        "all-reduce, PowerSGD rank 1, a run a step",
-        "sync",
-        mode="allreduce",
-        flags=("--powersgd_rank=1",),
-        steps_per_run=1,
+    **_and_a_run_a_step(
+        "allreduce_powersgd1",
+        System("all-reduce, PowerSGD rank 1", "sync", mode="allreduce", flags=("--powersgd_rank=1",)),
     ),
     "allreduce_powersgd4": System(
         "all-reduce, PowerSGD rank 4", "sync", mode="allreduce", flags=("--powersgd_rank=4",)
@@ -94,20 +92,14 @@ SYSTEMS = {
     ),
     "sync_unforked": System("sync, ordered, a process a task", "sync", mode="sync", flags=("--fork_tasks=false",)),
     "sync_warm": System("sync, ordered, forked by a warm server", "sync", mode="sync", warm=True),
-    "async": System("async", "async", mode="async"),
-    "async_step": System("async, a run a step", "async", mode="async", steps_per_run=1),
-    "async_staleness_aware": System("async, staleness-aware", "async", mode="async", flags=("--staleness_aware",)),
-    "async_staleness_aware_step": System(
-        "async, staleness-aware, a run a step", "async", mode="async", flags=("--staleness_aware",), steps_per_run=1
+    **_and_a_run_a_step("async", System("async", "async", mode="async")),
+    **_and_a_run_a_step(
+        "async_staleness_aware",
+        System("async, staleness-aware", "async", mode="async", flags=("--staleness_aware",)),
     ),
-    "async_ssp": System("async, SSP (s = 1)", "async", mode="async", flags=("--max_staleness=1",), min_workers=2),
-    "async_ssp_step": System(
-        "async, SSP (s = 1), a run a step",
-        "async",
-        mode="async",
-        flags=("--max_staleness=1",),
-        min_workers=2,
-        steps_per_run=1,
+    **_and_a_run_a_step(
+        "async_ssp",
+        System("async, SSP (s = 1)", "async", mode="async", flags=("--max_staleness=1",), min_workers=2),
     ),
     "hierarchical": System("hierarchical, 2 groups", "async", mode="hierarchical", min_workers=2),
     "mirrored": System("MultiWorkerMirroredStrategy (TensorFlow's defaults)", "sync", strategy="mirrored"),
