@@ -31,7 +31,7 @@ def _why_not_portable():
     """Why the recorded bits cannot be expected here, or None."""
     if platform.machine() not in ("x86_64", "AMD64"):
         return f"the references are x86-64's; this is {platform.machine()}"
-    if "avx2" not in compat.kernel_path()["cpu_extensions"]:
+    if "avx2" not in compat.cpu()["cpu_extensions"]:
         return "this CPU has no AVX2, below every machine the promise covers"
     if REFERENCE["recorded_on"]["tensorflow"] != tf.VERSION:
         return f"recorded with TensorFlow {REFERENCE['recorded_on']['tensorflow']}, this is {tf.VERSION}"

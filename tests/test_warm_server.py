@@ -2,8 +2,8 @@
 TensorFlow itself, one after another from the same server, and a launch that would load TensorFlow otherwise is
 refused with the reason and loads its own. Its edges: a launcher with no server, or with one that does not
 start, stalls or stops answering, loads its own; the socket is its owner's alone, and a server of another user's
-is refused; the code fingerprint moves with any change to what the server loaded; a child that cannot take the
-launcher's place says why and exits."""
+is refused; a server whose loaded files changed on disk refuses every launch, naming one; a child that cannot
+take the launcher's place says why and exits, and one that fails to fork its tasks exits 1 with the traceback."""
 
 import contextlib
 import json
