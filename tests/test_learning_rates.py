@@ -10,7 +10,7 @@ from inprocess import half_mean_square, joined_workers, linear, scalar_dataset, 
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
-from parallel_tf.graph.learning_rates import Schedule
+from parallel_tf.graph.optimizers import Schedule
 from parallel_tf.training import logdir, run_check, run_flags
 from parallel_tf.training import settings as settings_lib
 

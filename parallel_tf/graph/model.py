@@ -1,4 +1,4 @@
-"""The part of the graph every mode shares: inputs, the recipe's model, loss, accuracy, optimizer.
+"""The part of the graph every mode shares: inputs, the recipe's model, loss, accuracy.
 
 Every mode, and the single-process reference run, builds its model through `build_model` as
 the first thing in a fresh graph with the same seed, so op-level seeds (derived by TF from the
@@ -17,16 +17,6 @@ from parallel_tf.graph.placement import pieces_over, split_by, whole
 # Variables rewritten every step before they are read (gradient slots): not worth a checkpoint.
 SCRATCH = "parallel_tf_scratch"
 LOCAL = ["local_variables"]  # tf.GraphKeys.LOCAL_VARIABLES (a worker's own, never saved), without importing TF
-
-# Each update takes its variable's lock (use_locking): async pushes and hierarchical groups' exchanges from
-# several workers reach the same parameters at once, and TF1's unlocked update is a read, then a write, which
-# loses one of two that overlap. Where one task applies (sync's chief, a copy of its own), the lock is free.
-OPTIMIZERS = {
-    "sgd": lambda lr: tf.train.GradientDescentOptimizer(lr, use_locking=True),
-    "momentum": lambda lr: tf.train.MomentumOptimizer(lr, momentum=0.9, use_locking=True),
-    "adagrad": lambda lr: tf.train.AdagradOptimizer(lr, use_locking=True),
-    "adam": lambda lr: tf.train.AdamOptimizer(lr, use_locking=True),
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,7 +191,3 @@ def refresh_copies(pairs, after=()):
         with tf.colocate_with(parameter), tf.control_dependencies(after):
             values.append(parameter.read_value())
     return tf.group(*[copy.assign(value) for (_, copy), value in zip(pairs, values, strict=True)])
-
-
-def make_optimizer(name, learning_rate):
-    return OPTIMIZERS[name](learning_rate)

@@ -1,9 +1,91 @@
-"""Optimizers that change what another applies, delegating all else (its slots, names and checkpoints stay
+"""How a run's updates are applied: the optimizer, by --optimizer's name, at a learning rate that follows its
+schedule, and optimizers that change what another applies.
+
+The schedule is the rate as a function of the update it is applied at: warm-up, then constant, step or cosine
+decay (Goyal et al., "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour", 2017; Loshchilov and
+Hutter, "SGDR", ICLR 2017), and the linear scaling rule. Every mode that uses it reads the clock an
+update is applied at (sync and all-reduce: the global step; async: the updates applied so far), so a
+run resumed from a checkpoint continues the same schedule.
+
+The optimizers that change what another applies delegate all else (its slots, names and checkpoints stay
 the wrapped optimizer's): clipping's, a hierarchical group's that sums what it applies, and one that counts
 its updates. Not tf.train.Optimizer subclasses: that would import TensorFlow with these modules, and the
 launcher, which reads the techniques' declarations, must stay single-threaded."""
 
+import dataclasses
+import math
+
 from parallel_tf.compat import tf
+
+# Each update takes its variable's lock (use_locking): async pushes and hierarchical groups' exchanges from
+# several workers reach the same parameters at once, and TF1's unlocked update is a read, then a write, which
+# loses one of two that overlap. Where one task applies (sync's chief, a copy of its own), the lock is free.
+OPTIMIZERS = {
+    "sgd": lambda lr: tf.train.GradientDescentOptimizer(lr, use_locking=True),
+    "momentum": lambda lr: tf.train.MomentumOptimizer(lr, momentum=0.9, use_locking=True),
+    "adagrad": lambda lr: tf.train.AdagradOptimizer(lr, use_locking=True),
+    "adam": lambda lr: tf.train.AdamOptimizer(lr, use_locking=True),
+}
+
+
+def make_optimizer(name, learning_rate):
+    return OPTIMIZERS[name](learning_rate)
+
+
+SCHEDULES = ("constant", "step", "cosine")
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    base: float  # the rate after warm-up: --learning_rate, times k = batch / --linear_scaling_batch when set
+    kind: str = "constant"
+    warmup_steps: int = 0  # W: the rate rises over updates 0..W-1 (see warmup_from)
+    decay_steps: int = 0  # step: every D updates, counted from update 0; cosine: over D updates after warm-up
+    decay_rate: float = 0.1  # step: the factor at each decay
+    milestones: tuple = ()  # step, instead of D: the updates from which one more factor applies
+    # Goyal et al.'s gradual warm-up, with linear scaling: from this unscaled rate η to `base` = kη, η + (kη − η)·s/W.
+    # None: from 0, base·(s + 1)/W.
+    warmup_from: float | None = None
+
+    def __post_init__(self):
+        assert self.kind in SCHEDULES, self.kind
+        assert self.kind != "step" or bool(self.decay_steps) != bool(self.milestones), "step: D or milestones"
+
+    @property
+    def is_constant(self):
+        return self.kind == "constant" and not self.warmup_steps
+
+    def at(self, step):
+        """The rate at `step` (an integer tensor, or the variable holding it), computed next to it: a plain float
+        when it is constant, so a run without a schedule builds the graph it always did. A variable is read
+        with read_value(), where the rate is made: its ordinary read is a snapshot made once, outside any loop
+        of steps (train_graph.drive), which would give every step of a loop the rate of the run's first."""
+        if self.is_constant:
+            return self.base
+        with tf.colocate_with(step):  # where the step lives and updates are applied: no step crosses to compute it
+            if isinstance(step, tf.Variable):
+                step = step.read_value()
+            return self._scheduled(step)
+
+    def _scheduled(self, step):
+        s = tf.cast(step, tf.float32)
+        rate = tf.constant(self.base, tf.float32)
+        if self.warmup_steps and self.warmup_from is None:
+            rate *= tf.minimum(1.0, (s + 1.0) / self.warmup_steps)
+        elif self.warmup_steps:
+            rate = self.warmup_from + (self.base - self.warmup_from) * tf.minimum(1.0, s / self.warmup_steps)
+        if self.kind == "step":
+            rate *= tf.pow(self.decay_rate, self._decays(s))
+        elif self.kind == "cosine":
+            after = tf.maximum(s - self.warmup_steps, 0.0)
+            rate *= 0.5 * (1.0 + tf.cos(math.pi * tf.minimum(after, float(self.decay_steps)) / self.decay_steps))
+        return rate
+
+    def _decays(self, s):
+        """How many decays update `s` has passed, counted from update 0."""
+        if self.milestones:
+            return tf.add_n([tf.cast(s >= milestone, tf.float32) for milestone in self.milestones])
+        return tf.floor(s / self.decay_steps)
 
 
 class DelegatingOptimizer:

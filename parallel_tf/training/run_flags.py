@@ -23,7 +23,7 @@ from absl import flags
 from parallel_tf import cli, compat
 from parallel_tf.cli import define_float, validate_by_parsing
 from parallel_tf.errors import ConfigError
-from parallel_tf.graph.model import OPTIMIZERS
+from parallel_tf.graph.optimizers import OPTIMIZERS
 from parallel_tf.training import modes, options, profiling, rules, techniques
 
 FLAGS = flags.FLAGS

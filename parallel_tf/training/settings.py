@@ -11,7 +11,7 @@ from absl import flags
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.cluster import slurm
 from parallel_tf.errors import ConfigError
-from parallel_tf.graph.learning_rates import Schedule
+from parallel_tf.graph.optimizers import Schedule
 from parallel_tf.training import modes, profiling, run_check, techniques
 from parallel_tf.training.options import steps_per_run
 from parallel_tf.training.run_flags import given_flags
@@ -118,7 +118,7 @@ class Settings:
 
     @property
     def schedule(self):
-        """The learning rate as a function of the update it is applied at (graph/learning_rates.py)."""
+        """The learning rate as a function of the update it is applied at (graph/optimizers.py)."""
         # only cosine's length defaults to the training left: a resume that trains longer then changes it
         decay_steps = self.options.lr_decay_steps
         if self.options.lr_schedule == "cosine" and not decay_steps:

@@ -20,8 +20,8 @@ from parallel_tf.compat import tf
 from parallel_tf.errors import chief_did_not_initialise
 from parallel_tf.graph.barrier import step_barrier
 from parallel_tf.graph.exchange_steps import sends_after
-from parallel_tf.graph.model import build_model_on_copies, make_optimizer, refresh_copies
-from parallel_tf.graph.optimizers import DelegatingOptimizer, apply_then_step
+from parallel_tf.graph.model import build_model_on_copies, refresh_copies
+from parallel_tf.graph.optimizers import DelegatingOptimizer, apply_then_step, make_optimizer
 from parallel_tf.graph.placement import device_setter, server_cpu
 from parallel_tf.graph.pushes import GradientSum, push_counter
 from parallel_tf.graph.sync_replicas import sync_replicas

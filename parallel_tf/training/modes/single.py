@@ -4,7 +4,8 @@ A 1-worker sync cluster must train bitwise the same parameters as this; tests ch
 """
 
 from parallel_tf.compat import tf
-from parallel_tf.graph.model import StepReads, build_model, make_optimizer
+from parallel_tf.graph.model import StepReads, build_model
+from parallel_tf.graph.optimizers import make_optimizer
 from parallel_tf.training.rules import NO_CLUSTER, Mode
 from parallel_tf.training.train_graph import Phase, StepReport, TrainGraph, drive
 

@@ -1,5 +1,5 @@
 """--lr_schedule=step|cosine (every mode but hierarchical): the learning rate decays over the run
-(graph/learning_rates.py). step: times --lr_decay_rate every --lr_decay_steps updates, or at each
+(graph/optimizers.py). step: times --lr_decay_rate every --lr_decay_steps updates, or at each
 of --lr_decay_milestones, counted from the first update (as Goyal et al. 2017 and He et al. 2016
 count their drops from epoch 0); cosine (Loshchilov and Hutter, "SGDR", ICLR 2017): to 0 over
 --lr_decay_steps updates after warm-up, by default the rest of the run. Updates count in the mode's

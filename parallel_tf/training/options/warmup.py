@@ -1,5 +1,5 @@
 """--warmup_steps=W (every mode but hierarchical): the learning rate rises over the first W updates
-(graph/learning_rates.py): from 0 to --learning_rate, base·(s+1)/W at update s; with the linear
+(graph/optimizers.py): from 0 to --learning_rate, base·(s+1)/W at update s; with the linear
 scaling rule, Goyal et al.'s gradual warm-up ("Accurate, Large Minibatch SGD: Training ImageNet in
 1 Hour", 2017) from the unscaled rate η to the scaled kη, η + (k−1)η·s/W. Updates count in the mode's
 clock: global steps, or in async mode the pushes applied. The chief logs the rate (`scheduled_rate`)."""

@@ -18,8 +18,7 @@ docs/modes-and-techniques.md, a hand-computed test and an observable in tests/te
 from absl import flags
 
 from parallel_tf.compat import tf
-from parallel_tf.graph.model import make_optimizer
-from parallel_tf.graph.optimizers import apply_then_step
+from parallel_tf.graph.optimizers import apply_then_step, make_optimizer
 from parallel_tf.graph.pushes import Send
 from parallel_tf.training.techniques import (
     adaptive_delay_compensation,
