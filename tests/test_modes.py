@@ -11,7 +11,7 @@ from parallel_tf.cluster import config as cluster
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import Dataset
 from parallel_tf.graph.layers import dense
-from parallel_tf.training import modes, rules, run_check, techniques
+from parallel_tf.training import modes, rules, run_check
 from parallel_tf.training import settings as settings_lib
 from parallel_tf.training.recipe import Recipe
 
@@ -104,13 +104,10 @@ def test_every_technique_that_builds_a_graph_is_built_here_in_each_of_its_modes(
 
 
 def _hooks_asked_for(monkeypatch):
-    """The hooks a graph's building asks for, as it asks: techniques.providing, and Settings.reducer for
-    all-reduce's reduce."""
+    """The seams whose hooks a graph's building asks for (Settings.hooks), as it asks."""
     asked = set()
-    providing = techniques.providing
-    monkeypatch.setattr(techniques, "providing", lambda settings, hook: asked.add(hook) or providing(settings, hook))
-    reducer = settings_lib.Settings.reducer
-    monkeypatch.setattr(settings_lib.Settings, "reducer", property(lambda s: asked.add("reduce") or reducer.fget(s)))
+    hooks = settings_lib.Settings.hooks
+    monkeypatch.setattr(settings_lib.Settings, "hooks", lambda settings, seam: asked.add(seam) or hooks(settings, seam))
     return asked
 
 

@@ -2,7 +2,8 @@
 
 A declaration's hook is the function of its module named after the seam, with that seam's signature here (an
 option has only all-reduce's reduce). tests/test_composition.py checks every one against its interface.
-Each takes the run's Settings first. Which seams take one owner, and which chain, is rules.SEAMS's to say.
+Each takes the run's Settings first, which Settings.hooks gives it: a step calls the hooks of a seam with the
+rest. Which seams take one owner, and which chain, is rules.SEAMS's to say.
 """
 
 from __future__ import annotations  # the types name TensorFlow's and the package's, never imported here
@@ -17,10 +18,10 @@ if TYPE_CHECKING:
 
 
 class Build(Protocol):
-    """The mode's graph, built by the technique instead of the mode; `hooks` (techniques/__init__.py) gives the
-    mode hooks of the other techniques on, of which it calls those its declaration's `calls` lists."""
+    """The mode's graph, built by the technique instead of the mode; of the mode hooks of the other techniques on
+    (Settings.hooks), it calls those its declaration's `calls` lists."""
 
-    def __call__(self, recipe, dataset, settings: Settings, hooks) -> TrainGraph: ...
+    def __call__(self, settings: Settings, recipe, dataset) -> TrainGraph: ...
 
 
 class Wrap(Protocol):

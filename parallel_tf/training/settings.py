@@ -4,6 +4,7 @@ checked as a whole run (run_check.check_run) and never changed after.
 """
 
 import dataclasses
+import functools
 import os
 
 from absl import flags
@@ -144,12 +145,17 @@ class Settings:
         on = (*self.techniques, *self.options_on)
         return [d for d in run_check.DECLARATIONS if d.name in on]
 
+    def hooks(self, seam):
+        """The functions filling `seam` (seams.py) in this run, each given these settings: those of the techniques
+        and options on that declare it, in wrapping order; at most one where rules.SEAMS takes one owner. None:
+        the mode's own way. A step asks as it is built, so a reader follows it from the mode to each hook's module."""
+        return [functools.partial(run_check.hook(d, seam), self) for d in self.declarations_on if seam in d.hooks]
+
     @property
-    def reducer(self):
-        """All-reduce's reduce hook of the one technique or option on that has it (rules: at most one), or None:
-        the plain ring."""
-        owner = next((d for d in self.declarations_on if "reduce" in d.hooks), None)
-        return run_check.hook(owner, "reduce") if owner else None
+    def whole_variables(self):
+        """Whether a technique on computes on each variable whole (a codec's scale, a norm's sum), so a mode must not
+        split its variables in pieces over the servers."""
+        return any(d.whole_variables for d in self.declarations_on)
 
     @property
     def random_stream(self):

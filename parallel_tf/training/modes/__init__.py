@@ -13,7 +13,6 @@ from absl import flags
 
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import products
-from parallel_tf.training import techniques
 from parallel_tf.training.modes import allreduce, asynchronous, hierarchical, single, sync
 from parallel_tf.training.train_graph import with_join_fields
 
@@ -32,13 +31,10 @@ SHAPE_FLAGS = {
 def build(recipe, dataset, settings):
     """The graph a worker of `settings` trains with: built, wrapped by the techniques on, joinable."""
     with products.gpu_kernels(settings.num_gpus > 0):
-        builders = techniques.providing(settings, "build")  # at most one (rules.py)
-        if builders:  # given the hooks of the techniques it calls (rules.Technique.calls)
-            graph = builders[0].build(recipe, dataset, settings, hooks=techniques)
-        else:
-            graph = BY_NAME[settings.mode].build(recipe, dataset, settings)
-        for technique in techniques.providing(settings, "wrap"):
-            graph = technique.wrap(settings, graph)
+        built_by = settings.hooks("build")  # a technique that builds the mode's graph itself: at most one (rules.py)
+        graph = built_by[0](recipe, dataset) if built_by else BY_NAME[settings.mode].build(recipe, dataset, settings)
+        for wrap in settings.hooks("wrap"):
+            graph = wrap(graph)
     return with_join_fields(graph)
 
 

@@ -18,8 +18,8 @@ from parallel_tf.errors import TaskFailure
 from parallel_tf.graph import worker_state
 from parallel_tf.graph.collectives import Collectives, Ring
 from parallel_tf.graph.model import StepReads, build_model
+from parallel_tf.graph.optimizers import scheduled
 from parallel_tf.graph.placement import worker_device
-from parallel_tf.training import techniques
 from parallel_tf.training.rules import Mode
 from parallel_tf.training.train_graph import Phase, StepReport, TrainGraph, drive, microbatch_passes
 
@@ -32,11 +32,10 @@ def build(recipe, dataset, settings):
         collectives = Collectives(num_workers, task_index, settings.collective_group, settings.num_gpus > 0)
         ring = Ring(collectives, settings.options.allreduce_transport, settings.options.allreduce_bucket_mb)
         variables = tf.trainable_variables()
-        # the reduce hook's owner's ways of reducing (rules.py), or the plain ring's
-        reducings = (
-            settings.reducer(settings, recipe, ring, variables) if settings.reducer else [ring.reducing(variables)]
-        )
-        optimizer = techniques.scheduled_optimizer(settings, global_step)  # one for every phase: the run's slots
+        reducers = settings.hooks("reduce")  # at most one (rules.py): its ways of reducing, or the plain ring's
+        reducings = reducers[0](recipe, ring, variables) if reducers else [ring.reducing(variables)]
+        # one for every phase: the run's slots
+        optimizer = scheduled(settings.optimizer, settings.schedule, global_step, settings.hooks("optimizer"))
 
         def applying(reducing):
             def step(model):

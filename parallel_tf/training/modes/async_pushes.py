@@ -3,8 +3,8 @@ a fetch of the parameters into its copies (asynchronous.py's steps are made of t
 
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import LOCAL, refresh_copies
-from parallel_tf.graph.pushes import GradientSum, StalenessHistogram, push_counter
-from parallel_tf.training import techniques
+from parallel_tf.graph.optimizers import apply_then_step, optimizer_at
+from parallel_tf.graph.pushes import GradientSum, Send, StalenessHistogram, push_counter
 
 
 class Pushes:
@@ -37,19 +37,55 @@ class Pushes:
         settings, global_step = self.settings, self.global_step
         with tf.device(global_step.device):  # read where it changes, just before this push changes it
             staleness = global_step.read_value() - copy_reflects
-            learning_rate = techniques.push_learning_rate(settings, staleness)
-        optimizer = techniques.optimizer_for(settings, learning_rate)
+            learning_rate = self._learning_rate(staleness)
+        optimizer = self._optimizer(learning_rate)
         with tf.device(self.on_worker):
             accumulate = self.gradient_sum.add(gradients)
-        received = techniques.transmit(settings, accumulate, self.parameters, self.on_worker)
-        sums, on_fetch = techniques.push_gradients(settings, self.parameters, received)
+        received = accumulate
+        for transmit in settings.hooks("transmit"):  # at most one (rules.SEAMS): a technique encodes it on the way
+            received = transmit(accumulate, self.parameters, self.on_worker, settings.random_stream)
+        sums, on_fetch = self._applied(received)
         recorded = self.histogram.record(staleness)  # before the push changes the global step
-        send = techniques.send_push(settings, optimizer, sums, self.parameters, global_step, recorded)
+        send = self._send(optimizer, sums, after=recorded)
         with tf.control_dependencies([send.op]):
-            marked = techniques.after_push(settings, self.read_step)
+            marked = [op for after_push in settings.hooks("after_push") for op in after_push(self.read_step)]
         sent = tf.group(send.op, *marked) if marked else send.op
         self.send, self.sent, self.on_fetch = send, sent, on_fetch
         return accumulate, self.gradient_sum.push(sent, self.updates, settings.task_index)
+
+    def _learning_rate(self, staleness):
+        """The rate a push of `staleness` is applied with: the schedule's at the global step it is applied at, unless
+        a technique makes it depend on the staleness."""
+        learning_rate = self.settings.schedule.at(self.global_step)
+        for change in self.settings.hooks("push_learning_rate"):
+            learning_rate = change(learning_rate, staleness)
+        return learning_rate
+
+    def _optimizer(self, learning_rate):
+        """--optimizer at `learning_rate`, as the techniques on change how it applies updates (clipping)."""
+        return optimizer_at(self.settings.optimizer, learning_rate, self.global_step, self.settings.hooks("optimizer"))
+
+    def _applied(self, received):
+        """(What the push applies to the parameters instead of the `received` sums, on_fetch(after): the ops a fetch
+        runs besides refreshing the copies, once ops `after` have run). Unless a technique changes them: the sums,
+        and no ops."""
+        sums, on_fetch = received, []
+        for change in self.settings.hooks("push_gradients"):
+            sums, more = change(self.parameters, sums)
+            on_fetch.append(more)
+        return sums, lambda after: [op for ops_after in on_fetch for op in ops_after(after)]
+
+    def _send(self, optimizer, sums, after):
+        """The push, once op `after` has run: `optimizer` applies `sums` to the parameters at once, unless a
+        technique sends them otherwise (softsync), given the run's optimizer for a push of any staleness."""
+        for send_push in self.settings.hooks("send_push"):  # at most one (rules.SEAMS)
+
+            def optimizer_at_staleness(staleness):
+                return self._optimizer(self._learning_rate(staleness))
+
+            return send_push(optimizer, sums, self.parameters, self.global_step, after, optimizer_at_staleness)
+        with tf.control_dependencies([after]):
+            return Send(apply_then_step(optimizer, zip(sums, self.parameters, strict=True), self.global_step))
 
     def fetch_after(self, after):
         """The copies refreshed, and the global step they reflect noted, read once ops `after` have run."""

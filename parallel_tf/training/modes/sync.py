@@ -15,12 +15,11 @@ from parallel_tf.graph import worker_state
 from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
 from parallel_tf.graph.barrier import gather_at_chief, release_workers, step_barrier
 from parallel_tf.graph.model import StepReads, build_model
-from parallel_tf.graph.optimizers import CountingOptimizer
+from parallel_tf.graph.optimizers import CountingOptimizer, scheduled
 from parallel_tf.graph.pipeline import Pipeline, worker_copies
 from parallel_tf.graph.placement import device_setter, server_cpu, worker_device
 from parallel_tf.graph.server_vectors import PackedReads, sent_packed
 from parallel_tf.graph.sync_replicas import sync_replicas
-from parallel_tf.training import techniques
 from parallel_tf.training.rules import Mode
 from parallel_tf.training.train_graph import Phase, StepReport, TrainGraph, drive, microbatch_passes, once
 
@@ -43,10 +42,15 @@ def _split_over(settings):
     """The pieces large variables are cut into (graph/placement.py), for ordered aggregation: one a server, or
     --pipeline_pieces a server; 0 (whole variables) for one piece, or where a technique on needs each variable
     whole (a codec's scale, a clipping norm's sum)."""
-    if settings.options.aggregation != "ordered" or techniques.need_whole_variables(settings):
+    if settings.options.aggregation != "ordered" or settings.whole_variables:
         return 0
     pieces = settings.cluster.num_ps * max(settings.options.pipeline_pieces, 1)
     return pieces if pieces > 1 else 0
+
+
+def _optimizer(settings, global_step):
+    """--optimizer at the schedule's rate, as the techniques on change it (clipping)."""
+    return scheduled(settings.optimizer, settings.schedule, global_step, settings.hooks("optimizer"))
 
 
 def _per_worker(settings):
@@ -61,22 +65,22 @@ def _in_fixed_order(recipe, model, global_step, settings):
     on_worker = worker_device(task_index, settings.num_gpus)
     is_chief = task_index == 0
     variables = aggregator.variables
-    encoded = bool(techniques.providing(settings, "transmit"))  # a technique sends each gradient its own way
+    transmits = settings.hooks("transmit")  # at most one (rules.SEAMS): a technique sends each gradient its own way
 
     def step(model):
         """One step on `model`'s batch, its parameters read packed: (every worker's index and loss: the
         chief's report), once applied."""
         gradients = worker_gradients(recipe, model, per_worker, model.reads.of(variables))
         loss = model.loss
-        if encoded:
-            gradients = [techniques.transmit(settings, g, variables, on_worker) for g in gradients]
+        if transmits:
+            gradients = [transmits[0](g, variables, on_worker, settings.random_stream) for g in gradients]
         else:  # the loss rides with the gradients
             gradients, (loss,) = sent_packed(gradients, variables, riding=[loss])
         write = aggregator.write(task_index * per_worker, gradients)
         workers, losses = gather_at_chief(num_workers, task_index, loss, after=[write], name="written")
         # once every gradient is written, the chief applies the update
         if is_chief:
-            done = aggregator.apply(techniques.scheduled_optimizer(settings, global_step), global_step, after=[workers])
+            done = aggregator.apply(_optimizer(settings, global_step), global_step, after=[workers])
         else:
             done = workers
         released = release_workers(num_workers, task_index, after=[done])
@@ -105,7 +109,7 @@ def _pipelined(recipe, model, global_step, settings):
 
     def step(model):
         gradients = worker_gradients(recipe, model, per_worker, model.reads.of(copies.values()))
-        optimizer = techniques.scheduled_optimizer(settings, global_step) if task_index == 0 else None
+        optimizer = _optimizer(settings, global_step) if task_index == 0 else None
         workers, losses = pipeline.step(gradients, model.loss, task_index * per_worker, optimizer, global_step)
         return StepReport(workers=workers, losses=losses)
 
@@ -117,8 +121,7 @@ def _pipelined(recipe, model, global_step, settings):
 def _in_arrival_order(recipe, model, global_step, settings):
     num_workers, task_index = settings.num_workers, settings.task_index
     is_chief = task_index == 0
-    scheduled = techniques.scheduled_optimizer(settings, global_step)
-    optimizer = CountingOptimizer(scheduled, "accumulator_updates", global_step)
+    optimizer = CountingOptimizer(_optimizer(settings, global_step), "accumulator_updates", global_step)
     replicas = sync_replicas(optimizer, model.loss, global_step, num_workers, num_workers, is_chief)
     step_ops = [replicas.train_op, replicas.sync_op] if is_chief else [replicas.train_op]
     workers, losses = step_barrier(range(num_workers), task_index, model.loss, step_ops, server_cpu("ps", 0))

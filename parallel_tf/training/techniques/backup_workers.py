@@ -32,6 +32,7 @@ from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
 from parallel_tf.graph.model import build_model
+from parallel_tf.graph.optimizers import optimizer_at
 from parallel_tf.graph.placement import device_setter, worker_device
 from parallel_tf.training.rules import Technique
 from parallel_tf.training.train_graph import StepReport, TrainGraph, once, own_report
@@ -107,7 +108,17 @@ class _ChiefAggregator:
             step += 1
 
 
-def build(recipe, dataset, settings, hooks):
+def _queues(num_workers):
+    """The arrivals queue, (worker, step) of each gradient written, and every worker's queue of release tokens:
+    shared by name, so every worker's graph makes the same ones."""
+    arrivals = tf.FIFOQueue(-1, [tf.int32, tf.int64], [[], []], shared_name="parallel_tf_backup_arrivals")
+    releases = [
+        tf.FIFOQueue(-1, [tf.int64], [[]], shared_name=f"parallel_tf_backup_release_{w}") for w in range(num_workers)
+    ]
+    return arrivals, releases
+
+
+def build(settings, recipe, dataset):
     """Sync training where each step applies the gradients of the first R of N workers to deliver one."""
     cluster, task_index = settings.cluster, settings.task_index
     num_workers, replicas = cluster.num_workers, settings.options.replicas_to_aggregate
@@ -118,13 +129,11 @@ def build(recipe, dataset, settings, hooks):
         step = tf.placeholder(tf.int64, [], name="step")
         slots = SlotAggregator(tf.trainable_variables(), num_workers)  # one row per worker
         (gradients,) = worker_gradients(recipe, model, 1, slots.variables)
-        write = slots.write(task_index, [hooks.transmit(settings, gradients, slots.variables, on_worker)])
+        for transmit in settings.hooks("transmit"):  # at most one (rules.SEAMS): a technique encodes them on the way
+            gradients = transmit(gradients, slots.variables, on_worker, settings.random_stream)
+        write = slots.write(task_index, [gradients])
         with tf.device(global_step.device):
-            arrivals = tf.FIFOQueue(-1, [tf.int32, tf.int64], [[], []], shared_name="parallel_tf_backup_arrivals")
-            releases = [
-                tf.FIFOQueue(-1, [tf.int64], [[]], shared_name=f"parallel_tf_backup_release_{w}")
-                for w in range(num_workers)
-            ]
+            arrivals, releases = _queues(num_workers)
             sent = tf.get_variable("gradients_sent", [], tf.int64, tf.zeros_initializer(), trainable=False)
             applied = tf.get_variable(
                 "gradients_applied_by_worker", [num_workers], tf.int64, tf.zeros_initializer(), trainable=False
@@ -139,7 +148,9 @@ def build(recipe, dataset, settings, hooks):
             next_step = tf.reduce_max(tf.concat([[first], later], axis=0))
             next_arrival = arrivals.dequeue()
             chosen = tf.placeholder(tf.int32, [replicas], name="chosen_workers")
-        update = slots.apply(hooks.optimizer_for(settings, settings.schedule.at(global_step)), global_step, [], chosen)
+        rate = settings.schedule.at(global_step)
+        optimizer = optimizer_at(settings.optimizer, rate, global_step, settings.hooks("optimizer"))
+        update = slots.apply(optimizer, global_step, [], chosen)
         with tf.colocate_with(global_step), tf.control_dependencies([update]):
             counted = tf.scatter_add(applied, chosen, tf.ones([replicas], tf.int64))
             token = global_step.read_value()

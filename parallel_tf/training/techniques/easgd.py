@@ -122,7 +122,7 @@ class Elastic:
         return tf.no_op()
 
 
-def build(recipe, dataset, settings, hooks):
+def build(settings, recipe, dataset):
     """Local SGD steps on the copy, an elastic exchange every period."""
     period = settings.options.easgd_period
     if settings.mode == "sync":

@@ -62,7 +62,7 @@ def define_flags(flag_values=flags.FLAGS):
     )
 
 
-def build(recipe, dataset, settings, hooks):
+def build(settings, recipe, dataset):
     """Local steps on the copies, an average every --local_steps."""
     return build_exchanging(recipe, dataset, settings, settings.options.local_steps, Average())
 
