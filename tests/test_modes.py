@@ -14,6 +14,7 @@ from parallel_tf.graph.layers import dense
 from parallel_tf.training import modes, rules, run_check
 from parallel_tf.training import settings as settings_lib
 from parallel_tf.training.recipe import Recipe
+from parallel_tf.training.trainer import build_graph
 
 SPECS = {
     "sync": {"cluster": {"ps": ["a:1", "a:2"], "worker": ["a:3", "a:4", "a:5"]}},
@@ -60,7 +61,7 @@ def build(mode, task_index, options=None, **fields):
         **{**FIELDS, **_of_mode(mode), **fields, **(options or {})},
     )
     with graph.as_default():
-        built = modes.build(TWO_LAYERS, DATA, settings)
+        built = build_graph(TWO_LAYERS, DATA, settings)
     for value in vars(built).values():  # never run here: TF would warn they went unused
         getattr(value, "mark_used", lambda: None)()
     return graph, built

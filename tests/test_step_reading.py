@@ -14,6 +14,7 @@ from models import DIGITS, FLAGS, MLP
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.compat import tf
 from parallel_tf.training import modes
+from parallel_tf.training.trainer import build_graph
 
 pytestmark = pytest.mark.inprocess
 
@@ -31,7 +32,7 @@ CASES = {  # the docs' heading: (mode, parameter servers, flags)
 
 def _modules_a_step_reads(mode, num_ps, flags):
     """The trainer, which runs the step (TrainGraph.runs and the driver's Steps, train_graph.py), and every
-    package module a function of which runs while modes.build builds worker 0's step, less VALUES, and less
+    package module a function of which runs while trainer.build_graph builds worker 0's step, less VALUES, and less
     whatever runs beneath a function of THE_MODEL (its kernels' first load reads the CPU's extensions) or of
     Settings (a value, whatever it calls to compute one: the reducer, run_check.hook)."""
     workers = [f"127.0.0.1:{port}" for port in (1, 2)]
@@ -54,7 +55,7 @@ def _modules_a_step_reads(mode, num_ps, flags):
     with tf.Graph().as_default():
         sys.setprofile(profile)
         try:
-            modes.build(MLP, DIGITS, settings)
+            build_graph(MLP, DIGITS, settings)
         finally:
             sys.setprofile(None)
     return read

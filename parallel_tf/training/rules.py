@@ -23,7 +23,7 @@ The rules, in the order `compose` applies them:
    owner (`both` says why) is refused to a second, and a seam a declaration closes (`closes`: strict
    determinism's reduction, which does not sum by the ring; a technique that builds the graph itself, for
    the mode's hooks its builder does not call) is refused to every other. The rest chain, in the order of
-   TECHNIQUES. A seam counts only in a mode that has it: `build` and `wrap` in every mode (modes.build
+   TECHNIQUES. A seam counts only in a mode that has it: `build` and `wrap` in every mode (trainer.build_graph
    applies them around any builder), the others where the mode's step calls them (`Mode.offers`).
 4. A pair either of whose declarations names the other in `conflicts` is refused, with its reason.
 
@@ -64,7 +64,7 @@ SEAMS = {
     "reduce": "each reduces the gradients its own way, and all-reduce has one reduce hook",
     "ring": "",
 }
-EVERY_MODE_SEAMS = ("build", "wrap")  # every mode has them: modes.build applies them around any mode's builder
+EVERY_MODE_SEAMS = ("build", "wrap")  # every mode has them: trainer.build_graph applies them around any builder
 NO_CLUSTER = "single"  # the mode of the one plain process (modes/single.py)
 
 

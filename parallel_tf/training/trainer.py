@@ -1,7 +1,7 @@
 """The one training loop, whatever the mode: join the cluster, run the steps, log, checkpoint, summarise.
 
 A `Trainer` owns the worker's graph and session and everything the chief writes. It knows its mode
-only through the `TrainGraph` modes.build returns (modes/__init__.py): what to feed and run
+only through the `TrainGraph` its mode builds (`build_graph`, train_graph.py): what to feed and run
 each step, where to start, what to initialise while joining, what to run in the background and
 before evaluating, which counters to log. Give it a server's target, or "" for one plain process.
 """
@@ -24,12 +24,27 @@ from parallel_tf.graph.model import build_held_out, seed_everything, trainable_s
 from parallel_tf.training import devices, logdir, modes, outputs, profiling, run_check, traffic
 from parallel_tf.training.checkpoints import Checkpoints
 from parallel_tf.training.options.link import bits_per_second
+from parallel_tf.training.train_graph import with_join_fields
 
 # How often a worker that joined before the chief initialised the model asks again. Each ask is one
 # session on the cluster; at 0.5 s a joining worker idled most of a second (in-process clusters: 0.19 s
 # a run saved at 0.1, medians of 2 interleaved runs of the 21 composition pairs, 28.5 vs 24.6 s; 0.02
 # saved 13-18% more, 12 pairs twice interleaved, 4.38 and 4.68 s at 0.1 against 3.81 and 3.84 s).
 JOIN_POLL_SECS = 0.02
+
+
+def build_graph(recipe, dataset, settings):
+    """The graph a worker of `settings` trains with: its mode's (or that of the technique that builds the mode's
+    graph itself: at most one, rules.py), wrapped by every technique's `wrap` hook in the order of TECHNIQUES,
+    innermost first, then given the join fields nothing set."""
+    with products.gpu_kernels(settings.num_gpus > 0):
+        built_by = settings.hooks("build")
+        graph = (
+            built_by[0](recipe, dataset) if built_by else modes.BY_NAME[settings.mode].build(recipe, dataset, settings)
+        )
+        for wrap in settings.hooks("wrap"):
+            graph = wrap(graph)
+    return with_join_fields(graph)
 
 
 class Trainer:
@@ -54,7 +69,7 @@ class Trainer:
         self.graph = tf.Graph()
         with self.graph.as_default():
             seed_everything(settings.seed)
-            self.train_graph = _with_learning_rate(modes.build(recipe, dataset, settings), settings)
+            self.train_graph = _with_learning_rate(build_graph(recipe, dataset, settings), settings)
             self.held_out = None  # built only when asked: the default graph stays what it was
             if settings.is_chief and settings.options.eval_every:
                 on_worker = placement.worker_device(0, settings.num_gpus) if cluster else None

@@ -2,19 +2,14 @@
 build(recipe, dataset, settings) -> TrainGraph (train_graph.py). This list is all that registers one;
 --mode's choices, the cluster's checks and the shape flags' scopes are derived from it, and the docs'
 modes table is checked against it (tests/test_docs.py). What every mode has (--eval_every, --link_rate,
---worker_delay_ms) a new mode has with no edit elsewhere (rules.EVERY_MODE).
-
-A run's graph is built in one place, `build`: by the mode's builder, or by the technique that builds
-the graph itself; then wrapped by every technique's `wrap` hook in the order of TECHNIQUES; then given
-the join fields nothing set.
+--worker_delay_ms) a new mode has with no edit elsewhere (rules.EVERY_MODE). The trainer builds a run's
+graph with its mode's builder (trainer.build_graph).
 """
 
 from absl import flags
 
 from parallel_tf.errors import ConfigError
-from parallel_tf.graph import products
 from parallel_tf.training.modes import allreduce, asynchronous, hierarchical, single, sync
-from parallel_tf.training.train_graph import with_join_fields
 
 CLUSTER_MODES = (sync, asynchronous, hierarchical, allreduce)  # --mode's choices, in this order
 SINGLE = single.MODE  # no cluster: the one plain process
@@ -26,16 +21,6 @@ SHAPE_FLAGS = {
     **{flag: tuple(n for n in NAMES if flag in BY_NAME[n].flags) for n in NAMES for flag in BY_NAME[n].flags},
     "num_ps": tuple(name for name in NAMES if BY_NAME[name].parameter_servers),
 }
-
-
-def build(recipe, dataset, settings):
-    """The graph a worker of `settings` trains with: built, wrapped by the techniques on, joinable."""
-    with products.gpu_kernels(settings.num_gpus > 0):
-        built_by = settings.hooks("build")  # a technique that builds the mode's graph itself: at most one (rules.py)
-        graph = built_by[0](recipe, dataset) if built_by else BY_NAME[settings.mode].build(recipe, dataset, settings)
-        for wrap in settings.hooks("wrap"):
-            graph = wrap(graph)
-    return with_join_fields(graph)
 
 
 def define_own_flags(flag_values=flags.FLAGS):

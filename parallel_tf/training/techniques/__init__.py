@@ -33,7 +33,7 @@ from parallel_tf.training.techniques import (
     stragglers,
 )
 
-# The wrapping order (rules.py): `wrap` hooks apply in this order, innermost first (modes.build).
+# The wrapping order (rules.py): `wrap` hooks apply in this order, innermost first (trainer.build_graph).
 TECHNIQUES = (
     backup_workers,
     local_updates,
