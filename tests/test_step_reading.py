@@ -34,7 +34,7 @@ def _modules_a_step_reads(mode, num_ps, flags):
     """The trainer, which runs the step (TrainGraph.runs and the driver's Steps, train_graph.py), and every
     package module a function of which runs while trainer.build_graph builds worker 0's step, less VALUES, and less
     whatever runs beneath a function of THE_MODEL (its kernels' first load reads the CPU's extensions) or of
-    Settings (a value, whatever it calls to compute one: the reducer, run_check.hook)."""
+    Settings (a value, whatever it calls to compute one: the hooks filling a seam, run_check.hook)."""
     workers = [f"127.0.0.1:{port}" for port in (1, 2)]
     servers = {"ps": [f"127.0.0.1:{3 + i}" for i in range(num_ps)]} if num_ps else {}
     cluster = cluster_lib.parse({"cluster": {**servers, "worker": workers}}, "test")

@@ -26,7 +26,8 @@ from parallel_tf.training.train_graph import Phase, StepReport, TrainGraph, driv
 
 def build(recipe, dataset, settings):
     num_workers, task_index = settings.num_workers, settings.task_index
-    with tf.device(worker_device(task_index, settings.num_gpus)):
+    on_worker = worker_device(task_index, settings.num_gpus)
+    with tf.device(on_worker):
         model = build_model(recipe, dataset)
         global_step = tf.train.get_or_create_global_step()
         collectives = Collectives(num_workers, task_index, settings.collective_group, settings.num_gpus > 0)
@@ -51,7 +52,8 @@ def build(recipe, dataset, settings):
             return Phase(reducing.first, step)
 
         steps = drive(settings, recipe, model, [applying(r) for r in reducings], StepReads)
-        stash = worker_state.gathered(collectives, worker_device(task_index, settings.num_gpus))
+        # PowerSGD's errors, a codec's residuals: where a technique keeps state a worker (Declaration.worker_state)
+        stash = worker_state.gathered(collectives, on_worker) if settings.keeps_worker_state else None
         broadcast = collectives.broadcast(tf.global_variables())  # the optimizer's slots too: made by apply
         fingerprint = tf.placeholder(tf.int32, [1, FINGERPRINT_INTS], name="params_fingerprint")
         fingerprints = collectives.gather(fingerprint)

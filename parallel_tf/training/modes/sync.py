@@ -95,7 +95,8 @@ def _in_fixed_order(recipe, model, global_step, settings):
         position=global_step,  # the data position is a function of the global step
         steps=steps,
         counters=microbatch_passes(settings, per_worker),
-        stash=worker_state.on_server(num_workers, task_index),  # the encoders' residuals, where kept
+        # the encoders' residuals, where a technique keeps state on each worker (Declaration.worker_state)
+        stash=worker_state.on_server(num_workers, task_index) if settings.keeps_worker_state else None,
     )
 
 
