@@ -14,6 +14,7 @@ from parallel_tf.graph.layers import dense
 from parallel_tf.training import modes, rules, run_check
 from parallel_tf.training import settings as settings_lib
 from parallel_tf.training.recipe import Recipe
+from parallel_tf.training.techniques import clipping, compression
 from parallel_tf.training.trainer import build_graph
 
 SPECS = {
@@ -110,6 +111,23 @@ def _hooks_asked_for(monkeypatch):
     hooks = settings_lib.Settings.hooks
     monkeypatch.setattr(settings_lib.Settings, "hooks", lambda settings, seam: asked.add(seam) or hooks(settings, seam))
     return asked
+
+
+def test_a_runs_hooks_of_a_seam_are_its_declarations_functions_in_wrapping_order_given_its_settings():
+    """What a step calls for a seam (Settings.hooks): the function of each declaration on that fills it, in the
+    order of TECHNIQUES (8-bit codes wrap a sync graph before clipping does), given the run's settings first; none
+    for a seam nothing on fills, where the mode goes its own way."""
+    flags = {"gradient_compression": "8bit", "clip_norm": 1.0}
+    settings = settings_lib.run_settings(
+        set(flags), mode="sync", task_index=0, cluster=cluster.parse(SPECS["sync"], "sync"), **{**FIELDS, **flags}
+    )
+    assert [(hook.func, hook.args) for hook in settings.hooks("wrap")] == [
+        (compression.wrap, (settings,)),
+        (clipping.wrap, (settings,)),
+    ]
+    assert [hook.func for hook in settings.hooks("transmit")] == [compression.transmit]
+    assert [hook.func for hook in settings.hooks("optimizer")] == [clipping.optimizer]
+    assert settings.hooks("build") == settings.hooks("send_push") == []
 
 
 @pytest.mark.parametrize("declared", run_check.DECLARATIONS, ids=[d.name for d in run_check.DECLARATIONS])
