@@ -147,7 +147,7 @@ class Settings:
 
     def hooks(self, seam):
         """The functions filling `seam` (seams.py) in this run, each given these settings: those of the techniques
-        and options on that declare it, in wrapping order; at most one where rules.SEAMS takes one owner. None:
+        and options on that declare it, in wrapping order; at most one where rules.SEAMS takes one owner. Empty:
         the mode's own way. A step asks as it is built, so a reader follows it from the mode to each hook's module."""
         return [functools.partial(run_check.hook(d, seam), self) for d in self.declarations_on if seam in d.hooks]
 
