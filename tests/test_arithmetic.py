@@ -17,7 +17,7 @@ from inprocess import half_mean_square, joined_workers, linear, scalar_dataset, 
 
 from parallel_tf.compat import tf
 from parallel_tf.tools import drift
-from parallel_tf.training.techniques import easgd
+from parallel_tf.training.techniques import easgd, softsync
 
 pytestmark = pytest.mark.inprocess
 
@@ -260,6 +260,26 @@ def test_softsync_applies_the_pushes_left_over_at_the_end(tmp_path):
     the one left over: 3)."""
     run = train(LINEAR, scalar_dataset(2, 2, 2, 2, 2), tmp_path, "async", num_workers=5, softsync=2, train_steps=1)
     assert w(run) == 4.0
+
+
+def test_a_softsync_push_reads_a_count_of_its_own_so_one_push_closes_the_queue():
+    """The push whose count is the run's last closes the queue, and a second close fails its worker, so no two pushes
+    may read the same count. 4 threads count 500 pushes each at once, as softsync counts them: every count from 1 to
+    2000 read once. (assign_add's own value, read after its add, gave 1946 of 8000 counts to two or more pushes.)"""
+    with tf.Graph().as_default():
+        made = tf.get_variable("made", [], tf.int64, tf.zeros_initializer(), use_resource=True)
+        count = softsync._push_counter(made)()
+        with tf.Session() as session:
+            session.run(made.initializer)
+            counts = []
+            threads = [
+                threading.Thread(target=lambda: counts.extend(session.run(count) for _ in range(500))) for _ in range(4)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(RUN_SECONDS)
+    assert sorted(counts) == list(range(1, 2001))
 
 
 @pytest.mark.parametrize("s", [0, 1, 3])

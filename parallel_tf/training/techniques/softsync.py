@@ -66,7 +66,10 @@ def send_push(settings, optimizer, sums, parameters, global_step, after, optimiz
             queue = tf.FIFOQueue(
                 per_update, [s.dtype for s in sums], [s.shape for s in sums], shared_name="parallel_tf_softsync_pushes"
             )
-            made = tf.get_variable("softsync_pushes", [], tf.int64, tf.zeros_initializer(), trainable=False)
+            made = tf.get_variable(
+                "softsync_pushes", [], tf.int64, tf.zeros_initializer(), trainable=False, use_resource=True
+            )
+            count_push = _push_counter(made)
             close_if_all_made = tf.cond(made >= pushes_in_a_run, queue.close, tf.no_op)  # a resume after the last
             means = [tf.reduce_mean(pushes, axis=0) for pushes in _as_list(queue.dequeue_up_to(per_update))]
             with tf.control_dependencies(means):  # the rate (and a technique's count of it) once there are pushes
@@ -75,12 +78,26 @@ def send_push(settings, optimizer, sums, parameters, global_step, after, optimiz
         add_counter("softsync_pushes", made)
         with tf.control_dependencies([after]):
             enqueue = queue.enqueue(sums)
-        with tf.control_dependencies([enqueue]):
-            count = made.assign_add(1, use_locking=True)  # every worker's: one lost, and the queue never closes
-        push = tf.cond(count >= pushes_in_a_run, queue.close, tf.no_op)  # the last push of the run
+        with tf.control_dependencies([enqueue]):  # every worker's: one lost, and the queue never closes
+            count = count_push()
+        push = tf.cond(tf.equal(count, pushes_in_a_run), queue.close, tf.no_op)  # the run's last push: exactly one
     return Send(
         push, chief_on_join=lambda sess: sess.run(close_if_all_made), chief_background=functools.partial(_apply, apply)
     )
+
+
+def _push_counter(made):
+    """() -> the op that adds a push to `made` and gives the count that makes, one push at a time (a critical section
+    on the server), so each push reads a count of its own. assign_add's own value is read after its add, where the
+    add of a push made at the same moment may land first: two pushes each read the run's last count, and the second
+    to close the queue failed its worker ("already closed"; seen once under load, in a 4-step pair test)."""
+    counting = tf.CriticalSection(shared_name="parallel_tf_softsync_count")
+
+    def counted():
+        with tf.control_dependencies([made.assign_add(1, read_value=False)]):
+            return made.read_value()
+
+    return lambda: counting.execute(counted)
 
 
 def _as_list(dequeued):
