@@ -13,14 +13,14 @@ from absl import flags
 from parallel_tf.compat import tf
 from parallel_tf.data import datasets
 from parallel_tf.data.sharding import random_crop_and_flip
-from parallel_tf.graph.layers import conv2d, dense, flatten, max_pool
+from parallel_tf.graph.layers import conv2d, dense, flatten, max_pool, standardize
 from parallel_tf.training import task
 
 flags.DEFINE_bool("augment", False, "Random 4-pixel crops and left-right flips of training images.")
 
 
 def model(images, num_classes):
-    x = tf.image.per_image_standardization(images)
+    x = standardize(images)
     x = max_pool(conv2d(x, 32, 3, "conv1"))
     x = max_pool(conv2d(x, 64, 3, "conv2"))
     x = dense(flatten(x), 128, "hidden", activation=tf.nn.relu)

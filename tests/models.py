@@ -3,7 +3,7 @@ its own flags, which absl allows only once), for training on in-process clusters
 
 import importlib.util
 
-from conftest import RECIPE
+from conftest import CIFAR_RECIPE, RECIPE
 from inprocess import train
 
 from parallel_tf.data import datasets
@@ -21,6 +21,7 @@ def recipe_module(name, path):
 MNIST = recipe_module("mnist", RECIPE)
 MLP = Recipe(name="mnist", model_fn=MNIST.mlp, datasets={})
 CNN = Recipe(name="mnist", model_fn=MNIST.cnn, datasets={})
+CIFAR10 = recipe_module("cifar10", CIFAR_RECIPE)
 DEFAULTS = run_settings(
     mode="single",
     job_name="worker",

@@ -2,7 +2,7 @@
 them in a process of its own: under QEMU's CPU models, or under an ONEDNN_MAX_CPU_ISA cap (read once, as
 TensorFlow loads). It prints {name: params_sha256} as JSON on its last line.
 
-    python tests/portable_runs.py emulated          # the short runs a CPU model under QEMU trains
+    python tests/portable_runs.py emulated          # the short runs a CPU model under QEMU trains, and the probes
     python tests/portable_runs.py default emulated  # and the README's default run: sync, 2 workers, 1000 steps
 """
 
@@ -25,6 +25,11 @@ EMULATED = {  # a few steps at the shapes of one and two workers' shards: the pr
     "MLP, 120-row batches": (MLP, "single", {"train_steps": 10}),
     "MLP, 60-row batches": (MLP, "single", {"train_steps": 10, "global_batch_size": 60}),
     "CNN, 60-row batches": (CNN, "single", {"train_steps": 3, "global_batch_size": 60}),
+    # every optimizer's update (sgd's is the first run's): Adagrad's square root and division, Adam's
+    **{
+        f"MLP, {name}": (MLP, "single", {"train_steps": 10, "optimizer": name})
+        for name in ("momentum", "adagrad", "adam")
+    },
 }
 CLUSTERS = {
     "one process": (MLP, "single", {}),
@@ -42,6 +47,21 @@ ROWS, DEPTHS, COLUMNS = (1, 5, 6, 7, 13, 96, 97, 120), (1, 9, 64, 255, 256, 257,
 # images (batch, height, width, channels) and kernels (size, filters) of convolutions, odd and even, square or not
 CONVOLUTIONS = (((2, 8, 8, 3), (3, 16)), ((3, 7, 5, 5), (2, 7)), ((1, 16, 16, 32), (5, 4)))
 PRODUCTS = f"products of {len(ROWS) * len(DEPTHS) * len(COLUMNS)} shapes and {len(CONVOLUTIONS)} convolutions"
+# The approximate instructions the portable allow-list (graph/exact_ops.py) leaves out, each as TensorFlow's op
+# that runs it on a vector: a probe whose bits QEMU, computing exactly, gives otherwise than a real CPU, so the
+# emulated runs can show a hole of that kind.
+PROBES = {"Rsqrt (RSQRTPS)": "rsqrt", "Reciprocal (RCPPS)": "reciprocal"}
+
+
+def hash_of_probes():
+    """{probe: SHA-256 of its op on 4096 values from 0.5 to 2048}, in TensorFlow's own ops, as no portable run has."""
+    values = np.linspace(0.5, 2048, 4096, dtype=np.float32)
+    with tf.Graph().as_default(), tf.Session() as sess:
+        x = tf.placeholder(tf.float32, [None])
+        return {
+            probe: hashlib.sha256(sess.run(getattr(tf.math, op)(x), {x: values}).tobytes()).hexdigest()
+            for probe, op in PROBES.items()
+        }
 
 
 def hash_of_products():
@@ -82,4 +102,5 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as logdir:
         trained = train_all({name: run for set_name in sys.argv[1:] for name, run in SETS[set_name].items()}, logdir)
     hashes = {name: summary["params_sha256"] for name, summary in trained.items()}
-    print(json.dumps({**hashes, **({PRODUCTS: hash_of_products()} if "emulated" in sys.argv else {})}))
+    emulated = {PRODUCTS: hash_of_products(), **hash_of_probes()} if "emulated" in sys.argv else {}
+    print(json.dumps({**hashes, **emulated}))

@@ -27,6 +27,7 @@ from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import Dataset
 from parallel_tf.errors import ConfigError
+from parallel_tf.graph import products
 from parallel_tf.training import modes, options, rules, run_check, run_flags, seams, techniques
 from parallel_tf.training import settings as settings_lib
 from parallel_tf.training.recipe import Recipe
@@ -396,7 +397,7 @@ class Matrix:
 
     RECIPE = Recipe(
         name="matrix",
-        model_fn=lambda features, num_classes: tf.matmul(
+        model_fn=lambda features, num_classes: products.matmul(
             features, tf.get_variable("w", [8, num_classes], initializer=tf.zeros_initializer())
         ),
         datasets={},

@@ -7,9 +7,8 @@ and synchronous EASGD repeat bitwise."""
 
 import numpy as np
 import pytest
-from conftest import CIFAR_RECIPE
 from inprocess import train
-from models import CNN, DEFAULTS, DIGITS, FLAGS, MLP, recipe_module, sha
+from models import CIFAR10, CNN, DEFAULTS, DIGITS, FLAGS, MLP, sha
 
 from parallel_tf.data import datasets
 from parallel_tf.data.sharding import random_crop_and_flip
@@ -80,9 +79,7 @@ def test_strict_determinism_trains_the_same_parameters_for_1_2_and_4_workers(tmp
 
 def test_cifar10_cnn_with_augmentation_repeats_bitwise_on_a_sync_cluster(tmp_path):
     cifar = datasets.synthetic_cifar10(DEFAULTS, num_train=240, num_eval=24)
-    recipe = Recipe(
-        name="cifar10", model_fn=recipe_module("cifar10", CIFAR_RECIPE).model, datasets={}, augment=_augment
-    )
+    recipe = Recipe(name="cifar10", model_fn=CIFAR10.model, datasets={}, augment=_augment)
     flags = {"global_batch_size": 24, "train_steps": 10, "learning_rate": 0.01, "log_every": 5}
     first, second = (train(recipe, cifar, tmp_path / name, "sync", **flags)["summary"] for name in ("first", "second"))
     assert first["params_sha256"] == second["params_sha256"]

@@ -45,6 +45,7 @@ import dataclasses
 
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
+from parallel_tf.graph import exact_ops
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.worker_state import keep
 
@@ -118,7 +119,7 @@ def stochastic_levels(magnitudes, scale, levels, uniform):
     """Each |v|·S/scale rounded down or up at random to a whole level (up with probability its fraction), by
     `uniform` (a draw from [0, 1) per element): floor(x + u) is l+1 exactly when u ≥ 1 − (x − l)."""
     safe = tf.where(scale > 0, scale, tf.ones_like(scale))
-    return tf.minimum(tf.floor(magnitudes * (levels / safe) + uniform), levels)
+    return tf.minimum(tf.floor(magnitudes * exact_ops.quotient(float(levels), safe) + uniform), levels)
 
 
 class _Stochastic:

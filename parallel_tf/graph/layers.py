@@ -40,5 +40,15 @@ def max_pool(inputs, size=2):
     return products.max_pool(inputs, size)
 
 
+def standardize(images):
+    """tf.image.per_image_standardization's arithmetic, each image (x - mean) / max(stddev, 1/√n) over its n values,
+    without its Rsqrt (an approximate instruction: graph/exact_ops.py): 1/√n is a constant, rounded once."""
+    n = int(np.prod(images.shape[1:]))
+    axes = list(range(1, len(images.shape)))
+    mean = tf.reduce_mean(images, axes, keepdims=True)
+    stddev = tf.sqrt(tf.reduce_mean(tf.square(images - mean), axes, keepdims=True))
+    return (images - mean) / tf.maximum(stddev, np.float32(1 / np.sqrt(n)))
+
+
 def flatten(inputs):
     return tf.reshape(inputs, [-1, int(np.prod(inputs.shape[1:]))])

@@ -13,9 +13,11 @@ its updates. Not tf.train.Optimizer subclasses: that would import TensorFlow wit
 launcher, which reads the techniques' declarations, must stay single-threaded."""
 
 import dataclasses
+import functools
 import math
 
 from parallel_tf.compat import tf
+from parallel_tf.graph import products
 
 # Each update takes its variable's lock (use_locking): async pushes and hierarchical groups' exchanges from
 # several workers reach the same parameters at once, and TF1's unlocked update is a read, then a write, which
@@ -23,9 +25,52 @@ from parallel_tf.compat import tf
 OPTIMIZERS = {
     "sgd": lambda lr: tf.train.GradientDescentOptimizer(lr, use_locking=True),
     "momentum": lambda lr: tf.train.MomentumOptimizer(lr, momentum=0.9, use_locking=True),
-    "adagrad": lambda lr: tf.train.AdagradOptimizer(lr, use_locking=True),
+    "adagrad": lambda lr: _adagrad()(lr, use_locking=True),
     "adam": lambda lr: tf.train.AdamOptimizer(lr, use_locking=True),
 }
+
+
+def _adagrad():
+    """Adagrad (Duchi, Hazan, Singer, JMLR 2011; DistBelief's on its parameter servers): TensorFlow's own with
+    TensorFlow's kernels; with portable ones, the same update by exact operations (_exact_adagrad)."""
+    return tf.train.AdagradOptimizer if products.tensorflows() else _exact_adagrad()
+
+
+@functools.cache
+def _exact_adagrad():
+    """TensorFlow's AdagradOptimizer (its accumulator slots, names and checkpoints), its update made exact:
+    TensorFlow's ApplyAdagrad computes var -= lr·g·rsqrt(accum), and Eigen's rsqrt runs RSQRTPS, an approximation
+    whose bits differ between Intel and AMD (graph/exact_ops.py). ApplyAdagradV2 with epsilon 0 computes
+    var -= lr·g / sqrt(accum), a correctly rounded square root and a division: the same update, its bits by IEEE
+    arithmetic alone (tests/test_arithmetic.py works one out by hand)."""
+
+    class ExactAdagrad(tf.train.AdagradOptimizer):
+        def _update(self, apply, var, grad, **sparse):
+            accumulator = self.get_slot(var, "accumulator")
+            dtype = var.dtype.base_dtype
+            return apply(
+                var=var,
+                accum=accumulator,
+                lr=tf.cast(self._learning_rate_tensor, dtype),
+                epsilon=tf.constant(0, dtype),
+                grad=grad,
+                use_locking=self._use_locking,
+                **sparse,
+            )
+
+        def _apply_dense(self, grad, var):
+            return self._update(tf.raw_ops.ApplyAdagradV2, var, grad)
+
+        def _resource_apply_dense(self, grad, var):
+            return self._update(tf.raw_ops.ResourceApplyAdagradV2, var.handle, grad)
+
+        def _apply_sparse(self, grad, var):
+            return self._update(tf.raw_ops.SparseApplyAdagradV2, var, grad.values, indices=grad.indices)
+
+        def _resource_apply_sparse(self, grad, var, indices):
+            return self._update(tf.raw_ops.ResourceSparseApplyAdagradV2, var.handle, grad, indices=indices)
+
+    return ExactAdagrad
 
 
 def make_optimizer(name, learning_rate):

@@ -36,7 +36,8 @@ def gpu_kernels(on_gpu):
         _on_gpu[0] = before
 
 
-def _tensorflows():
+def tensorflows():
+    """Whether the graph being built computes with TensorFlow's own kernels: --kernels=fast, or on a GPU."""
     return compat.kernels() == "fast" or _on_gpu[0]
 
 
@@ -47,14 +48,14 @@ def matmul(a, b):
 
 def contract(a, b, transpose_a=False, transpose_b=False):
     """op(a) @ op(b) for matrices, as tf.matmul's arguments say; portable: every sum in order."""
-    if _tensorflows():
+    if tensorflows():
         return tf.matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
     return portable_kernel.ops().portable_mat_mul(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
 
 
 def conv2d_same(inputs, kernel):
     """A stride-1 'SAME' convolution of NHWC `inputs` by `kernel` [k, k, c_in, c_out], and its gradients."""
-    if _tensorflows():
+    if tensorflows():
         return tf.nn.conv2d(inputs, kernel, [1, 1, 1, 1], "SAME")
     size, _, channels, filters = kernel.shape.as_list()
     _, height, width, _ = inputs.shape.as_list()
@@ -89,7 +90,7 @@ def max_pool(inputs, size):
     def pooled(inputs):
         return tf.nn.max_pool(inputs, ksize=[1, size, size, 1], strides=[1, size, size, 1], padding="SAME")
 
-    if _tensorflows():
+    if tensorflows():
         return pooled(inputs)
 
     @tf.custom_gradient

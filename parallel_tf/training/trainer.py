@@ -23,6 +23,7 @@ from parallel_tf.graph.barrier import gather_at_chief, signal_done
 from parallel_tf.graph.model import build_held_out, seed_everything, trainable_shapes
 from parallel_tf.training import devices, logdir, modes, outputs, profiling, run_check, traffic
 from parallel_tf.training.checkpoints import Checkpoints
+from parallel_tf.training.op_check import OpCheck
 from parallel_tf.training.options.link import bits_per_second
 from parallel_tf.training.train_graph import with_join_fields
 
@@ -60,6 +61,7 @@ class Trainer:
         self.pauses = 0  # a straggler's pauses before its steps (--worker_delay_ms)
         self.traffic = traffic.Meter(("worker", settings.task_index) if settings.cluster else None)
         self.tracer = profiling.StepTracer(settings.trace_steps if settings.is_chief else None, settings.logdir)
+        self.op_check = OpCheck(compat.kernels(settings.kernels) == "portable" and not settings.num_gpus)
         self.sharder = GlobalBatchSharder(
             len(dataset.train_x), settings.global_batch_size, settings.num_workers, settings.seed
         )
@@ -206,7 +208,7 @@ class Trainer:
                     result, spent = self.tracer.run(sess, step, fetches, feed, part)
                     logging.info("%s", spent)
                 else:
-                    result = sess.run(fetches, feed)
+                    result = self.op_check.run(sess, fetches, feed)
                 self.traffic.count(fetches, len(steps) if part == len(runs) - 1 else 1)  # a loop is the last part
                 self.session_runs += 1
             done = min(train_graph.next_step(step, result), settings.train_steps)

@@ -23,6 +23,7 @@ from absl import flags
 
 from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
+from parallel_tf.graph import exact_ops
 from parallel_tf.graph.optimizers import DelegatingOptimizer
 from parallel_tf.graph.pushes import add_counter, added_counters
 from parallel_tf.training.rules import Technique
@@ -79,7 +80,7 @@ def clip_by_global_norm(gradients, threshold, on_norm=None):
             squares.append(tf.reduce_sum(tf.square(gradient)))
     norm = tf.sqrt(tf.add_n(squares))
     with tf.control_dependencies([on_norm(norm)] if on_norm else []):
-        scale = threshold / tf.maximum(norm, threshold)
+        scale = exact_ops.quotient(threshold, tf.maximum(norm, threshold))
     clipped = []
     for gradient in gradients:
         with tf.colocate_with(gradient):

@@ -1,0 +1,99 @@
+"""A portable run executes only the ops of graph/exact_ops.py's allow-list, as TensorFlow runs them after its graph
+optimizer: every training run of the suite checks its own (training/op_check.py, the pair test's configurations
+included), and the runs here cover what the pair test does not (the recipes, the optimizers, the values at which
+Grappler rewrites a quotient). Adagrad's update is exact, worked out by hand."""
+
+import numpy as np
+import pytest
+from inprocess import train
+from models import CIFAR10, CNN, DEFAULTS, DIGITS, MLP
+
+from parallel_tf.compat import tf
+from parallel_tf.data import datasets
+from parallel_tf.graph import exact_ops, optimizers
+from parallel_tf.training import op_check
+from parallel_tf.training.recipe import Recipe
+
+pytestmark = pytest.mark.inprocess
+
+SYNTHETIC_CIFAR10 = datasets.synthetic_cifar10(DEFAULTS, num_train=16, num_eval=8)
+ONE_STEP = {"train_steps": 1, "global_batch_size": 8, "learning_rate": 0.1, "log_every": 1}
+
+
+@pytest.mark.parametrize("optimizer", sorted(optimizers.OPTIMIZERS))
+@pytest.mark.parametrize(
+    "recipe, data",
+    [(MLP, DIGITS), (CNN, DIGITS), (Recipe(name="cifar10", model_fn=CIFAR10.model, datasets={}), SYNTHETIC_CIFAR10)],
+    ids=["mlp", "cnn", "cifar10"],
+)
+def test_every_recipe_trains_with_every_optimizer_on_ops_of_the_list(tmp_path, recipe, data, optimizer):
+    """The trainer's op check refuses a run that executes an op off the list (exit 2): these runs end."""
+    summary = train(recipe, data, tmp_path, "single", optimizer=optimizer, **ONE_STEP)["summary"]
+    assert summary["kernels"]["bits"] == "portable"
+
+
+@pytest.mark.parametrize(
+    "mode, flags",
+    [
+        ("sync", {"clip_norm": 1.0}),  # threshold / max(norm, threshold): 1 / y, which constant folding rewrites
+        ("sync", {"gradient_compression": "qsgd:1"}),  # 1 / a bucket's norm
+        ("async", {"adaptive_delay_compensation": 1.0}),  # 1 / sqrt(mean square + ε): both rewrites
+        ("sync", {"lr_schedule": "cosine", "lr_decay_steps": 4}),
+    ],
+    ids=["clip 1", "qsgd 1", "adaptive DC 1", "cosine"],
+)
+def test_the_quotients_grappler_rewrites_into_approximations_stay_exact(tmp_path, mode, flags):
+    summary = train(MLP, DIGITS, tmp_path, mode, **{**ONE_STEP, "train_steps": 2, **flags})["summary"]
+    assert summary["kernels"]["bits"] == "portable"
+
+
+def test_a_technique_that_divides_one_by_a_tensor_is_refused_naming_the_op(tmp_path, monkeypatch):
+    """Made up: clipping with its quotient written `1 / y`, as a technique might be; at --clip_norm=1 constant
+    folding makes it Reciprocal (RCPPS), and the run stops on its first step, naming the op and its node."""
+    monkeypatch.setattr(exact_ops, "quotient", lambda x, y: x / y)
+    with pytest.raises(AssertionError, match=r"--kernels=portable: this run executes Reciprocal \(node truediv"):
+        train(MLP, DIGITS, tmp_path, "sync", clip_norm=1.0, **ONE_STEP)
+
+
+def test_a_recipe_with_tensorflows_own_product_is_refused(tmp_path):
+    """tf.matmul instead of parallel_tf.graph.layers: TensorFlow's product, whose order follows the CPU."""
+    recipe = Recipe(
+        name="own_product",
+        model_fn=lambda x, n: tf.matmul(x, tf.get_variable("w", [x.shape[1], n], initializer=tf.zeros_initializer())),
+        datasets={},
+    )
+    with pytest.raises(AssertionError, match=r"executes MatMul \(node model\w*/MatMul\): TensorFlow's own product"):
+        train(recipe, DIGITS, tmp_path, "single", **ONE_STEP)
+
+
+def test_the_list_names_what_it_refuses_and_why():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.placeholder(tf.float32, [16])
+        tf.math.rsqrt(tf.math.reciprocal(x), name="r")
+    assert exact_ops.off_the_list([graph.as_graph_def()]) == {"Reciprocal": "Reciprocal", "Rsqrt": "r"}
+    with pytest.raises(op_check.ConfigError, match=r"executes Reciprocal \(node Reciprocal\) \(and Rsqrt\): Eigen's "):
+        op_check.refuse_off_the_list([graph.as_graph_def()])
+    assert not set(exact_ops.REFUSED) & exact_ops.ALLOWED
+
+
+def test_adagrad_under_portable_kernels_divides_by_the_square_root_bit_for_bit():
+    """Adagrad (accumulator from 0.1, TensorFlow's default): accum ← accum + g², w ← w − lr·g / √accum, each
+    operation rounded once in float32. By hand for g = 0.5, lr = 0.02, w = 1: accum = 0.1 + 0.25 = 0.35,
+    w = 1 − 0.01 / √0.35 = 0.98309691...; here on 64 values (Eigen vectorises 8 and more), against numpy."""
+    rng = np.random.RandomState(0)
+    w0, g = rng.randn(64).astype(np.float32), rng.randn(64).astype(np.float32)
+    g[0], w0[0] = 0.5, 1.0
+    lr = np.float32(0.02)
+    with tf.Graph().as_default(), tf.Session() as sess:
+        w = tf.get_variable("w", initializer=w0)
+        step = optimizers.make_optimizer("adagrad", 0.02).apply_gradients([(tf.constant(g), w)])
+        sess.run(tf.global_variables_initializer())
+        sess.run(step)
+        got = sess.run(w)
+        applies = {op.type for op in tf.get_default_graph().get_operations() if "Adagrad" in op.type}
+    accum = np.float32(0.1) + g * g
+    expected = w0 - (g * lr) / np.sqrt(accum)
+    assert applies == {"ApplyAdagradV2"}
+    assert got[0] == np.float32(1) - np.float32(0.01) / np.sqrt(np.float32(0.35))
+    assert got.tobytes() == expected.tobytes()
