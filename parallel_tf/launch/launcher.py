@@ -118,8 +118,16 @@ class Launch:
     isolated: bool
 
 
+def parse_launch_flags(argv):
+    """The launcher's flags, wherever they stand: `--` only separates the flags the launcher passes to every task
+    from its own, and a flag it defines is its own on either side (absl stops at `--`, which would leave
+    `-- --mode=async` to the tasks while the launcher planned, named and checked a sync run). The flags it does
+    not know stay in the returned argv, for the tasks."""
+    return parse_flags_or_exit([arg for arg in argv if arg != "--"], known_only=True, command=__name__)
+
+
 def main(argv):
-    recipe_flags = [arg for arg in argv[1:] if arg != "--"]
+    recipe_flags = argv[1:]
     made = None  # a default logdir this launch created, removed again if the start is refused
     try:
         launch = plan_launch(recipe_flags)
@@ -489,4 +497,4 @@ def report_summary(run_dir):
 def run_command_line():
     """`python -m parallel_tf.launch`."""
     define_launcher_flags()
-    app.run(main, flags_parser=lambda argv: parse_flags_or_exit(argv, known_only=True, command=__name__))
+    app.run(main, flags_parser=parse_launch_flags)
