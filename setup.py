@@ -17,7 +17,8 @@ setup(
     python_requires=">=3.10",
     # tensorboard: the chief writes summaries, and tensorflow-cpu (unlike tensorflow) does not bring it.
     # scipy: the study's intervals (scikit-learn depends on it too).
-    install_requires=["numpy", "absl-py", "scikit-learn", "scipy", "matplotlib", "tensorboard"],
+    # setproctitle: a task forked by the fork server names itself in `ps` (training/task.py).
+    install_requires=["numpy", "absl-py", "scikit-learn", "scipy", "matplotlib", "tensorboard", "setproctitle"],
     extras_require={
         "cpu": [f"tensorflow-cpu{TENSORFLOW}"],
         "gpu": [f"tensorflow{TENSORFLOW}"],

@@ -6,9 +6,10 @@ import json
 import re
 import subprocess
 import sys
+import time
 
 import pytest
-from conftest import REPO
+from conftest import REPO, launcher_command
 
 pytestmark = pytest.mark.cluster
 TIMEOUT = 60
@@ -49,3 +50,32 @@ def test_more_steps_after_the_separator_train_a_finished_run_on(tmp_path):
     assert before == after
     assert before[0] == 0, before[1]
 
+
+def test_a_task_names_itself_and_the_pins_after_the_separator_are_the_fork_server_s(procs, tmp_path):
+    """Forked by the launcher's fork server, worker 1 still shows as itself (`pgrep -f`, as the docs show), and the
+    kernels and threads given after `--` are what the fork server loaded TensorFlow with: the run trains on them."""
+    logdir = tmp_path / "run"
+    run = procs.start(launcher_command(f"--logdir={logdir}", "--train_steps=3000", "--", *FAST_ONE_THREAD))
+    started = run.wait_for_line(r"started worker:1 \(pid \d+\)", TIMEOUT)
+    pid = int(re.search(r"pid (\d+)", started)[1])
+    pattern = f"parallel_tf worker:1 {logdir} "
+    found = _pgrep(pattern)
+    assert found == [pid], (found, pid, run.output)
+    assert run.wait(RUN_TIMEOUT) == 0, run.output
+    kernels = json.loads((logdir / "summary.json").read_text())["kernels"]
+    assert (kernels["kernels"], kernels["intra_op_threads"]) == ("fast", 1)
+
+
+FAST_ONE_THREAD = ("--kernels=fast", "--intra_op_threads=1")
+RUN_TIMEOUT = 120
+
+
+def _pgrep(pattern):
+    """The PIDs `pgrep -f PATTERN` finds, once the task has named itself (it does as it parses its flags)."""
+    deadline = time.time() + TIMEOUT
+    while time.time() < deadline:
+        found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+        if found:
+            return [int(pid) for pid in found]
+        time.sleep(0.1)
+    return []

@@ -14,6 +14,7 @@ import socket
 import stat
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -60,6 +61,18 @@ def test_a_launch_the_warm_server_cannot_serve_says_why_and_loads_tensorflow_its
         run.lines
     )
     assert "[launch] loading TensorFlow once for the 2 tasks, in a fork server (pid" in run.output
+
+
+@pytest.mark.cluster
+def test_a_server_stopped_by_sigterm_removes_its_socket(procs, tmp_path):
+    """So the next launch finds no socket of a server that has gone (it would say so, and load its own)."""
+    path = tmp_path / "socket"
+    server = procs.start([sys.executable, "-m", "parallel_tf.launch.warm_server", f"--socket={path}"])
+    server.wait_for_line("serving launches", RUN_TIMEOUT)
+    assert path.is_socket()
+    server.proc.terminate()
+    assert server.wait(RUN_TIMEOUT) == 128 + signal.SIGTERM
+    assert not path.exists()
 
 
 SERVERS = {
@@ -254,7 +267,7 @@ def test_a_launch_server_that_fails_to_fork_its_tasks_exits_1_with_the_traceback
     """Its exit code reaches the launcher as it said it (an own fork server's would be its process's: 1 for an
     exception); one killed says nothing, and reads as -SIGKILL."""
 
-    def fork_tasks(served):
+    def fork_tasks(served, once_forked):
         if forking == "is killed":
             os.kill(os.getpid(), signal.SIGKILL)
         raise BlockingIOError(11, "Resource temporarily unavailable")
@@ -284,6 +297,40 @@ def test_a_launch_server_that_fails_to_fork_its_tasks_exits_1_with_the_traceback
         assert (code, printed.splitlines()[-1]) == (1, "BlockingIOError: [Errno 11] Resource temporarily unavailable")
     else:
         assert (code, printed) == (-signal.SIGKILL, "")
+
+
+def test_a_launch_server_forks_its_tasks_before_it_starts_its_watch_on_the_launcher(monkeypatch):
+    """A fork of a threaded process is what every runtime warns against (Python 3.12 does): at each task's fork the
+    launch's child has one thread, and its watch on the launcher (a thread) starts once every task is forked."""
+    threads_at_forks = []
+
+    def fork():
+        threads_at_forks.append(threading.active_count())
+        return 2**22 + len(threads_at_forks)  # no such child: fork_tasks then waits for none
+
+    launcher, child_end = socket.socketpair()
+    said, told = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the launch's child; never back into pytest
+        try:
+            monkeypatch.setattr(os, "fork", fork)  # os's own: forkserver's task forks, here only
+            launcher.close()
+            tasks = [{"name": f"worker:{i}", "output_fd": os.open(os.devnull, os.O_WRONLY)} for i in range(2)]
+            served = {"report_fd": os.open(os.devnull, os.O_WRONLY), "tasks": tasks}
+            real_watch = warm_server._watch_launcher
+            warm_server._watch_launcher = lambda c: (threads_at_forks.append("watch"), real_watch(c))
+            warm_server.say = lambda connection, line: os.write(told, f"{threads_at_forks} {line}".encode())
+            warm_server._run_launch(served, child_end)
+        finally:
+            os._exit(3)
+    child_end.close()
+    os.close(told)
+    try:
+        with os.fdopen(said) as report:
+            assert report.read() == "[1, 1, 'watch'] exited 0"
+    finally:
+        launcher.close()
+        os.waitpid(pid, 0)
 
 
 def test_a_launcher_refuses_a_server_of_another_user():

@@ -183,9 +183,11 @@ def serve(request):
     return fork_tasks(request)
 
 
-def fork_tasks(request):
+def fork_tasks(request, once_forked=None):
     """Forks every task of `request`, reports each as it starts and exits; returns the task to run in a child, None
-    once every task has exited. A request's `close_in_tasks` are more fds no task is to keep."""
+    once every task has exited. A request's `close_in_tasks` are more fds no task is to keep. `once_forked` runs in
+    this process once every task is forked: a thread it starts (the warm server's watch) is never forked with a
+    task, as a fork of a threaded process is what every runtime warns against."""
     report = request["report_fd"]
     fds = [report, *request.get("close_in_tasks", ()), *(task["output_fd"] for task in request["tasks"])]
     for task in request["tasks"]:
@@ -196,6 +198,8 @@ def fork_tasks(request):
         os.close(task["output_fd"])
         fds.remove(task["output_fd"])
         os.write(report, f"started {task['name']} {pid}\n".encode())
+    if once_forked:
+        once_forked()
     while True:
         try:
             pid, status = os.waitpid(-1, 0)

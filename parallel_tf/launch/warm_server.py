@@ -20,6 +20,7 @@ closes (the launcher died, even by SIGKILL), and its tasks with it (fence.die_wi
     PARALLEL_TF_WARM_SERVER="$HOME/.parallel_tf.sock" python -m parallel_tf.launch --num_workers=2
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -75,7 +76,8 @@ def serve_forever(listener, pins):
         served = _served(connection, ours, loaded)
         if served and os.fork() == 0:
             listener.close()
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for signum, handler in {signal.SIGCHLD: signal.SIG_DFL, **STOPPING}.items():
+                signal.signal(signum, handler)
             return _in_the_launchers_place(connection, *served, loading_set)
         connection.close()
         for fd in served[1] if served else ():
@@ -182,7 +184,6 @@ def _become_launch_server(connection, request, fds, loading_set):
         task["output_fd"] = output
     say(connection, f"served {os.getpid()}")
     served["close_in_tasks"] = [connection.fileno()]
-    _watch_launcher(connection)
     return served, connection
 
 
@@ -237,15 +238,37 @@ def main(argv):
         exit_config_error(str(e))
     except OSError as e:
         exit_config_error(f"--socket={values.socket}: {e.strerror}")
+    _remove_when_stopped(values.socket)
     _run_launch(*serve_forever(listener, (values.intra_op_threads, values.kernels)))
 
 
+# The signals that stop the server, and the handler each had before it: what a launch's child takes back.
+STOPPING = {signal.SIGTERM: signal.SIG_DFL, signal.SIGHUP: signal.SIG_DFL, signal.SIGINT: signal.default_int_handler}
+
+
+def _remove_when_stopped(path):
+    """SIGTERM, Ctrl-C or a closed terminal end the server with its socket file removed, where it is still this
+    server's (a later server may have taken the path over), so the next launch finds no socket of a server that
+    has gone. A launch's child takes the signals' defaults back as it is forked (serve_forever)."""
+    ours = os.stat(path).st_ino
+
+    def stop(signum, frame):
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == ours:
+                os.unlink(path)
+        os._exit(128 + signum)
+
+    for signum in STOPPING:
+        signal.signal(signum, stop)
+
+
 def _run_launch(served, connection):
-    """In a launch's child: its tasks forked and reported as they exit, then its own exit said to the launcher, as
+    """In a launch's child: its tasks forked and reported as they exit, the launcher watched once they are (a thread,
+    started after the forks), then its own exit said to the launcher, as
     a fork server's exit code: 0, or 1 where forking failed (its traceback on the launcher's stderr). In a task:
     the task's recipe, the connection's fd closed as the task started (fork_tasks)."""
     try:
-        task = forkserver.fork_tasks(served)
+        task = forkserver.fork_tasks(served, once_forked=lambda: _watch_launcher(connection))
     except Exception:
         traceback.print_exc()
         say(connection, "exited 1")

@@ -10,6 +10,7 @@ import os
 import sys
 import time
 
+import setproctitle
 from absl import app, flags, logging
 
 from parallel_tf import compat
@@ -57,6 +58,7 @@ def main(recipe, argv):
                 logdir.check_resumable(settings.logdir, identity, settings.train_steps, settings.fresh, changes)
             print(f"{CHECKED_DATASET}{settings.dataset}")  # the launcher downloads it before fencing
             return
+        _name_this_process(settings)
         link.check_shaped(settings, os.environ)  # not in the launcher's check: it shapes the link after
         if flags.FLAGS.cluster_resolver == "slurm":  # before TensorFlow sees a GPU
             _narrow_gpus(slurm.narrowed_gpus(os.environ, settings.job_name))
@@ -71,6 +73,14 @@ def main(recipe, argv):
         _fail(settings, str(e))
     except tf.errors.OpError as e:
         _fail(settings, one_line(e))
+
+
+def _name_this_process(settings):
+    """The task's process title, what `ps`, `top` and `pgrep -f` show: `parallel_tf worker:1 LOGDIR -- COMMAND`. A
+    task forked by a fork server (launch/forkserver.py) would otherwise show the server's command line, the same
+    for every task; so every task names itself, whoever started it (docs/failures-and-security.md)."""
+    command = " ".join([sys.executable, *sys.argv])
+    setproctitle.setproctitle(f"parallel_tf {task_name(settings)} {settings.logdir or ''} -- {command}")
 
 
 def train(recipe, settings):
