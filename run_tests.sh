@@ -15,10 +15,10 @@ cd "$REPO"
 # pytest exits 5 when it collects no tests; set -e turns that into a failure, never a silent pass.
 if [ $# -gt 0 ]; then exec .venv/bin/python -m pytest "$@"; fi
 # The whole suite, in two passes. The tests that start no processes are mostly Python building graphs, a core's
-# work: two xdist workers run them, a file each at a time. Then those that start processes (marked `cluster`), in
+# work: two xdist workers run them, a file each at a time (pyproject.toml's --dist loadfile). Then those that start processes (marked `cluster`), in
 # one process: one cluster at a time, with nothing else on the cores, as their timings need. Both passes run; the
 # first that fails gives the exit status.
 status=0
-.venv/bin/python -m pytest -m "not cluster" -n 2 --dist loadfile || status=$?
+.venv/bin/python -m pytest -m "not cluster" -n 2 || status=$?
 .venv/bin/python -m pytest -m cluster || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
 exit "$status"

@@ -34,6 +34,17 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+SHOW_DISTRIBUTION = "PARALLEL_TF_SHOW_DISTRIBUTION"  # tests/test_documented_commands.py: how a command distributes
+
+
+def pytest_configure(config):
+    """With SHOW_DISTRIBUTION set, says how the command would distribute its tests, and runs none."""
+    if os.environ.get(SHOW_DISTRIBUTION):
+        workers = config.getoption("numprocesses", None)
+        print(f"distribution: {config.getoption('dist', 'no')} over {workers or 0} workers", flush=True)
+        pytest.exit("distribution shown", returncode=0)
+
+
 def alive(pid):
     """True while `pid` exists and is not a zombie."""
     try:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, study_command
+from conftest import REPO, SHOW_DISTRIBUTION, study_command
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 PYTHON = r"(?:\.venv/bin/)?python3?(?: -u)?"
@@ -94,7 +94,7 @@ def _block_commands(block, page, first_line):
 
 # Commands run elsewhere, each with the test (or CI step) that runs it: that test must exist.
 RUN_ELSEWHERE = {
-    r"\./run_tests\.sh": ".ci/run",
+    r"\./run_tests\.sh$": ".ci/run",
     r"scripts/slurm_local\.sh (up|down)": ".ci/run",
     r"scripts/slurm_local\.sh run srun": "tests/test_slurm_real.py::test_every_task_gets_an_address_on_its_own_node",
     r"sbatch examples/slurm_sync\.sbatch": "tests/test_slurm_real.py::test_sbatch_example_killed_on_its_step_and",
@@ -120,6 +120,8 @@ def check_of(documented, tmp):
     command = command.replace("=...", f"={tmp / 'given'}")
     if any(re.match(pattern, command) for pattern in RUN_ELSEWHERE) or any(re.search(p, command) for p in RUN_HERE):
         return None
+    if command.startswith("./run_tests.sh "):  # one pytest run of its arguments: how it would distribute them
+        return [sys.executable, "-m", "pytest", *shlex.split(command)[1:]], {SHOW_DISTRIBUTION: "1"}
     slurm = command.startswith("srun ")
     words = shlex.split(re.sub(r"^(srun (--\S+ )*)", "", command))
     program, args = _program(words), words[_first_flag(words) :]
@@ -159,8 +161,8 @@ def _first_flag(words):
 
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory):
-    """{name: (documented, the command, exit code, output)} of every documented command checked here, each
-    distinct command once, three at a time, from the repository's root, as a user would paste them."""
+    """{name: (documented, the command, its environment, exit code, output)} of every documented command checked
+    here, each distinct command once, three at a time, from the repository's root, as a user would paste them."""
     tmp = tmp_path_factory.mktemp("documented")
     checks = {}
     for documented in documented_commands():
@@ -178,7 +180,9 @@ def checked(tmp_path_factory):
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
         futures = {key: pool.submit(run, *check) for key, check in distinct.items()}
         outcomes = {key: future.result() for key, future in futures.items()}
-    return {name: (d, command, *outcomes[json.dumps([command, env])]) for name, (d, command, env) in checks.items()}
+    return {
+        name: (d, command, env, *outcomes[json.dumps([command, env])]) for name, (d, command, env) in checks.items()
+    }
 
 
 def test_every_documented_command_is_covered(tmp_path, capsys):
@@ -220,7 +224,7 @@ def test_each_command_run_elsewhere_names_a_test_that_exists():
 def test_a_documented_command_passes_the_checks_of_a_start(checked, name):
     if name not in checked:
         pytest.skip("run elsewhere, or by a test of its own here")
-    documented, command, code, output = checked[name]
+    documented, command, environment, code, output = checked[name]
     lines = [line for line in output.splitlines() if line.strip()]
     where = f"{name}: {documented.command}\n$ {shlex.join(command)}\n{output}"
     if "refused" in documented.comment:
@@ -231,6 +235,8 @@ def test_a_documented_command_passes_the_checks_of_a_start(checked, name):
         synopsis = set(re.findall(r"--(\w+)", documented.command))
         known = set(re.findall(r"^\s+--(?:\[no\])?(\w+)", output, re.M))
         assert synopsis <= known, f"{where}\nnot flags of the launcher: {sorted(synopsis - known)}"
+    if SHOW_DISTRIBUTION in environment:  # the suite's own distribution: a file to a worker (pyproject.toml)
+        assert re.search(r"^distribution: loadfile over", output, re.M), where
     planned = re.search(r"(\d+) runs", documented.comment)
     if planned:
         assert f"[bench] --dry_run: {planned[1]} runs planned" in output, where

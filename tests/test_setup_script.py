@@ -58,7 +58,7 @@ def _run_tests(tmp_path, *args, in_process=0, cluster=0, arguments=0):
     return done.returncode, [line.split("\037")[:-1] for line in calls.read_text().splitlines()]
 
 
-IN_PROCESS = ["-m", "not cluster", "-n", "2", "--dist", "loadfile"]
+IN_PROCESS = ["-m", "not cluster", "-n", "2"]  # --dist loadfile: pyproject.toml's addopts
 CLUSTER = ["-m", "cluster"]
 
 
