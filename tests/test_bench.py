@@ -7,7 +7,7 @@ import re
 import signal
 
 import pytest
-from conftest import bench_command
+from conftest import REPO, bench_command
 from inprocess import half_mean_square, scalar_dataset, scalar_recipe, start_cluster, train
 from models import DIGITS, FLAGS, MLP
 
@@ -174,3 +174,13 @@ def test_a_floor_step_writes_the_workers_gradient_next_to_the_parameters_and_app
             sess.run(write, {model.features: [[5.0]], model.labels: [5]})
             assert sess.run(slots).tolist() == [[0.0], [-4.0]]
             assert sess.run(w).tolist() == [1.0]
+
+
+def test_the_readmes_floor_example_compares_rows_the_floor_is_compared_with():
+    """The floor is one session run a step; a row of k steps a run can go below it, so its `x floor` is left empty
+    (bench_tables.rows): the README's "against its floor" names only rows of one run a step."""
+    (line,) = [line for line in (REPO / "README.md").read_text().splitlines() if "against its floor" in line]
+    systems = re.search(r"--systems=(\S+)", line)[1].split(",")
+    assert "floor" in systems
+    for name in set(systems) - {"floor"}:
+        assert (bench.SYSTEMS[name].mode, bench.SYSTEMS[name].steps_per_run) == ("sync", 1), name

@@ -84,6 +84,31 @@ def test_launcher_runs_every_task_and_leaves_none_running(sync_two_workers):
     assert "all 3 tasks exited 0" in run.output
 
 
+def test_the_readmes_sample_output_is_what_the_default_launch_says(procs, tmp_path):
+    """Each line of the README's sample is a line `./run_local_cluster.sh` printed, in the same order, its numbers,
+    times, PIDs, paths and hashes aside (here 100 steps, not 1000): a message that changes cannot leave the front
+    door's sample behind."""
+    readme = (REPO / "README.md").read_text()
+    sample = re.search(r"```\n(\[launch\] the cluster runs in a private.*?)```", readme, re.S)[1].splitlines()
+    own = ["env", "-u", warm_client.SOCKET_VARIABLE, "-C", str(tmp_path)]  # its own fork server, as a new user's
+    run = procs.start([*own, *launcher_command("--train_steps=100", "--log_every=50")])
+    assert run.wait(RUN_TIMEOUT) == 0, run.output
+    printed = iter(run.lines)
+    for line in sample:
+        if line != "...":
+            assert any(re.fullmatch(_shape(line), said) for said in printed), f"{line!r}, in order:\n{run.output}"
+
+
+def _shape(line):
+    """A pattern for a line of output, its runs/ paths, abbreviated hashes and numbers left open."""
+    parts = re.split(r"(runs/\S*|[0-9a-f]{8}\.\.\.|\d+(?:\.\d+)?)", line)
+    open_parts = {"runs/": r"runs/\S*", "...": "[0-9a-f]{64}"}
+    return "".join(
+        re.escape(part) if i % 2 == 0 else next((p for k, p in open_parts.items() if k in part), r"\d+(?:\.\d+)?")
+        for i, part in enumerate(parts)
+    )
+
+
 def test_chief_writes_the_documented_outputs(sync_two_workers):
     _, logdir = sync_two_workers
     summary = read_summary(logdir)

@@ -306,8 +306,10 @@ def _define_task_flags(flag_values):
         None,
         list(compat.KERNELS),
         f"portable (default, unless the environment's {compat.CONTRACTION_KERNEL} says true): the same bits on "
-        "every x86-64 CPU with AVX2, each product's sums cut into runs no CPU's kernel cuts again "
-        "(graph/products.py); fast: TensorFlow's own products and oneDNN's sgemm, whose bits follow the CPU.",
+        "every x86-64 CPU with AVX2 and FMA, every product in this package's own op (each sum in order, term 0 "
+        "first, by fused multiply-adds) and every other op of the step on an allow-list of exact ones, checked as "
+        "the run starts (graph/exact_ops.py); fast: TensorFlow's own products and oneDNN's, whose bits follow the "
+        "CPU.",
         flag_values=flag_values,
     )
 
