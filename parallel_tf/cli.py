@@ -11,6 +11,7 @@ import sys
 
 from absl import flags
 
+from parallel_tf.backports import removeprefix
 from parallel_tf.errors import ConfigError
 
 CHECKED_DATASET = "dataset="  # what a task's --check_flags prints: the dataset it would read (the launcher asks)
@@ -94,7 +95,7 @@ def validate_by_parsing(name, parse, flag_values=flags.FLAGS):
         try:
             parse(value)
         except ConfigError as e:
-            raise flags.ValidationError(str(e).removeprefix(f"--{name}={value}: ")) from None
+            raise flags.ValidationError(removeprefix(str(e), f"--{name}={value}: ")) from None
         return True
 
     flags.register_validator(name, parses, flag_values=flag_values)

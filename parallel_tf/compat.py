@@ -32,12 +32,12 @@ garbage collector: it walked them all at every full collection and again as the 
 end of every task (a TensorFlow process's exit after its last line: 0.76 s, 0.11 s frozen).
 """
 
-import functools
 import gc
 import os
 import platform
 import sys
 
+from parallel_tf.backports import cache
 from parallel_tf.errors import ConfigError
 
 _KERAS_EAGER_LOAD = "keras.src.optimizers"  # what tensorflow/__init__.py imports, in try/except ImportError
@@ -55,7 +55,7 @@ LOG_LEVEL = {"TF_CPP_MIN_LOG_LEVEL": "3"}  # errors too: a failure is one line o
 _at_its_defaults = [False]  # a peer of the bench: TensorFlow as it loads by itself (tensorflow_v2)
 
 
-@functools.cache
+@cache
 def _import_tensorflow():
     for variable, value in LOG_LEVEL.items():
         if _users(variable) is None:
@@ -219,7 +219,7 @@ def _set(variable, value):
     )
 
 
-@functools.cache
+@cache
 def _tensorflow_v1():
     v1 = _import_tensorflow().compat.v1
     v1.get_logger().setLevel("ERROR")

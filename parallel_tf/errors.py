@@ -28,6 +28,6 @@ def one_line(error):
         return type(error).__name__
     gone = re.search(r"remote target /job:(\w+)/replica:\d+/task:(\d+)", message)
     if gone:
-        reasons = [after for line, after in zip(lines, lines[1:], strict=False) if re.search(r"From /job:.*:$", line)]
+        reasons = [after for line, after in zip(lines, lines[1:]) if re.search(r"From /job:.*:$", line)]
         return f"{type(error).__name__}: lost contact with {gone[1]}:{gone[2]} ({reasons[0] if reasons else lines[-1]})"
     return f"{type(error).__name__}: {lines[-1]}"

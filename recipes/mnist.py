@@ -13,10 +13,9 @@ the MNIST idx files (add --download to fetch them). --model=cnn for the convolut
     ./run_local_cluster.sh --num_workers=2
 """
 
-import math
-
 from absl import flags
 
+from parallel_tf.backports import isqrt
 from parallel_tf.compat import tf
 from parallel_tf.data import datasets
 from parallel_tf.graph.layers import conv2d, dense, flatten, max_pool
@@ -31,7 +30,7 @@ def mlp(images, num_classes):
 
 
 def cnn(images, num_classes):
-    side = math.isqrt(int(images.shape[-1]))  # 8 for digits, 28 for MNIST
+    side = isqrt(int(images.shape[-1]))  # 8 for digits, 28 for MNIST
     x = tf.reshape(images, [-1, side, side, 1])
     x = max_pool(conv2d(x, 16, 3, "conv1"))
     x = max_pool(conv2d(x, 32, 3, "conv2"))

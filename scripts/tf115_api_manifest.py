@@ -21,6 +21,8 @@ import sys
 import tempfile
 import zipfile
 
+from parallel_tf.backports import removeprefix
+
 NAMESPACE = "tensorflow_core/_api/v1/compat/v1/"
 IMPORT = re.compile(r"^from (tensorflow[\w.]*) import (\w+)(?: as (\w+))?$", re.MULTILINE)
 COMMAND = "python scripts/tf115_api_manifest.py"
@@ -45,7 +47,7 @@ def manifest(wheel):
 
         def parse(module):
             if module not in sources:
-                path = "tensorflow_core/" + module.removeprefix("tensorflow.").replace(".", "/")
+                path = "tensorflow_core/" + removeprefix(module, "tensorflow.").replace(".", "/")
                 for candidate in (path + ".py", path + "/__init__.py"):
                     if candidate in archive.namelist():
                         sources[module] = ast.parse(archive.read(candidate))

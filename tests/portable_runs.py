@@ -17,6 +17,7 @@ import numpy as np
 from inprocess import train
 from models import CNN, DIGITS, FLAGS, MLP
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph.products import contract, conv2d_same
 
@@ -74,9 +75,7 @@ def hash_of_products():
         a, b = tf.placeholder(tf.float32, [None, None]), tf.placeholder(tf.float32, [None, None])
         products = [contract(a, b), contract(a, b, transpose_a=True), contract(a, b, transpose_b=True)]
         for m, k, n in itertools.product(ROWS, DEPTHS, COLUMNS):
-            for product, (left, right) in zip(
-                products, (((m, k), (k, n)), ((k, m), (k, n)), ((m, k), (n, k))), strict=True
-            ):
+            for product, (left, right) in zip_strict(products, (((m, k), (k, n)), ((k, m), (k, n)), ((m, k), (n, k)))):
                 feed = {a: random.randn(*left).astype(np.float32), b: random.randn(*right).astype(np.float32)}
                 digest.update(sess.run(product, feed).tobytes())
         for image, (size, filters) in CONVOLUTIONS:

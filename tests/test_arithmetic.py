@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from inprocess import half_mean_square, joined_workers, linear, scalar_dataset, scalar_recipe, slope, train
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.tools import drift
 from parallel_tf.training.techniques import easgd, softsync
@@ -107,7 +108,7 @@ def test_a_push_of_staleness_2_is_applied_at_half_the_rate_when_staleness_aware(
         staleness_aware=staleness_aware,
     )
     (b, b_session), (a, a_session) = workers
-    parts = {worker: dict(zip(("fetch", "push"), worker.train_graph.runs(0), strict=True)) for worker in (a, b)}
+    parts = {worker: dict(zip_strict(("fetch", "push"), worker.train_graph.runs(0))) for worker in (a, b)}
 
     def run(worker, session, part):  # a push also refetches (--prefetch), which this order does not see
         model = worker.train_graph.model

@@ -63,13 +63,24 @@ def test_a_tracker_kills_no_later_process_or_thread_given_a_tracked_number():
     """A thread of this process given the number of a tracked task that has exited, as the session-scoped run's
     tasks have by the session's end: kill_all, by PID, would SIGKILL this whole process."""
     tracker = ProcessTracker()
-    done = threading.Event()
-    thread = threading.Thread(target=done.wait)
+    done, numbered = threading.Event(), []
+    thread = threading.Thread(target=lambda: (numbered.append(_thread_id()), done.wait()))
     thread.start()
-    tracker.started[thread.native_id] = "0"  # the number's process: started at boot, long gone
+    while not numbered:
+        time.sleep(0.01)
+    tracker.started[numbered[0]] = "0"  # the number's process: started at boot, long gone
     tracker.kill_all()
     done.set()
     thread.join()
+
+
+def _thread_id():
+    """The calling thread's number in the kernel (threading.get_native_id, from Python 3.8; gettid before)."""
+    if hasattr(threading, "get_native_id"):
+        return threading.get_native_id()
+    import ctypes
+
+    return ctypes.CDLL(None).syscall(186)  # gettid on x86-64
 
 
 def test_launcher_runs_every_task_and_leaves_none_running(sync_two_workers):

@@ -1,6 +1,5 @@
 """The one place TensorFlow is imported (parallel_tf/compat.py)."""
 
-import importlib.metadata
 import sys
 
 import pytest
@@ -18,6 +17,10 @@ def test_tensorflow_loads_without_keras():
     """TF 2.16 and later load Keras 3 while they import (40% of a task's start-up); compat skips that load.
     Nothing in the suite asks for tf.keras, so it is still absent here. TF 2.15 and earlier bundle Keras 2,
     which their import loads another way: start-up is slower there, nothing else changes."""
+    if not tf.VERSION.startswith("2."):
+        pytest.skip(f"TensorFlow {tf.VERSION} loads no Keras as it imports")
+    import importlib.metadata  # Python 3.8 and later, as every TensorFlow 2 that loads Keras
+
     if int(importlib.metadata.version("keras").split(".")[0]) < 3:
         pytest.skip(f"Keras {importlib.metadata.version('keras')}: compat skips only Keras 3's eager load")
     tf.constant(1)  # TensorFlow imported

@@ -23,6 +23,7 @@ from absl import flags
 from conftest import REPO
 from inprocess import train
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import Dataset
@@ -245,7 +246,7 @@ OBSERVE = {
 OF_THE_RUN = {_evaluated_every_2_steps}  # observables that read the whole run (its metrics), not its summary
 DECLARATIONS = run_check.DECLARATIONS
 NAMES = [d.name for d in DECLARATIONS]
-BY_NAME = dict(zip(NAMES, DECLARATIONS, strict=True))
+BY_NAME = dict(zip_strict(NAMES, DECLARATIONS))
 TWO_WORKERS = cluster_lib.parse({"cluster": {"ps": ["a:1"], "worker": ["a:2", "a:3"]}}, "test")
 WORKERS_ONLY = cluster_lib.parse({"cluster": {"worker": ["a:2", "a:3"]}}, "test")
 GROUPED = cluster_lib.parse(

@@ -19,6 +19,8 @@ import sys
 import pytest
 from conftest import REPO, SHOW_DISTRIBUTION, study_command
 
+from parallel_tf.backports import removesuffix, shlex_join
+
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 PYTHON = r"(?:\.venv/bin/)?python3?(?: -u)?"
 TIMEOUT = 120
@@ -147,7 +149,7 @@ def _program(words):
     """The python arguments that name the documented program (a module or a recipe), or None for another."""
     if words[0] == "./run_local_cluster.sh":
         return ["-m", "parallel_tf.launch"]
-    if not re.fullmatch(PYTHON.removesuffix("(?: -u)?"), words[0]):
+    if not re.fullmatch(removesuffix(PYTHON, "(?: -u)?"), words[0]):
         return None
     words = [word for word in words[1:] if word != "-u"]
     if words[0] == "-m" and words[1] in {f"parallel_tf.{tool}" for tool in ("launch", "study", "bench", "k8s")}:
@@ -226,7 +228,7 @@ def test_a_documented_command_passes_the_checks_of_a_start(checked, name):
         pytest.skip("run elsewhere, or by a test of its own here")
     documented, command, environment, code, output = checked[name]
     lines = [line for line in output.splitlines() if line.strip()]
-    where = f"{name}: {documented.command}\n$ {shlex.join(command)}\n{output}"
+    where = f"{name}: {documented.command}\n$ {shlex_join(command)}\n{output}"
     if "refused" in documented.comment:
         assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), where
         return

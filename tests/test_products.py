@@ -11,6 +11,7 @@ multiply-add leaves 2⁻²⁴ where a product rounded first and then added leave
 import numpy as np
 import pytest
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph import products
 
@@ -123,7 +124,7 @@ def test_a_convolution_and_its_gradients_are_tensorflows_up_to_rounding(shape):
         gradients = [tf.gradients(y, [image, kernel], grad_ys=tf.constant(upstream)) for y in (ours, theirs)]
         (ours, mine), (theirs, tensorflows) = run([(ours, gradients[0]), (theirs, gradients[1])])
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-4)
-    for a, b in zip(mine, tensorflows, strict=True):
+    for a, b in zip_strict(mine, tensorflows):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
 
 

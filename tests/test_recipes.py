@@ -9,6 +9,8 @@ from cifar_files import write_cifar10
 from conftest import REPO, bench_command, cifar_command, k8s_command, launcher_command, recipe_command, study_command
 from idx_files import write_mnist
 
+from parallel_tf.backports import removeprefix
+
 pytestmark = pytest.mark.cluster  # every test here starts the real command
 
 TIMEOUT = 120
@@ -68,7 +70,7 @@ def test_help_exits_0_listing_the_commands_flags_and_the_run_flags_it_passes_on(
     done = subprocess.run(command("--help"), capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO)
     assert done.returncode == 0, done.stderr
     listed = set(re.findall(r"^ +--(?:\[no\])?(\w+)", done.stdout, re.MULTILINE))
-    assert {flag.removeprefix("--") for flag in flags} - listed == set()
+    assert {removeprefix(flag, "--") for flag in flags} - listed == set()
     if "--softsync" in flags:  # a technique's flags under its name and the modes it applies to
         assert "\n  softsync (async):\n    --softsync: " in done.stdout
         assert "A recipe's own flags (--model, --dataset, ...)" in done.stdout

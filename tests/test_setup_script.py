@@ -36,26 +36,32 @@ case "$*" in *"not cluster"*) exit "$IN_PROCESS";; *" cluster"*) exit "$CLUSTER"
 """
 
 
-def _run_tests(tmp_path, *args, in_process=0, cluster=0, arguments=0):
-    """REPO's run_tests.sh in a copy of the repository whose .venv's programs only say how they were called: each
-    pytest run exits with the code given for its tests. Returns (exit status, the pytest runs' arguments)."""
+def _run_tests(tmp_path, *args, in_process=0, cluster=0, arguments=0, line=None):
+    """REPO's run_tests.sh in a copy of the repository whose virtualenvs' programs (.venv's, .venv-tf1.15's) only
+    say how they were called, and write "lint" where ruff is: each pytest run exits with the code given for its
+    tests. `line`: PARALLEL_TF_TENSORFLOW. Returns (exit status, the pytest runs' arguments and the lints)."""
     (tmp_path / "scripts").mkdir()
     for name in ("run_tests.sh", "setup.py", "scripts/ensure_venv.sh"):
         (tmp_path / name).write_bytes((REPO / name).read_bytes())
-    bin_ = tmp_path / ".venv" / "bin"
-    bin_.mkdir(parents=True)
-    for program, text in (("python", FAKE_PYTHON), *((p, "#!/bin/bash\n") for p in ("ruff", "lint-imports", "mkdocs"))):
-        (bin_ / program).write_text(text)
-        (bin_ / program).chmod(0o755)
     setup_hash = hashlib.sha256((REPO / "setup.py").read_bytes()).hexdigest()[:16]
-    for tf_extra in ("cpu", "gpu"):  # installed, whichever ensure_venv picks here
-        (tmp_path / ".venv" / f".installed-{setup_hash}-{tf_extra}-dev").touch()
+    for venv, installed in ((".venv", ("cpu-dev", "gpu-dev")), (".venv-tf1.15", ("tf115-test",))):
+        bin_ = tmp_path / venv / "bin"
+        bin_.mkdir(parents=True)
+        fakes = {"python": FAKE_PYTHON, "ruff": 'echo lint >> "$CALLS"', "lint-imports": "", "mkdocs": ""}
+        for program, text in fakes.items():
+            (bin_ / program).write_text(text if text.startswith("#!") else f"#!/bin/bash\n{text}\n")
+            (bin_ / program).chmod(0o755)
+        for extras in installed:  # installed, whichever TensorFlow extra ensure_venv picks here
+            (tmp_path / venv / f".installed-{setup_hash}-{extras}").touch()
     calls = tmp_path / "calls"
     calls.write_text("")
     codes = {"IN_PROCESS": in_process, "CLUSTER": cluster, "ARGUMENTS": arguments}
     env = {**os.environ, "CALLS": str(calls), **{name: str(code) for name, code in codes.items()}}
+    env.pop("PARALLEL_TF_TENSORFLOW", None)
+    env.update({"PARALLEL_TF_TENSORFLOW": line} if line else {})
     done = subprocess.run(["bash", "run_tests.sh", *args], cwd=tmp_path, env=env, capture_output=True, timeout=60)
-    return done.returncode, [line.split("\037")[:-1] for line in calls.read_text().splitlines()]
+    said = calls.read_text().splitlines()
+    return done.returncode, [call if call == "lint" else call.split("\037")[:-1] for call in said]
 
 
 IN_PROCESS = ["-m", "not cluster", "-n", "2"]  # --dist loadfile: pyproject.toml's addopts
@@ -70,11 +76,47 @@ def test_the_whole_suite_is_two_passes_that_both_run_and_the_first_failure_is_th
 ):
     """Every test is in one of the two passes (`cluster` or not), and both run: the exit status is the first one's
     failure, else the second's (pytest's 5, no tests, included)."""
-    assert _run_tests(tmp_path, in_process=in_process, cluster=cluster) == (status, [IN_PROCESS, CLUSTER])
+    assert _run_tests(tmp_path, in_process=in_process, cluster=cluster) == (
+        status,
+        ["lint", "lint", IN_PROCESS, CLUSTER],
+    )
 
 
 def test_arguments_make_one_pytest_run_of_them(tmp_path):
-    assert _run_tests(tmp_path, "-k", "sharder", arguments=5) == (5, [["-k", "sharder"]])
+    assert _run_tests(tmp_path, "-k", "sharder", arguments=5) == (5, ["lint", "lint", ["-k", "sharder"]])
+
+
+def test_the_tensorflow_1_15_line_runs_the_same_passes_in_its_own_virtualenv_without_the_lint(tmp_path):
+    assert _run_tests(tmp_path, line="1.15") == (0, [IN_PROCESS, CLUSTER])
+
+
+def test_another_tensorflow_line_is_refused_in_one_line(tmp_path):
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "ensure_venv.sh").write_bytes((REPO / "scripts" / "ensure_venv.sh").read_bytes())
+    script = f'REPO="{tmp_path}"; source "{tmp_path}/scripts/ensure_venv.sh"; ensure_venv'
+    done = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PARALLEL_TF_TENSORFLOW": "1.14"},
+    )
+    assert (done.returncode, done.stderr) == (2, "error: PARALLEL_TF_TENSORFLOW=1.14: give 2 (the default) or 1.15\n")
+
+
+def test_a_machine_without_python_3_7_is_told_how_to_get_one(tmp_path):
+    """PATH without a python3.7 or a pyenv that has one (PYTHON unset): one line, exit 2, nothing installed."""
+    (tmp_path / "bin").mkdir()
+    for tool in ("bash", "sha256sum", "cut", "grep", "sort", "tail"):
+        (tmp_path / "bin" / tool).symlink_to(subprocess.check_output(["which", tool], text=True).strip())
+    script = f'REPO="{tmp_path}"; source "{REPO}/scripts/ensure_venv.sh"; ensure_venv'
+    environment = {"PATH": str(tmp_path / "bin"), "PARALLEL_TF_TENSORFLOW": "1.15", "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [str(tmp_path / "bin" / "bash"), "-c", script], capture_output=True, text=True, timeout=60, env=environment
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: PARALLEL_TF_TENSORFLOW=1.15 needs a Python 3.7 (TensorFlow 1.15's), and none")
+    assert not (tmp_path / ".venv-tf1.15").exists()
 
 
 def test_a_started_process_gets_sigint(procs):

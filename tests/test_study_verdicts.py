@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from conftest import RECIPE
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.tools import study
 
 
@@ -88,7 +89,7 @@ def test_variants_are_compared_with_the_first_on_held_out_loss_and_time_to_targe
         ("async", (1, 2, 3), (10, 20, 30)),
         ("async --staleness_aware", (4, 5, 6), (40, 50, 60)),
     ]:
-        for repeat, (loss, reached) in enumerate(zip(losses, seconds, strict=True), 1):
+        for repeat, (loss, reached) in enumerate(zip_strict(losses, seconds), 1):
             evaluations = [(50, 0, 9.0, 0.5), (100, reached, loss, 0.95)]
             report.add(variant, 2, repeat, *fake_run(tmp_path, f"{variant[-5:]}{repeat}", evaluations))
     (compared,) = report.comparisons()

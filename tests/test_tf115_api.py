@@ -38,7 +38,8 @@ def problems(source):
         chain = _chain(node) if isinstance(node, ast.Attribute) and id(node) not in inner else None
         if chain and _resolve(chain) is None:
             found.append(f"line {node.lineno}: tf.{'.'.join(chain)}: not in TensorFlow 1.15's tf.compat.v1")
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (parts := _chain(node.func)):
+        parts = _chain(node.func) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else None
+        if parts:
             name = ".".join(parts)
             parameters = NAMES.get(name) if _resolve(parts) == name else None
             if isinstance(parameters, list) and "**" not in parameters:

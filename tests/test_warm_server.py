@@ -23,6 +23,7 @@ import pytest
 from conftest import RUN_TIMEOUT, launcher_command, read_summary
 
 from parallel_tf import compat
+from parallel_tf.backports import send_fds, waitstatus_to_exitcode
 from parallel_tf.launch import warm_client, warm_server
 from parallel_tf.tools import runs
 
@@ -143,7 +144,7 @@ def _asked(ours, loaded):
     request and the fd passed with it, or the line the launcher read."""
     with _connected() as (launcher, server, write):
         body = json.dumps({"identity": ours}).encode()
-        socket.send_fds(launcher, [warm_client.LENGTH.pack(len(body)) + body], [write])
+        send_fds(launcher, [warm_client.LENGTH.pack(len(body)) + body], [write])
         return warm_server._served(server, ours, loaded) or warm_client.read_line(launcher)
 
 
@@ -208,7 +209,7 @@ def test_a_launcher_that_stalls_mid_request_is_dropped_with_the_pipes_it_passed(
     monkeypatch.setattr(warm_server, "REQUEST_TIMEOUT_SECS", 0.2)
     with _connected() as (launcher, server, write):
         open_before = set(os.listdir("/proc/self/fd"))
-        socket.send_fds(launcher, [warm_client.LENGTH.pack(100) + b"{"], [write])  # 1 byte of 100
+        send_fds(launcher, [warm_client.LENGTH.pack(100) + b"{"], [write])  # 1 byte of 100
         assert warm_server._served(server, {}, {}) is None
         assert set(os.listdir("/proc/self/fd")) == open_before  # the passed pipe's copy closed
 
@@ -257,7 +258,7 @@ def test_a_child_that_cannot_take_the_launchers_place_says_why_and_exits(tmp_pat
         _, status = os.waitpid(pid, 0)
     reason = f"[Errno 2] No such file or directory: {str(gone)!r}"
     assert said == f"refused its child could not take the launcher's place: {reason}"
-    assert os.waitstatus_to_exitcode(status) == 1
+    assert waitstatus_to_exitcode(status) == 1
 
 
 @pytest.mark.parametrize("forking", ["fails", "is killed"])

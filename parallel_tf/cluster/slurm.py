@@ -14,6 +14,7 @@ import dataclasses
 import itertools
 import re
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
 
@@ -118,7 +119,7 @@ def placement(environ, num_ps, num_groups, port_base, groups="interleaved"):
             f"SLURM_LOCALID={environ['SLURM_LOCALID']}, but {distribution} distribution puts rank {rank} "
             f"at local index {local_index[rank]} on {hosts[nodes[rank]]}; is SLURM_DISTRIBUTION right?"
         )
-    addresses = [f"{hosts[node]}:{port_base + local}" for node, local in zip(nodes, local_index, strict=True)]
+    addresses = [f"{hosts[node]}:{port_base + local}" for node, local in zip_strict(nodes, local_index)]
     if groups == "by_host":
         node_names = [hosts[node] for node in nodes]
         cluster = cluster_lib.assign_jobs_by_host(addresses, node_names, num_ps, "the Slurm step")

@@ -84,7 +84,7 @@ def _download_verified(url, path, md5):
     try:
         digest = hashlib.md5()
         with os.fdopen(handle, "wb") as out, urllib.request.urlopen(url, timeout=TIMEOUT_SECS) as response:
-            while chunk := response.read(CHUNK_BYTES):
+            for chunk in iter(lambda: response.read(CHUNK_BYTES), b""):
                 digest.update(chunk)
                 out.write(chunk)
         if digest.hexdigest() != md5:
@@ -103,6 +103,6 @@ def _download_verified(url, path, md5):
 def _md5(path):
     digest = hashlib.md5()
     with open(path, "rb") as f:
-        while chunk := f.read(CHUNK_BYTES):
+        for chunk in iter(lambda: f.read(CHUNK_BYTES), b""):
             digest.update(chunk)
     return digest.hexdigest()

@@ -11,6 +11,7 @@ import functools
 
 import numpy as np
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.cluster.config import check_shardable
 from parallel_tf.errors import ConfigError
 
@@ -76,7 +77,7 @@ def random_crop_and_flip(images, step, positions, global_batch_size, seed, pad=4
     padded = np.pad(images, ((0, 0), (pad, pad), (pad, pad), (0, 0)), mode="reflect")
     height, width = images.shape[1:3]
     out = np.empty_like(images)
-    for i, ((dy, dx), flip) in enumerate(zip(offsets, flips, strict=True)):
+    for i, ((dy, dx), flip) in enumerate(zip_strict(offsets, flips)):
         crop = padded[i, dy : dy + height, dx : dx + width]
         out[i] = crop[:, ::-1] if flip else crop
     return out

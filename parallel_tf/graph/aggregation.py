@@ -14,6 +14,7 @@ strict:   the global batch is always cut into the same M microbatches (--microba
           tree over them, the arithmetic is the same for every worker count that divides M.
 """
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph.collectives import pack
 from parallel_tf.graph.model import SCRATCH, microbatch_gradients
@@ -22,7 +23,7 @@ from parallel_tf.graph.model import SCRATCH, microbatch_gradients
 def tree_sum(tensors):
     """((t0 + t1) + (t2 + t3)) + ...: a sum whose order depends only on how many terms there are."""
     while len(tensors) > 1:
-        paired = [a + b for a, b in zip(tensors[0::2], tensors[1::2], strict=False)]
+        paired = [a + b for a, b in zip(tensors[0::2], tensors[1::2])]
         tensors = paired + tensors[len(paired) * 2 :]
     return tensors[0]
 
@@ -74,7 +75,7 @@ class SlotAggregator:
                 slot = self.slots[v].read_value()
                 summed = slot if rows is None else tf.gather(slot, rows)
                 means.append(tree_sum(tf.unstack(summed, count)) / float(count))
-        pairs = zip(means, [self.variables[v] for v in indices], strict=True)
+        pairs = zip_strict(means, [self.variables[v] for v in indices])
         return optimizer.apply_gradients(pairs, global_step=global_step)
 
 

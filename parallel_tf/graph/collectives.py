@@ -13,8 +13,8 @@ gather puts the pieces in worker order, which a fixed-order sum needs.
 from __future__ import annotations  # the tf.Tensor annotations below must not import TensorFlow
 
 import dataclasses
-import math
 
+from parallel_tf.backports import prod, zip_strict
 from parallel_tf.compat import tf
 
 # How the workers' devices talk: NCCL between GPUs, device to device (seed 001); gRPC rings between CPUs.
@@ -80,11 +80,11 @@ class Collectives:
 def pack(tensors):
     """One flat vector of `tensors` (float32), and the function that cuts such a vector back into their shapes."""
     shapes = [t.shape.as_list() for t in tensors]
-    sizes = [math.prod(shape) for shape in shapes]
+    sizes = [prod(shape) for shape in shapes]
     flat = tf.concat([tf.reshape(t, [-1]) for t in tensors], axis=0)
 
     def unpack(vector):
-        return [tf.reshape(part, shape) for part, shape in zip(tf.split(vector, sizes), shapes, strict=True)]
+        return [tf.reshape(part, shape) for part, shape in zip_strict(tf.split(vector, sizes), shapes)]
 
     return flat, unpack
 
@@ -155,10 +155,10 @@ class Ring:
         means = {}
         *early, last = buckets(tensors, self.bucket_mb)
         for bucket in early:
-            means.update(zip(bucket, self._mean([tensors[i] for i in bucket])[0], strict=True))
+            means.update(zip_strict(bucket, self._mean([tensors[i] for i in bucket])[0]))
         rides = riding is not None and (self.transport == tf.float32 or self.collectives.num_workers == 1)
         last_means, summed = self._mean([tensors[i] for i in last], riding if rides else None)
-        means.update(zip(last, last_means, strict=True))
+        means.update(zip_strict(last, last_means))
         if riding is not None and not rides:
             summed = self.collectives.sum(riding)
         return [means[index] for index in range(len(tensors))], summed

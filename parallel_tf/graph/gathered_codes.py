@@ -8,8 +8,7 @@ The payload's parts are gathered one collective per kind: bytes (int8 codes, pac
 int32 word, since CollectiveGather takes no bytes), float32 (scales, top-k values) and int32 (indices).
 """
 
-import math
-
+from parallel_tf.backports import prod, zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph import codecs
 from parallel_tf.graph.aggregation import tree_sum
@@ -21,7 +20,7 @@ def pays(codec, shapes, workers):
     """(whether gathering every worker's codes of gradients of `shapes` sends fewer bytes than the float ring,
     the bytes gathered from the others, the ring's): (N−1)·p against 2(N−1)/N·4n. With one worker nothing
     crosses either way."""
-    elements = [math.prod(shape) for shape in shapes]
+    elements = [prod(shape) for shape in shapes]
     gathered = (workers - 1) * sum(codec.payload_bytes(n) for n in elements)
     ring = 2 * (workers - 1) * 4 * sum(elements) / workers
     return workers == 1 or gathered < ring, gathered, ring
@@ -31,14 +30,14 @@ def mean_of_codes(gradients, collectives, codec, feedback, seeds):
     """(the mean of every worker's `gradients` as decoded from their codes, the payload tensors this worker
     sends); `seeds[i]` draws variable i's random rounding, where the codec has one."""
     payloads, kept = [], []
-    for gradient, seed in zip(gradients, seeds, strict=True):
+    for gradient, seed in zip_strict(gradients, seeds):
         payload, keeps = codecs.encoded(codec, gradient, seed, feedback)
         payloads.append(payload)
         kept += keeps
     sent = [part for payload in payloads for part in payload]
     everyone = iter(_gathered(sent, collectives))
     means = []
-    for gradient, payload in zip(gradients, payloads, strict=True):
+    for gradient, payload in zip_strict(gradients, payloads):
         parts = [next(everyone) for _ in payload]  # each [N, *the part's shape]
         size = gradient.shape.num_elements()
         decoded = [codec.decode([part[w] for part in parts], size) for w in range(collectives.num_workers)]
@@ -61,7 +60,7 @@ def _gathered(parts, collectives):
             flat = [tf.bitcast(f, tf.uint8) for f in flat]
         rows = _gathered_rows(tf.concat(flat, axis=0), collectives, as_words=kind is BYTES)
         sizes = [parts[i].shape.num_elements() for i in indices]
-        for i, piece in zip(indices, tf.split(rows[:, : sum(sizes)], sizes, axis=1), strict=True):
+        for i, piece in zip_strict(indices, tf.split(rows[:, : sum(sizes)], sizes, axis=1)):
             piece = tf.bitcast(piece, parts[i].dtype.base_dtype) if kind is BYTES else piece
             gathered[i] = tf.reshape(piece, [collectives.num_workers, *parts[i].shape.as_list()])
     return gathered

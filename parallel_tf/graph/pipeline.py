@@ -18,6 +18,7 @@ each round sent once the one before has landed or been pulled, was slower: the s
 behind the pulls (BENCHMARKS.md, "Pieces pulled when ready").
 """
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph.barrier import constant_at, shared_queue, taken
 from parallel_tf.graph.model import LOCAL, copy_of
@@ -34,7 +35,7 @@ def rounds(variables, pieces_per_server):
         sizes = [variable.shape.num_elements() for variable in group]
         total, filled = sum(sizes), 0
         runs = [[] for _ in range(pieces_per_server)]
-        for variable, size in zip(group, sizes, strict=True):  # a variable goes to the run its middle byte falls in
+        for variable, size in zip_strict(group, sizes):  # a variable goes to the run its middle byte falls in
             middle = filled + size / 2
             runs[min(pieces_per_server - 1, int(middle * pieces_per_server / total))].append(index[variable.op.name])
             filled += size

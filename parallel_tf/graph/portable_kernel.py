@@ -9,8 +9,8 @@ parallel_tf/kernels/build/ (or, where the package is not writable, ~/.cache/para
 its sources, flags and TensorFlow version, so an upgrade of any of them builds it anew.
 """
 
+import contextlib
 import fcntl
-import functools
 import hashlib
 import os
 import shutil
@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from parallel_tf import compat
+from parallel_tf.backports import cache
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 
@@ -30,7 +31,7 @@ ARCHITECTURE = ["-mavx2", "-mfma", "-ffp-contract=off"]
 OPTIONS = ["-shared", "-fPIC", "-O2", "-Wno-deprecated-declarations", *ARCHITECTURE]
 
 
-@functools.cache
+@cache
 def ops():
     """The loaded op library (ops().portable_mat_mul, ...), built first where it is not, its gradient registered."""
     check()
@@ -62,13 +63,19 @@ def _compiler():
 def build():
     """The path of the built library, compiling it where no process has yet."""
     flags = [*tf.sysconfig.get_compile_flags(), *tf.sysconfig.get_link_flags()]
+    if not any(flag.startswith(("-std=", "--std=")) for flag in flags):
+        # TensorFlow 1.15 says no standard, and its headers want C++14: built as g++'s C++17, absl's string_view is
+        # std::string_view, and the library does not load (an undefined symbol)
+        flags.append("-std=c++14")
+    major, minor = tf.VERSION.split(".")[:2]
+    flags.append(f"-DPARALLEL_TF_TENSORFLOW={int(major) * 100 + int(minor)}")  # its API differs by version
     compiler = _compiler()
     digest = hashlib.sha256()
     for name in CODE:
         digest.update((SOURCES / name).read_bytes())
     digest.update(" ".join([*OPTIONS, *flags, tf.VERSION]).encode())
     folder = _build_folder()
-    library = folder / f"portable_ops-{digest.hexdigest()[:16]}.so"
+    library = folder / f"{_prefix()}{digest.hexdigest()[:16]}.so"
     with open(folder / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one process compiles; the others find its library when they get here
         if not library.exists():
@@ -85,9 +92,16 @@ def _compile(compiler, flags, library):
         errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.splitlines()[-1:]
         raise ConfigError(f"compiling the portable kernel failed ({' '.join(command[:2])} ...): {errors[0]}")
     os.replace(partial.name, library)  # whole or not at all: a process that finds it can load it
-    for stale in library.parent.glob("portable_ops-*.so"):  # built from older sources or another TensorFlow
+    for stale in library.parent.glob(f"{_prefix()}*.so"):  # built from older sources, or by an older patch
         if stale != library:
-            stale.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
+
+
+def _prefix():
+    """The start of a library's name: its TensorFlow's version, so two virtualenvs of one checkout (TensorFlow 1.15
+    and 2.x) keep a library each, and neither deletes the other's as stale."""
+    return f"portable_ops-tf{tf.VERSION}-"
 
 
 def _build_folders():

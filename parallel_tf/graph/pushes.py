@@ -7,6 +7,7 @@ from __future__ import annotations  # the types name TensorFlow's, which is impo
 import dataclasses
 from collections.abc import Callable
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 
 COUNTERS = "parallel_tf_push_counters"  # graph collection of (name, tensor) that push hooks add for the chief to log
@@ -43,7 +44,7 @@ class GradientSum:
 
     def add(self, gradients):
         """The op values of the sums once `gradients` (one per variable) are added."""
-        return [tf.identity(s.assign_add(g)) for s, g in zip(self.variables, gradients, strict=True)]
+        return [tf.identity(s.assign_add(g)) for s, g in zip_strict(self.variables, gradients)]
 
     def push(self, applied, counter, index):
         """Once `applied` (the op that hands this sum's values to the parameter servers) has run, adds 1 to

@@ -8,6 +8,7 @@ four RPCs down and four up. Flattening, concatenating and splitting move values 
 them, so a step computes exactly what it computed from the variables themselves.
 """
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 
 
@@ -40,7 +41,7 @@ def read_packed(variables, after=()):
     for group in by_server(variables):
         with tf.colocate_with(group[0]), tf.control_dependencies(after):
             flat = tf.concat([tf.reshape(variable.read_value(), [-1]) for variable in group], 0)
-        for variable, part in zip(group, tf.split(flat, [_size(variable) for variable in group]), strict=True):
+        for variable, part in zip_strict(group, tf.split(flat, [_size(variable) for variable in group])):
             values[variable.op.name] = tf.reshape(part, variable.shape)
     return values
 
@@ -58,7 +59,7 @@ def sent_packed(gradients_by_microbatch, variables, riding=()):
         flat = tf.concat([tf.reshape(tensor, [-1]) for tensor in tensors], 0)
         with tf.colocate_with(group[0]):
             pieces = tf.split(flat, [tensor.shape.num_elements() for tensor in tensors])
-            for (k, v), piece in zip(parts, pieces, strict=False):
+            for (k, v), piece in zip(parts, pieces):
                 received[k][v] = tf.reshape(piece, variables[v].shape)
             if server == 0:
                 arrived = [tf.reshape(piece, []) for piece in pieces[len(parts) :]]

@@ -16,6 +16,7 @@ from __future__ import annotations  # the tf.Operation annotations below must no
 import dataclasses
 from collections.abc import Callable
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph.barrier import gather_at_chief
 from parallel_tf.graph.collectives import pack
@@ -43,7 +44,7 @@ def on_server(num_workers, task_index):
     if not kept:
         return None
     slots = _slots(kept, num_workers, server_cpu("ps", 0))
-    copies = [slot[task_index].assign(variable) for variable, slot in zip(kept, slots, strict=True)]
+    copies = [slot[task_index].assign(variable) for variable, slot in zip_strict(kept, slots)]
     _, told = gather_at_chief(num_workers, task_index, 0.0, after=copies, name="worker_state_copied")
     return Stash(copy=tf.group(told), restore=lambda: _restore(kept, slots, task_index))
 
@@ -60,7 +61,7 @@ def gathered(collectives, device):
     copies = [
         slot[worker].assign(value)
         for worker in range(collectives.num_workers)
-        for slot, value in zip(slots, unpack(everyone[worker]), strict=True)
+        for slot, value in zip_strict(slots, unpack(everyone[worker]))
     ]
     return Stash(copy=tf.group(*copies), restore=lambda: _restore(kept, slots, collectives.task_index))
 
@@ -82,4 +83,4 @@ def _slots(kept, num_workers, device):
 
 
 def _restore(kept, slots, task_index):
-    return tf.group(*[variable.assign(slot[task_index]) for variable, slot in zip(kept, slots, strict=True)])
+    return tf.group(*[variable.assign(slot[task_index]) for variable, slot in zip_strict(kept, slots)])

@@ -18,6 +18,10 @@
 
 namespace portable {
 
+// std::clamp, which is C++17: TensorFlow 1.15's headers build as C++14 (absl's string_view would otherwise be
+// std::string_view, a symbol the library does not have).
+inline int64_t clamp(int64_t v, int64_t low, int64_t high) { return v < low ? low : high < v ? high : v; }
+
 constexpr int64_t MR = 6, NR = 16, KC = 256, MC = 96, NC = 1024;
 
 // A matrix in memory: element (i, j) at data[i * row_stride + j * col_stride].
@@ -57,7 +61,7 @@ struct Windows {
     for (int64_t t = t0; t < t0 + count;) {
       const int64_t dy = t / run, first = t % run, end = std::min(first + t0 + count - t, run);
       const int64_t iy = y + dy - before;
-      int64_t inside = std::clamp(-x0 * channels, first, end), past = std::clamp((width - x0) * channels, first, end);
+      int64_t inside = clamp(-x0 * channels, first, end), past = clamp((width - x0) * channels, first, end);
       if (iy < 0 || iy >= height) inside = past = end;
       const float* source = images + ((image * height + iy) * width + x0) * channels;
       for (int64_t u = first; u < inside; ++u, out += stride) *out = 0.0f;
@@ -73,7 +77,7 @@ struct Windows {
       const int64_t x = p % width, y = (p / width) % height, image = p / (width * height);
       const int64_t end = std::min(p0 + count - p, width - x) + x;  // this image row's positions: [x, end)
       const int64_t iy = y + dy - before, shift = dx - before;   // the image column of position x: x + shift
-      int64_t inside = std::clamp(-shift, x, end), past = std::clamp(width - shift, x, end);
+      int64_t inside = clamp(-shift, x, end), past = clamp(width - shift, x, end);
       if (iy < 0 || iy >= height) inside = past = end;
       const float* source = images + ((image * height + iy) * width + shift) * channels + channel;
       for (int64_t u = x; u < inside; ++u, out += stride) *out = 0.0f;
@@ -151,9 +155,26 @@ inline void kernel(int64_t kc, PanelA panel, const float* b, int64_t b_terms, fl
   _mm256_storeu_ps(c + 5 * ldc, c50), _mm256_storeu_ps(c + 5 * ldc + 8, c51);
 }
 
+// What a source read where it lies offers (a Matrix; windows are always copied), by overloads rather than
+// `if constexpr`, which is C++17: whether a panel of B of `cols` columns, or of A of `rows` rows, is read in place,
+// where B's starts, and A's panel (else `packed`).
+inline bool reads_in_place(const Matrix& b, int64_t cols) { return b.col_stride == 1 && cols == NR; }
 template <typename Source>
-constexpr bool in_memory() {
-  return std::is_same<Source, Matrix>::value;
+bool reads_in_place(const Source&, int64_t) { return false; }
+inline bool rows_in_place(const Matrix&, int64_t rows) { return rows == MR; }
+template <typename Source>
+bool rows_in_place(const Source&, int64_t) { return false; }
+inline void in_place(const Matrix& b, int64_t pc, int64_t col, const float** pb, int64_t* b_terms) {
+  *pb = b.at(pc, col), *b_terms = b.row_stride;
+}
+template <typename Source>
+void in_place(const Source&, int64_t, int64_t, const float**, int64_t*) {}
+inline PanelA panel_of(const Matrix& a, int64_t row, int64_t pc, int64_t rows, PanelA packed) {
+  return rows_in_place(a, rows) ? PanelA{a.at(row, pc), a.row_stride, a.col_stride} : packed;
+}
+template <typename Source>
+PanelA panel_of(const Source&, int64_t, int64_t, int64_t, PanelA packed) {
+  return packed;
 }
 
 // The output rows [i0, i1) x columns [j0, j1) of c (row stride ldc) = a b, with k terms a sum. A matrix is read
@@ -176,36 +197,24 @@ void gemm_block(const A& a, const B& b, int64_t k, float* c, int64_t ldc, int64_
     for (int64_t pc = 0; pc < k; pc += KC) {
       const int64_t kc = std::min(KC, k - pc);
       const bool first = pc == 0;
-      auto b_reads_in_place = [&](int64_t cols) {
-        if constexpr (in_memory<B>()) return b.col_stride == 1 && cols == NR;
-        return false;
-      };
       for (int64_t jr = 0; jr < nc; jr += NR) {
         const int64_t cols = std::min(NR, nc - jr);
-        if (!b_reads_in_place(cols)) b.pack_columns(pc, kc, jc + jr, cols, packed_b.data() + jr * kc);
+        if (!reads_in_place(b, cols)) b.pack_columns(pc, kc, jc + jr, cols, packed_b.data() + jr * kc);
       }
       for (int64_t ic = i0; ic < i1; ic += MC) {
         const int64_t mc = std::min(MC, i1 - ic);
         for (int64_t ir = 0; ir < mc; ir += MR) {  // each panel of A: read in place, or copied once for this block
           const int64_t rows = std::min(MR, mc - ir);
-          bool in_place = false;
-          if constexpr (in_memory<A>()) in_place = rows == MR;
-          if (!in_place) a.pack_rows(ic + ir, rows, pc, kc, packed_a.data() + ir * kc);
+          if (!rows_in_place(a, rows)) a.pack_rows(ic + ir, rows, pc, kc, packed_a.data() + ir * kc);
         }
         for (int64_t jr = 0; jr < nc; jr += NR) {
           const int64_t cols = std::min(NR, nc - jr);
-          const bool b_in_place = b_reads_in_place(cols);
           const float* pb = packed_b.data() + jr * kc;
           int64_t b_terms = NR;
-          if constexpr (in_memory<B>()) {
-            if (b_in_place) pb = b.at(pc, jc + jr), b_terms = b.row_stride;
-          }
+          if (reads_in_place(b, cols)) in_place(b, pc, jc + jr, &pb, &b_terms);
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int64_t rows = std::min(MR, mc - ir);
-            PanelA panel{packed_a.data() + ir * kc, 1, MR};
-            if constexpr (in_memory<A>()) {
-              if (rows == MR) panel = PanelA{a.at(ic + ir, pc), a.row_stride, a.col_stride};
-            }
+            const PanelA panel = panel_of(a, ic + ir, pc, rows, PanelA{packed_a.data() + ir * kc, 1, MR});
             float* tile = c + (ic + ir) * ldc + jc + jr;
             if (rows == MR && cols == NR) {
               kernel(kc, panel, pb, b_terms, tile, ldc, first);

@@ -19,6 +19,23 @@
 
 namespace {
 
+// TensorFlow's version (PARALLEL_TF_TENSORFLOW, major * 100 + minor), given by graph/portable_kernel.py as it
+// compiles this: TensorFlow 2's headers do not define it. Its "OK": Status::OK() until 2.9, OkStatus() from 2.10.
+inline tensorflow::Status ok() {
+#if PARALLEL_TF_TENSORFLOW >= 210
+  return tensorflow::OkStatus();
+#else
+  return tensorflow::Status::OK();
+#endif
+}
+
+// An int attribute's type, as GetAttr takes it: TensorFlow 1.15's int64 is long long, int64_t is long.
+#if PARALLEL_TF_TENSORFLOW < 200
+using AttrInt = tensorflow::int64;
+#else
+using AttrInt = int64_t;
+#endif
+
 using tensorflow::OpKernel;
 using tensorflow::OpKernelConstruction;
 using tensorflow::OpKernelContext;
@@ -85,7 +102,7 @@ class WindowsOp : public OpKernel {
   portable::Windows windows(const Tensor& images) const {
     return {images.flat<float>().data(), images.dim_size(1), images.dim_size(2), images.dim_size(3), size_, before_};
   }
-  int64_t size_ = 1, before_ = 0;
+  AttrInt size_ = 1, before_ = 0;
 };
 
 class PortableWindowsMatMul : public WindowsOp {
@@ -195,7 +212,7 @@ class PortableMaxPoolGrad : public OpKernel {
   }
 
  private:
-  int64_t size_ = 2;
+  AttrInt size_ = 2;
 };
 
 }  // namespace
@@ -207,7 +224,7 @@ REGISTER_OP("PortableMaxPoolGrad")
     .Attr("size: int >= 1")
     .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
       c->set_output(0, c->input(0));
-      return tensorflow::OkStatus();
+      return ok();
     });
 REGISTER_KERNEL_BUILDER(Name("PortableMaxPoolGrad").Device(tensorflow::DEVICE_CPU), PortableMaxPoolGrad);
 
@@ -229,6 +246,6 @@ REGISTER_OP("PortableWindowsMatMul")
     .Attr("transpose_windows: bool = false")
     .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
       c->set_output(0, c->Matrix(c->UnknownDim(), c->Dim(c->input(1), 1)));
-      return tensorflow::OkStatus();
+      return ok();
     });
 REGISTER_KERNEL_BUILDER(Name("PortableWindowsMatMul").Device(tensorflow::DEVICE_CPU), PortableWindowsMatMul);

@@ -11,6 +11,7 @@ import socket
 import struct
 import sys
 
+from parallel_tf.backports import pidfd_open
 from parallel_tf.cluster.addresses import is_loopback
 from parallel_tf.errors import ConfigError
 
@@ -101,7 +102,7 @@ def join_fence_of(pid):
             kinds |= flag
     if not kinds:
         return
-    pidfd = os.pidfd_open(pid)
+    pidfd = pidfd_open(pid)
     try:
         _setns(pidfd, kinds, f"setns into the namespaces of process {pid}")
     finally:

@@ -30,6 +30,7 @@ import sys
 import threading
 
 from parallel_tf import compat
+from parallel_tf.backports import pidfd_open, pidfd_send_signal, waitstatus_to_exitcode
 from parallel_tf.errors import ConfigError, TaskFailure
 from parallel_tf.launch import fence, warm_client
 
@@ -54,7 +55,7 @@ class ForkedTask:
         self._by_number = False
         self._pidfd_lock = threading.Lock()  # the watch thread closes it as the launcher's may signal through it
         try:
-            self._pidfd = os.pidfd_open(pid)
+            self._pidfd = pidfd_open(pid)
         except ProcessLookupError:
             pass
         except OSError:
@@ -77,7 +78,7 @@ class ForkedTask:
     def _signal(self, signum):
         with self._pidfd_lock, contextlib.suppress(ProcessLookupError):  # exited: its code is on its way
             if self._pidfd is not None:
-                signal.pidfd_send_signal(self._pidfd, signum)
+                pidfd_send_signal(self._pidfd, signum)
             elif self._by_number and self.returncode is None:
                 os.kill(self.pid, signum)
 
@@ -205,7 +206,7 @@ def fork_tasks(request, once_forked=None):
             pid, status = os.waitpid(-1, 0)
         except ChildProcessError:
             return None
-        os.write(report, f"exited {pid} {os.waitstatus_to_exitcode(status)}\n".encode())
+        os.write(report, f"exited {pid} {waitstatus_to_exitcode(status)}\n".encode())
 
 
 def load_tensorflow(intra_op_threads, kernels):

@@ -27,13 +27,13 @@ manages processes, and the kernel lets only a single-threaded process enter a us
 import dataclasses
 import json
 import os
-import shlex
 import socket
 import subprocess
 import sys
 
 from absl import app, flags
 
+from parallel_tf.backports import removeprefix, shlex_join
 from parallel_tf.cli import CHECKED_DATASET, UNKNOWN_FLAG, counted, exit_config_error, parse_flags_or_exit, unknown_flag
 from parallel_tf.cluster import addresses
 from parallel_tf.cluster import config as cluster_lib
@@ -220,7 +220,7 @@ def print_plan(launch):
     say(f"--dry_run: every check passed; nothing was started or written. It would start, in {launch.run_dir}:")
     spec_path = os.path.join(launch.run_dir, "cluster_spec.json")
     for name, command in task_commands(launch.cluster, launch.recipe_path, spec_path, launch.common):
-        say(f"  {name}: {shlex.join(command)}")
+        say(f"  {name}: {shlex_join(command)}")
 
 
 def resume_hint(run_dir, logdir_given, checkpointed=True):
@@ -245,7 +245,7 @@ def check_task_flags(cluster, recipe_path, common):
     done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=CHECK_TIMEOUT_SECS)
     if done.returncode == 2:
         said = (done.stderr + done.stdout).strip().splitlines() or ["the chief's command refused its flags (exit 2)"]
-        raise ConfigError(with_suggestion(said[-1].removeprefix("error: ")))
+        raise ConfigError(with_suggestion(removeprefix(said[-1], "error: ")))
     if done.returncode:
         raise TaskFailure(f"checking the tasks' flags failed (exit {done.returncode}): {done.stderr.strip()}")
 
@@ -256,7 +256,7 @@ def with_suggestion(refusal):
     unknown = UNKNOWN_FLAG.match(refusal)
     if not unknown or ":" in refusal:  # a flag the recipe has a hint for: its words
         return refusal
-    suggested = [flag.removeprefix("--") for flag in (unknown[2] or "").split(" or ") if flag]
+    suggested = [removeprefix(flag, "--") for flag in (unknown[2] or "").split(" or ") if flag]
     return unknown_flag(unknown[1], list(FLAGS), suggested=suggested)
 
 
@@ -290,7 +290,9 @@ def recipes_dataset(recipe_path, recipe_flags):
     refuses them (the chief's check reports that, in its words)."""
     command = [sys.executable, recipe_path, *recipe_flags, "--check_flags"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=CHECK_TIMEOUT_SECS)
-    said = [line.removeprefix(CHECKED_DATASET) for line in done.stdout.splitlines() if line.startswith(CHECKED_DATASET)]
+    said = [
+        removeprefix(line, CHECKED_DATASET) for line in done.stdout.splitlines() if line.startswith(CHECKED_DATASET)
+    ]
     return said[-1] if done.returncode == 0 and said else None
 
 

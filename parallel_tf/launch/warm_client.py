@@ -16,6 +16,7 @@ import tempfile
 import time
 
 import parallel_tf
+from parallel_tf.backports import pidfd_open, pidfd_send_signal, removeprefix, send_fds
 from parallel_tf.launch import fence
 
 SOCKET_VARIABLE = "PARALLEL_TF_WARM_SERVER"  # the path of the Unix socket a launcher finds the server on
@@ -61,7 +62,7 @@ class LaunchServer:
         self.pid = pid
         self.returncode = None
         self._connection = connection
-        self._pidfd = os.pidfd_open(pid)
+        self._pidfd = pidfd_open(pid)
 
     def terminate(self):
         self._signal(signal.SIGTERM)
@@ -72,7 +73,7 @@ class LaunchServer:
     def _signal(self, signum):
         if self.returncode is None:
             with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(self._pidfd, signum)
+                pidfd_send_signal(self._pidfd, signum)
 
     def wait(self, timeout=None):
         """Its exit code once its end of the connection closes: the one it said as it exited; where it said none,
@@ -82,9 +83,9 @@ class LaunchServer:
         self._connection.settimeout(timeout)
         said = b""
         try:
-            while chunk := self._connection.recv(4096):
+            for chunk in iter(lambda: self._connection.recv(4096), b""):
                 said += chunk
-        except TimeoutError:
+        except socket.timeout:  # TimeoutError from Python 3.10 on, not before
             raise subprocess.TimeoutExpired("the warm fork server's child", timeout) from None
         words = said.decode().split()
         self.returncode = int(words[1]) if words[:1] == ["exited"] else -signal.SIGKILL
@@ -115,7 +116,7 @@ def connect(path, request, write_ends, pins):
     body = json.dumps(message).encode()
     connection.settimeout(START_TIMEOUT_SECS)  # a server loading TensorFlow answers once it has
     try:
-        socket.send_fds(connection, [LENGTH.pack(len(body)) + body], [1, 2, *write_ends])
+        send_fds(connection, [LENGTH.pack(len(body)) + body], [1, 2, *write_ends])
         answer = read_line(connection)
     except TimeoutError:
         answer = f"refused it did not answer within {START_TIMEOUT_SECS} s"
@@ -123,7 +124,7 @@ def connect(path, request, write_ends, pins):
         connection.settimeout(None)
         return LaunchServer(int(answer.split()[1]), connection), None
     connection.close()
-    return None, answer.removeprefix("refused ") or "it closed the connection"
+    return None, removeprefix(answer, "refused ") or "it closed the connection"
 
 
 Peer = collections.namedtuple("Peer", "pid uid gid")

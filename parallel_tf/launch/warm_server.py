@@ -33,6 +33,7 @@ import traceback
 from absl import flags
 
 from parallel_tf import compat
+from parallel_tf.backports import recv_fds, zip_strict
 from parallel_tf.cli import exit_config_error
 from parallel_tf.errors import ConfigError
 from parallel_tf.launch import fence, forkserver
@@ -106,7 +107,7 @@ def _why_not(ours, theirs):
     for key in ("python", "prefix", "package"):
         if ours[key] != theirs[key]:
             return f"its {key} is {theirs[key]}, the server's {ours[key]}"
-    for flag, loaded, given in zip(("intra_op_threads", "kernels"), ours["pins"], theirs["pins"], strict=True):
+    for flag, loaded, given in zip_strict(("intra_op_threads", "kernels"), ours["pins"], theirs["pins"]):
         if given is not None and given != loaded:
             return f"--{flag}={given}, and the server loaded TensorFlow with {loaded}"
     differ = sorted(_changed(ours["environment"], theirs["environment"]))
@@ -180,7 +181,7 @@ def _become_launch_server(connection, request, fds, loading_set):
         stream.reconfigure(write_through=True)
     served = request["fork_server"]
     served["report_fd"] = report
-    for task, output in zip(served["tasks"], outputs, strict=True):
+    for task, output in zip_strict(served["tasks"], outputs):
         task["output_fd"] = output
     say(connection, f"served {os.getpid()}")
     served["close_in_tasks"] = [connection.fileno()]
@@ -201,7 +202,7 @@ def _watch_launcher(connection):
 def _receive(connection):
     """(The launcher's request, the fds it passed); OSError (TimeoutError, ConnectionError) where it stopped part
     way, the fds received closed."""
-    data, fds, _, _ = socket.recv_fds(connection, 1 << 16, MAX_FDS)
+    data, fds, _, _ = recv_fds(connection, 1 << 16, MAX_FDS)
     try:
         while len(data) < LENGTH.size or len(data) < LENGTH.size + LENGTH.unpack_from(data)[0]:
             more = connection.recv(1 << 16)

@@ -1,6 +1,8 @@
 """What the bench runs (bench.py): its models, and its systems, each the one process (the limit), one of our
 modes on a local cluster, TensorFlow's strategy of a kind (its peer), or the parameter-server floor."""
 
+from __future__ import annotations
+
 import dataclasses
 
 from parallel_tf.tools.network_model import PIPELINE_PIECES

@@ -6,6 +6,7 @@ import os
 import platform
 import statistics
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.tools import figures
 from parallel_tf.tools.bench_systems import MODELS, SYSTEMS, peer_of, same_kernels_peer_of
 from parallel_tf.training import profiling
@@ -90,9 +91,7 @@ def text_table(rows):
     widths = [40, 8, 9, 14, 11, 8, 8, 22, 8, 9, 9, 8]
     lines = [HEADER, *(_cells(row) for row in rows)]
     return "\n".join(
-        "".join(
-            cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(cells, widths, strict=True))
-        )
+        "".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip_strict(cells, widths)))
         for cells in lines
     )
 
@@ -134,13 +133,13 @@ def machine():
 def plot_throughput(tables, png):
     """examples/s against worker count, one panel per model, a line per system, the limit dashed."""
     figure, axes = figures.pyplot().subplots(1, len(tables), figsize=(6 * len(tables), 4.5), squeeze=False)
-    for axis, (model, rows) in zip(axes[0], tables.items(), strict=True):
+    for axis, (model, rows) in zip_strict(axes[0], tables.items()):
         for system in dict.fromkeys(row["system"] for row in rows):
             points = sorted((r["workers"], r["examples_per_sec"]) for r in rows if r["system"] == system)
             if SYSTEMS[system].kind == "limit":
                 axis.axhline(points[0][1], linestyle="--", color="black", label=SYSTEMS[system].title)
             else:
-                axis.plot(*zip(*points, strict=True), marker="o", label=SYSTEMS[system].title)
+                axis.plot(*zip_strict(*points), marker="o", label=SYSTEMS[system].title)
         axis.set_title(MODELS[model].title.split(" (")[0])
         axis.set_xlabel("workers")
         axis.set_ylabel("examples/s (median)")

@@ -11,6 +11,8 @@ paired t, on the per-seed differences, which leaves out how much the seeds thems
 the time a run took to reach a target on held-out data (--eval_every). Free of TensorFlow.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import math
 

@@ -1,6 +1,7 @@
 """A study's training-loss curves: every run's logged loss against step, time and the megabytes the
 chief has sent. Free of TensorFlow."""
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.tools import figures
 
 
@@ -10,7 +11,7 @@ def plot(rows, path):
     pyplot = figures.pyplot()
     figure, (by_step, by_time, by_bytes) = pyplot.subplots(1, 3, figsize=(20, 7), sharey=True)
     for row in rows:
-        steps, losses = zip(*row["losses"], strict=True)
+        steps, losses = zip_strict(*row["losses"])
         if row["variant"] == "reference":
             style = {"color": "k", "linestyle": "--", "linewidth": 2, "zorder": 3, "label": "reference (one process)"}
         else:

@@ -2,18 +2,18 @@
 difference at each snapshot (--snapshot_every), drawn per worker count on a log scale where the
 runs that stay bitwise equal sit on a line of their own. Free of TensorFlow."""
 
-import functools
 import os
 
 import numpy as np
 
+from parallel_tf.backports import cache, removesuffix, zip_strict
 from parallel_tf.tools import figures
 from parallel_tf.training.outputs import SNAPSHOTS
 
 BITWISE = 1e-12  # where a difference of exactly 0 is drawn: below any float32 rounding of these models
 
 
-@functools.cache  # a finished run's snapshots never change, and the study redraws after every run
+@cache  # a finished run's snapshots never change, and the study redraws after every run
 def distances(logdir, reference_logdir):
     """[(step, largest |Δparam| from the reference at that step)] for the steps both runs saved."""
     steps = sorted(_snapshot_steps(logdir) & _snapshot_steps(reference_logdir))
@@ -24,7 +24,7 @@ def _snapshot_steps(logdir):
     directory = os.path.join(logdir, SNAPSHOTS)
     if not os.path.isdir(directory):
         return set()
-    return {int(name.removesuffix(".npz")) for name in os.listdir(directory) if name.removesuffix(".npz").isdigit()}
+    return {int(removesuffix(name, ".npz")) for name in os.listdir(directory) if removesuffix(name, ".npz").isdigit()}
 
 
 def _max_difference(logdir_a, logdir_b, step):
@@ -71,6 +71,6 @@ def _draw(axes, steps_and_differences, label, color=None):
     """A line of (step, difference) with exact zeros drawn at BITWISE; None if there is nothing to draw."""
     if not steps_and_differences:
         return None
-    steps, differences = zip(*steps_and_differences, strict=True)
+    steps, differences = zip_strict(*steps_and_differences)
     lifted = [max(d, BITWISE) for d in differences]
     return axes.plot(steps, lifted, marker="o", markersize=3, label=label, color=color)[0]

@@ -41,6 +41,8 @@ pass each chunk on one way). No kernel here has netem, so the delay terms are no
 measurement.
 """
 
+from __future__ import annotations
+
 import dataclasses
 from collections.abc import Callable
 

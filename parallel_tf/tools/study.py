@@ -26,15 +26,17 @@ Mode options (--strict_determinism, --push_every, ...) go to the runs of their m
 apply to every mode studied; run flags and flags it does not know go to every run.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import json
 import os
-import shlex
 import sys
 import time
 
 from absl import app, flags
 
+from parallel_tf.backports import shlex_join
 from parallel_tf.cli import define_float, exit_config_error, parse_flags_or_exit, positive_ints
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
@@ -104,7 +106,7 @@ def main(argv):
             print(f"[study] --dry_run: {len(plan)} runs planned, into {out}; none started:")
             for index, run in enumerate(plan, 1):
                 print(
-                    f"[study]   {index}/{len(plan)} {run.name}: {shlex.join([*run.command, *run.given, *recipe_flags])}"
+                    f"[study]   {index}/{len(plan)} {run.name}: {shlex_join([*run.command, *run.given, *recipe_flags])}"
                 )
             return
         prepare_logdir(out, STUDY)

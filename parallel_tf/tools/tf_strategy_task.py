@@ -10,6 +10,7 @@ import time
 from absl import flags
 
 from parallel_tf import compat
+from parallel_tf.backports import zip_strict
 from parallel_tf.cluster import reachability
 from parallel_tf.data.sharding import GlobalBatchSharder
 from parallel_tf.tools import runs
@@ -89,7 +90,7 @@ def initial_params(recipe, dataset, seed):
         variables = tf.trainable_variables()
         with tf.Session() as sess:
             sess.run(tf.global_variables_initializer())
-            return dict(zip((v.name for v in variables), sess.run(variables), strict=True))
+            return dict(zip_strict((v.name for v in variables), sess.run(variables)))
 
 
 def sgd_step(tf, strategy, recipe, num_classes, variables, learning_rate):
@@ -110,7 +111,7 @@ def sgd_step(tf, strategy, recipe, num_classes, variables, learning_rate):
         gradients = tape.gradient(loss, ordered)
         if mirrored:
             gradients = tf.distribute.get_replica_context().all_reduce("mean", gradients)
-        for variable, gradient in zip(ordered, gradients, strict=True):
+        for variable, gradient in zip_strict(ordered, gradients):
             variable.assign_sub(learning_rate * gradient)
         return loss
 

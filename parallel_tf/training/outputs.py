@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from parallel_tf.backports import removesuffix
 from parallel_tf.compat import tf
 from parallel_tf.files import write_atomically, written_atomically
 
@@ -61,7 +62,7 @@ class RunWriter:
         append_metrics(self.logdir, step, loss, examples_per_sec, **counters)
         for name, pairs in counters.items():
             if name.endswith("_histogram") and pairs:
-                self._histogram(step, name.removesuffix("_histogram"), pairs)
+                self._histogram(step, removesuffix(name, "_histogram"), pairs)
         self._scalars(step, loss=loss, examples_per_sec=examples_per_sec, **_scalars_of(counters))
 
     def _histogram(self, step, tag, pairs):

@@ -123,12 +123,14 @@ class Edge:
 
 def cross_task_edges(partition_graphs, step_stats):
     """The step's Edges between tasks: one per receive whose sender is on another task."""
-    received_bytes = {  # from the RPCs' own stats, labelled '[<bytes>B] [<rate>] <edge's tensor> from <device>'
-        match[2]: int(match[1])
+    labels = [
+        node.timeline_label
         for device in step_stats.dev_stats
         for node in device.node_stats
-        if node.node_name == "RecvTensor" and (match := RECV_TENSOR.match(node.timeline_label))
-    }
+        if node.node_name == "RecvTensor"
+    ]
+    # from the RPCs' own stats, labelled '[<bytes>B] [<rate>] <edge's tensor> from <device>'
+    received_bytes = {match[2]: int(match[1]) for match in map(RECV_TENSOR.match, labels) if match}
     edges = []
     for graph in partition_graphs:
         uses = _uses(graph)
@@ -197,7 +199,8 @@ class StepTracer:
         edges = cross_task_edges(metadata.partition_graphs, metadata.step_stats)
         line = {"step": step, "part": part, "wall_ms": wall, "op_ms": kinds}
         line["partition_edges"] = [dataclasses.asdict(edge) for edge in edges]
-        line.update({"pieces": pieces} if (pieces := piece_times(metadata.step_stats)) else {})
+        pieces = piece_times(metadata.step_stats)
+        line.update({"pieces": pieces} if pieces else {})
         with open(os.path.join(self.logdir, "trace_breakdown.jsonl"), "a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
         spent = "  ".join(f"{kind} {ms:.2f}" for kind, ms in kinds.items())

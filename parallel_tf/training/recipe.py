@@ -4,8 +4,8 @@ from __future__ import annotations  # the types name TensorFlow's, which is impo
 
 import dataclasses
 from collections.abc import Callable
-from typing import Protocol
 
+from parallel_tf.backports import Protocol
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import mean_cross_entropy
 

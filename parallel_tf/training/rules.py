@@ -31,11 +31,13 @@ Wrapping order: the graph is built by the technique that builds it (or the mode)
 every `wrap` hook in the order of TECHNIQUES (techniques/__init__.py), innermost first.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import itertools
-from collections.abc import Callable, Mapping
-from typing import ClassVar
+from typing import Callable, ClassVar, Mapping  # typing's: subscripted at run time, as Python 3.7's abc's are not
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.errors import ConfigError
 
 # The hooks a mode's step may call (Mode.offers says which it does), by what each does. A technique that builds the
@@ -306,10 +308,10 @@ def _check_seams(on, values, mode, offered):
     closes a seam speaks first."""
     seams = [declaration.seams(mode) for declaration in on]  # (filled, closes) of each, in the order of `on`
     for seam in (seam for seam in SEAMS if seam in EVERY_MODE_SEAMS or seam in offered):
-        owners = [d for d, (filled, _) in zip(on, seams, strict=True) if seam in filled]
+        owners = [d for d, (filled, _) in zip_strict(on, seams) if seam in filled]
         if SEAMS[seam] and len(owners) > 1:
             _refuse(owners[0], owners[1], SEAMS[seam].format(mode=mode), values)
-        for closer, (_, closes) in zip(on, seams, strict=True):
+        for closer, (_, closes) in zip_strict(on, seams):
             if seam in closes:
                 for other in (d for d in owners if d is not closer):
                     _refuse(closer, other, closes[seam], values)

@@ -10,10 +10,9 @@ ignored is a wrong experiment the user believes they ran. Mode options apply to 
 options to the one plain process too.
 """
 
-import functools
-
 from absl import flags
 
+from parallel_tf.backports import cache
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
 from parallel_tf.training import modes, options, rules, techniques
@@ -117,7 +116,7 @@ def as_settings_value(value):
     return tuple(int(item) for item in value) if isinstance(value, (list, tuple)) else value
 
 
-@functools.cache
+@cache
 def defined_flags():
     """Every run and mode-option flag, defined in FlagValues of their own: their types and defaults."""
     scratch = flags.FlagValues()
@@ -126,7 +125,7 @@ def defined_flags():
     return scratch
 
 
-@functools.cache
+@cache
 def flag_defaults():
     """{name: default} of every run and mode-option flag, as Settings holds it."""
     return {name: as_settings_value(defined_flags()[name].default) for name in defined_flags()}

@@ -8,7 +8,9 @@ rest. Which seams take one owner, and which chain, is rules.SEAMS's to say.
 
 from __future__ import annotations  # the types name TensorFlow's and the package's, never imported here
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
+
+from parallel_tf.backports import Protocol
 
 if TYPE_CHECKING:
     from parallel_tf.graph.collectives import Reducing, Ring

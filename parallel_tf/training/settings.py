@@ -3,9 +3,12 @@ from fields (run_settings, the one way they are made: tasks, the bench's peers a
 checked as a whole run (run_check.check_run) and never changed after.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import functools
 import os
+from typing import Optional  # Optional[kind], not kind | None: evaluated as the class is made, on Python 3.7 too
 
 from absl import flags
 
@@ -31,7 +34,7 @@ def _options_class():
     for name in run_check.DECLARED_SCOPES:
         kind = FLAG_TYPES.get(defined[name].flag_type(), tuple)
         fields.append(
-            (name, kind if defaults[name] is not None else kind | None, dataclasses.field(default=defaults[name]))
+            (name, kind if defaults[name] is not None else Optional[kind], dataclasses.field(default=defaults[name]))
         )
     options = dataclasses.make_dataclass("Options", fields, frozen=True)
     options.__module__ = __name__  # where pickle and repr find it

@@ -23,9 +23,9 @@ from __future__ import annotations  # the types name TensorFlow's, which is impo
 
 import bisect
 import dataclasses
-from collections.abc import Callable
-from typing import TypedDict
+from typing import Callable  # not collections.abc's: subscripted at run time, which Python 3.7's refuses
 
+from parallel_tf.backports import TypedDict, zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import ModelGraph
 from parallel_tf.graph.worker_state import Stash
@@ -85,7 +85,7 @@ class Steps:
         import numpy as np  # here, not at the top: the launcher imports the modes and must stay single-threaded
 
         if self.stacked:
-            return dict(zip(self.inputs, (np.stack(arrays) for arrays in zip(*batches, strict=True)), strict=True))
+            return dict(zip_strict(self.inputs, (np.stack(arrays) for arrays in zip_strict(*batches))))
         ((features, labels),) = batches
         return {self.inputs[0]: features, self.inputs[1]: labels}
 

@@ -13,6 +13,7 @@ the sum is the parameter-server sync mode's (a + b is b + a), so the runs equal 
 ring's order is not its tree's (--strict_determinism gives sync strict's bits at every worker count).
 """
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.errors import TaskFailure
 from parallel_tf.graph import worker_state
@@ -45,7 +46,7 @@ def build(recipe, dataset, settings):
                 overlap backprop; with one worker it is no wait at all)."""
                 reduction = reducing.reduce(model, model.reads.of(variables))
                 with tf.control_dependencies(reduction.means):
-                    train_op = optimizer.apply_gradients(zip(reduction.means, variables, strict=True), global_step)
+                    train_op = optimizer.apply_gradients(zip_strict(reduction.means, variables), global_step)
                 with tf.control_dependencies([train_op]):
                     return StepReport(workers=tf.range(num_workers), losses=tf.identity(reduction.losses))
 

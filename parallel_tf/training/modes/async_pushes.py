@@ -1,6 +1,7 @@
 """An async worker's state and its two exchanges with the parameter servers: a push of its gradient sum and
 a fetch of the parameters into its copies (asynchronous.py's steps are made of them)."""
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import LOCAL, refresh_copies
 from parallel_tf.graph.optimizers import apply_then_step, optimizer_at
@@ -17,7 +18,7 @@ class Pushes:
 
     def __init__(self, settings, pairs, on_worker):
         self.settings, self.pairs, self.on_worker = settings, pairs, on_worker
-        self.parameters, self.copies = zip(*pairs, strict=True)
+        self.parameters, self.copies = zip_strict(*pairs)
         self.global_step = tf.train.get_or_create_global_step()  # counts updates applied, by all workers
         self.updates = push_counter("updates_by_worker", settings.cluster.num_workers)
         self.histogram = StalenessHistogram()
@@ -85,7 +86,7 @@ class Pushes:
 
             return send_push(optimizer, sums, self.parameters, self.global_step, after, optimizer_at_staleness)
         with tf.control_dependencies([after]):
-            return Send(apply_then_step(optimizer, zip(sums, self.parameters, strict=True), self.global_step))
+            return Send(apply_then_step(optimizer, zip_strict(sums, self.parameters), self.global_step))
 
     def fetch_after(self, after):
         """The copies refreshed, and the global step they reflect noted, read once ops `after` have run."""

@@ -16,6 +16,7 @@ chief initialises its local ps once the central ones are ready.
 import dataclasses
 import time
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.errors import chief_did_not_initialise
 from parallel_tf.graph.barrier import step_barrier
@@ -83,7 +84,7 @@ def build(recipe, dataset, settings):
     local_ps = server_cpu("local_ps", group)
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
         model, pairs = build_model_on_copies(recipe, dataset, local_ps, GLOBAL)
-        parameters, copies = zip(*pairs, strict=True)
+        parameters, copies = zip_strict(*pairs)
         central_step = tf.train.get_or_create_global_step()  # counts updates applied to the central parameters
         exchanges = push_counter("central_exchanges_by_group", len(cluster.groups))
         with tf.device(local_ps):
@@ -92,7 +93,7 @@ def build(recipe, dataset, settings):
             group_step = tf.Variable(sent_steps, dtype=tf.int64, trainable=False, name="group_step")
             group_sum = GradientSum(copies, GLOBAL, "group_gradient_sum")
         optimizer = make_optimizer(settings.optimizer, settings.base_learning_rate)
-        summing = _SummingOptimizer(optimizer, dict(zip(copies, group_sum.variables, strict=True)))
+        summing = _SummingOptimizer(optimizer, dict(zip_strict(copies, group_sum.variables)))
         replicas = sync_replicas(
             summing, model.loss, group_step, len(members), len(members), is_group_chief, var_list=list(copies)
         )
@@ -100,7 +101,7 @@ def build(recipe, dataset, settings):
         with tf.control_dependencies(step_ops):  # read_value, not the variable: it must read after the step
             group_update = [s.read_value() for s in group_sum.variables]
         central_optimizer = make_optimizer(settings.optimizer, settings.base_learning_rate)
-        applied = apply_then_step(central_optimizer, zip(group_update, parameters, strict=True), central_step)
+        applied = apply_then_step(central_optimizer, zip_strict(group_update, parameters), central_step)
         sent = group_sum.push(applied, exchanges, group)
         with tf.control_dependencies([sent]):
             exchange = refresh_copies(pairs)

@@ -3,6 +3,7 @@
 A 1-worker sync cluster must train bitwise the same parameters as this; tests check it.
 """
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import StepReads, build_model
 from parallel_tf.graph.optimizers import make_optimizer
@@ -21,7 +22,7 @@ def build(recipe, dataset, settings):
         gradients = tf.gradients(on_step.loss, on_step.reads.of(variables))
         optimizer = make_optimizer(settings.optimizer, settings.schedule.at(global_step))
         with tf.control_dependencies(gradients):
-            train_op = optimizer.apply_gradients(zip(gradients, variables, strict=True), global_step=global_step)
+            train_op = optimizer.apply_gradients(zip_strict(gradients, variables), global_step=global_step)
         with tf.control_dependencies([train_op]):
             return StepReport(workers=tf.constant([0]), losses=tf.reshape(on_step.loss, [1]))
 

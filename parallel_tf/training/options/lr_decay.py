@@ -82,4 +82,4 @@ def _whole_and_increasing(values):
     if not all(v.strip().isdigit() and int(v) > 0 for v in values):
         return False
     numbers = [int(v) for v in values]
-    return all(a < b for a, b in zip(numbers, numbers[1:], strict=False))
+    return all(a < b for a, b in zip(numbers, numbers[1:]))

@@ -14,6 +14,7 @@ with the rest of the run (a technique that needs Python between steps, the accum
 without a loop), one, and summary.json says why. It changes when things can happen, not what is computed,
 so a resume may run with another."""
 
+import functools
 import math
 
 from absl import flags
@@ -30,7 +31,7 @@ AUTOMATIC_MOST = 10
 def automatic(values):
     """The automatic --steps_per_run of a run with flag `values`: the most steps, up to AUTOMATIC_MOST, that
     divide every interval of BETWEEN_RUNS it has (0: none)."""
-    intervals = math.gcd(*(values.get(name) or 0 for name in BETWEEN_RUNS))  # 0 where there are none
+    intervals = functools.reduce(math.gcd, (values.get(name) or 0 for name in BETWEEN_RUNS), 0)  # 0 where none
     return max(k for k in range(1, AUTOMATIC_MOST + 1) if intervals % k == 0)
 
 

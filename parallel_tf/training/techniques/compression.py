@@ -21,6 +21,7 @@ import dataclasses
 
 from absl import flags
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.cli import counted, validate_by_parsing
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
@@ -129,7 +130,7 @@ def transmit(settings, tensors, destinations, device, stream):
     with tf.device(device):
         step = tf.train.get_or_create_global_step().read_value()
     seeds = codecs.seeds(step, stream, len(tensors))
-    return [_transmit_one(codec, feedback, *sent, device) for sent in zip(tensors, destinations, seeds, strict=True)]
+    return [_transmit_one(codec, feedback, *sent, device) for sent in zip_strict(tensors, destinations, seeds)]
 
 
 def _transmit_one(codec, feedback, tensor, destination, seed, device):

@@ -10,6 +10,7 @@ parameter server received. `compensated_pushes` counts the pushes it corrected, 
 
 from absl import flags
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
 from parallel_tf.graph.pushes import add_counter, count_one, push_counter
@@ -56,7 +57,7 @@ def compensate(scale_of, settings, parameters, sums):
         pushes = push_counter(COUNTER, num_workers)
     counted = count_one(pushes, task_index)
     add_counter(COUNTER, pushes)
-    for parameter, gradient in zip(parameters, sums, strict=True):
+    for parameter, gradient in zip_strict(parameters, sums):
         with tf.device(parameter.device):
             shape = [num_workers, *parameter.shape.as_list()]
             with tf.init_scope():

@@ -23,6 +23,7 @@ its own. A resume restarts every copy from the centre.
 
 from absl import flags
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
@@ -95,7 +96,7 @@ def define_flags(flag_values=flags.FLAGS):
 def elastic_exchange(copies, centres, alpha):
     """d = α (x - x̃) computed next to the centre, x̃ <- x̃ + d there, x <- x - d on the worker."""
     moves = []
-    for copy, centre in zip(copies, centres, strict=True):
+    for copy, centre in zip_strict(copies, centres):
         with tf.colocate_with(centre):
             d = alpha * (copy.read_value() - centre.read_value())
             pulled = centre.assign_add(d, use_locking=True)  # async: workers exchange with it at once
@@ -131,7 +132,7 @@ def build(settings, recipe, dataset):
     on_worker = worker_device(task_index, settings.num_gpus)
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
         model, pairs = build_model_on_copies(recipe, dataset, on_worker, LOCAL)
-        centres, copies = zip(*pairs, strict=True)
+        centres, copies = zip_strict(*pairs)
         tf.train.get_or_create_global_step()  # the checkpoints' step: the chief's exchanges cover it
         exchanges = push_counter("exchanges_by_worker", cluster.num_workers)
         local_step = sgd_on_copies(model, copies, settings.base_learning_rate, on_worker)

@@ -21,6 +21,7 @@ import dataclasses
 
 from absl import flags
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph.aggregation import SlotAggregator, tree_sum
 from parallel_tf.graph.barrier import gather_at_chief, release_workers
@@ -75,7 +76,7 @@ class Average:
 
     def chief_update(self, copies, parameter):
         """A parameter's new value from `copies`, every worker's copy of it stacked."""
-        return tree_sum(tf.unstack(copies)) / float(copies.shape[0])
+        return tree_sum(tf.unstack(copies)) / float(copies.shape.as_list()[0])  # a Dimension in TensorFlow 1.15
 
     def worker_after(self, pairs):
         return refresh_copies(pairs)
@@ -91,7 +92,7 @@ def build_exchanging(recipe, dataset, settings, period, rule):
     on_worker = worker_device(task_index, settings.num_gpus)
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
         model, pairs = build_model_on_copies(recipe, dataset, on_worker, LOCAL)
-        parameters, copies = zip(*pairs, strict=True)
+        parameters, copies = zip_strict(*pairs)
         global_step = tf.train.get_or_create_global_step()  # the steps the last exchange covers
         exchanges = tf.get_variable("exchanges", [], tf.int64, tf.zeros_initializer(), trainable=False)
         step = tf.placeholder(tf.int64, [], name="step")
@@ -129,13 +130,13 @@ def sgd_on_copies(model, copies, learning_rate, device):
     with tf.device(device):
         gradients = tf.gradients(model.loss, list(copies))
         with tf.control_dependencies(gradients):
-            return tf.group(*[c.assign_sub(learning_rate * g) for c, g in zip(copies, gradients, strict=True)])
+            return tf.group(*[c.assign_sub(learning_rate * g) for c, g in zip_strict(copies, gradients)])
 
 
 def _update(slots, rule, global_step, exchanges, steps_done, after):
     """Each parameter set to the rule's value, computed next to its slots, then the steps and the exchange recorded."""
     assigns = []
-    for slot, parameter in zip(slots.slots, slots.variables, strict=True):
+    for slot, parameter in zip_strict(slots.slots, slots.variables):
         with tf.colocate_with(slot), tf.control_dependencies(after):
             assigns.append(parameter.assign(rule.chief_update(slot.read_value(), parameter.read_value())))
     with tf.control_dependencies(assigns):

@@ -17,6 +17,7 @@ import dataclasses
 
 from absl import flags
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.placement import worker_device
@@ -65,10 +66,7 @@ def wrap(settings, graph):
         with tf.control_dependencies(graph.gradients):
             local_update = tf.group(
                 applied.assign_add(1),
-                *[
-                    c.assign_sub(settings.base_learning_rate * g)
-                    for c, g in zip(graph.copies, graph.gradients, strict=True)
-                ],
+                *[c.assign_sub(settings.base_learning_rate * g) for c, g in zip_strict(graph.copies, graph.gradients)],
             )
 
     def plan(step):

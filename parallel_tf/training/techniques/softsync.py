@@ -24,6 +24,7 @@ import math
 
 from absl import flags
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.optimizers import apply_then_step
@@ -74,7 +75,7 @@ def send_push(settings, optimizer, sums, parameters, global_step, after, optimiz
             means = [tf.reduce_mean(pushes, axis=0) for pushes in _as_list(queue.dequeue_up_to(per_update))]
             with tf.control_dependencies(means):  # the rate (and a technique's count of it) once there are pushes
                 optimizer = optimizer_at(tf.constant(n, tf.int64))
-            apply = apply_then_step(optimizer, zip(means, parameters, strict=True), global_step)
+            apply = apply_then_step(optimizer, zip_strict(means, parameters), global_step)
         add_counter("softsync_pushes", made)
         with tf.control_dependencies([after]):
             enqueue = queue.enqueue(sums)
