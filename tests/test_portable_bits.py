@@ -33,8 +33,8 @@ def _why_not_portable():
         return f"the references are x86-64's; this is {platform.machine()}"
     if "avx2" not in compat.cpu()["cpu_extensions"]:
         return "this CPU has no AVX2, below every machine the promise covers"
-    if REFERENCE["recorded_on"]["tensorflow"] != tf.VERSION:
-        return f"recorded with TensorFlow {REFERENCE['recorded_on']['tensorflow']}, this is {tf.VERSION}"
+    if tf.VERSION not in REFERENCE["recorded_on"]["tensorflow"]:
+        return f"recorded with TensorFlow {' and '.join(REFERENCE['recorded_on']['tensorflow'])}, this is {tf.VERSION}"
     return None
 
 

@@ -11,6 +11,7 @@ import pytest
 from inprocess import worker_settings
 from models import DIGITS, FLAGS, MLP
 
+from parallel_tf.backports import removeprefix, zip_strict
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.compat import tf
 from parallel_tf.training import modes
@@ -21,9 +22,13 @@ pytestmark = pytest.mark.inprocess
 PACKAGE = Path(modes.__file__).parents[2]
 ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 # The model's own, read apart as nanoGPT's model.py is: the recipe's layers, their kernels, its variables' initial
-# values. And the run's values, read as their names say: TensorFlow (compat), the cluster spec, the data, files.
-THE_MODEL = ("graph/layers.py", "graph/products.py", "graph/portable_kernel.py", "graph/initial_values.py")
-VALUES = ("compat.py", "errors.py", "files.py", "cluster/", "data/")
+# values, its loss's exact arithmetic. And the run's values, read as their names say: TensorFlow (compat), the
+# cluster spec, the data, files, and the standard library's newer functions (backports).
+THE_MODEL = (
+    *("graph/layers.py", "graph/products.py", "graph/portable_kernel.py", "graph/initial_values.py"),
+    "graph/exact_math.py",
+)
+VALUES = ("compat.py", "backports.py", "errors.py", "files.py", "cluster/", "data/")
 CASES = {  # the docs' heading: (mode, parameter servers, flags)
     "All-reduce with PowerSGD": ("allreduce", 0, {"powersgd_rank": 1}),
     "Sync on 4 parameter servers": ("sync", 4, {}),
@@ -46,7 +51,7 @@ def _modules_a_step_reads(mode, num_ps, flags):
         path = frame.f_code.co_filename
         if not path.startswith(f"{PACKAGE}/"):
             return
-        name = path.removeprefix(f"{PACKAGE}/")
+        name = removeprefix(path, f"{PACKAGE}/")
         if name in (*THE_MODEL, "training/settings.py"):
             beneath[0] += {"call": 1, "return": -1}.get(event, 0)
         elif event == "call" and not beneath[0] and not name.startswith(VALUES):
@@ -67,7 +72,7 @@ def _documented():
     cases = re.split(r"^\*\*(.+?)\*\*", section, flags=re.MULTILINE)[1:]
     return {
         heading: re.findall(r"^\d+\. `parallel_tf/([\w/]+\.py)`", text, re.MULTILINE)
-        for heading, text in zip(cases[::2], cases[1::2], strict=True)
+        for heading, text in zip_strict(cases[::2], cases[1::2])
     }
 
 
@@ -89,7 +94,8 @@ def test_no_mode_names_the_steps_a_run():
 def test_a_step_reads_in_short_pieces():
     """The sizes issue 57 set for reading a step: no mode module over 150 lines, no function of training/ over 60."""
     training = Path(modes.__file__).parents[1]
-    long_modes = {p.name: n for p in training.glob("modes/*.py") if (n := len(p.read_text().splitlines())) > 150}
+    lengths = {p.name: len(p.read_text().splitlines()) for p in training.glob("modes/*.py")}
+    long_modes = {name: n for name, n in lengths.items() if n > 150}
     long_functions = {
         f"{path.relative_to(training)}:{node.name}": node.end_lineno - node.lineno + 1
         for path in training.rglob("*.py")

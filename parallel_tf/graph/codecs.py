@@ -43,9 +43,10 @@ the worker, the variable and the global step), so a repeat, and a resumed run, d
 
 import dataclasses
 
+from parallel_tf.backports import removeprefix
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
-from parallel_tf.graph import exact_ops
+from parallel_tf.graph import exact_math, exact_ops
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.worker_state import keep
 
@@ -141,7 +142,7 @@ class QSGD(_Stochastic):
         """The payload with `uniform` deciding each rounding: the levels, and each bucket's l2 norm."""
         size = v.shape.num_elements()
         buckets, draws = (self._buckets(t, size) for t in (v, uniform))  # [⌈n/B⌉, B], zero-padded
-        norms = tf.norm(buckets, axis=1)
+        norms = exact_math.norm(buckets, axis=1)
         level = stochastic_levels(tf.abs(buckets), tf.expand_dims(norms, 1), self.levels, draws)
         return [tf.cast(tf.reshape(tf.sign(buckets) * level, [-1])[:size], tf.int8), norms]
 
@@ -193,7 +194,7 @@ def parse(name):
         return TopK(int(name[5:]))
     if name == "terngrad":
         return TernGrad()
-    levels, _, bucket = name.removeprefix("qsgd:").partition(":")
+    levels, _, bucket = removeprefix(name, "qsgd:").partition(":")
     if name.startswith("qsgd:") and levels.isdigit() and 0 < int(levels) <= MAX_LEVELS:
         if not bucket:
             return QSGD(int(levels))

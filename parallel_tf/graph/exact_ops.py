@@ -29,6 +29,7 @@ EXACT = frozenset(
         # elementwise IEEE arithmetic: one rounding an element
         *("Add", "AddV2", "AddN", "Sub", "Mul", "RealDiv", "Div", "DivNoNan", "Xdivy", "Neg", "Abs", "Square"),
         *("SquaredDifference", "Maximum", "Minimum", "Sqrt", "SqrtGrad", "Floor", "Ceil", "Round", "Rint", "Sign"),
+        *("LeftShift", "RightShift", "BitwiseAnd", "BitwiseOr"),  # integers: exp's 2^n (exact_math.py)
         *("FloorDiv", "FloorMod", "Mod", "BiasAdd", "Relu", "ReluGrad", "ClipByValue", "IsFinite", "Range"),
         # comparisons, logic, selection, casts
         *("Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr"),
@@ -83,6 +84,11 @@ THIS_BUILD = frozenset(
 
 ALLOWED = EXACT | OURS | THIS_BUILD
 
+# Ops exact in float64 alone: TensorFlow 1.15 computes a float32 square root by RSQRTPS and a Newton step, so a
+# portable step takes it in float64 (exact_math.sqrt). DT_DOUBLE's number in TensorFlow's types.proto.
+IN_FLOAT64_ONLY = {"Sqrt", "SqrtGrad"}
+DT_DOUBLE = 2
+
 # The ops refused by name, and why: what a user who meets one should know.
 REFUSED = {
     "Rsqrt": "Eigen's rsqrt runs RSQRTPS, an approximation whose bits differ between Intel and AMD",
@@ -91,6 +97,9 @@ REFUSED = {
     "Inv": "Eigen's reciprocal runs RCPPS, an approximation whose bits differ between Intel and AMD",
     "ApplyAdagrad": "TensorFlow's Adagrad update computes rsqrt by RSQRTPS",
     "ResourceApplyAdagrad": "TensorFlow's Adagrad update computes rsqrt by RSQRTPS",
+    "Sqrt": "TensorFlow 1.15 computes a float32 square root by RSQRTPS and a Newton step; exact_math.sqrt takes it "
+    "in float64, correctly rounded",
+    "SqrtGrad": "the gradient of a float32 square root, which TensorFlow 1.15 computes by RSQRTPS",
     "MatMul": "TensorFlow's own product, whose order of summation follows the CPU",
     "BatchMatMul": "TensorFlow's own product, whose order of summation follows the CPU",
     "BatchMatMulV2": "TensorFlow's own product, whose order of summation follows the CPU",
@@ -107,21 +116,22 @@ def quotient(x, y):
 
 
 def nodes_of(graph_defs):
-    """(op type, node name) of every node of `graph_defs`, their function libraries' included."""
+    """(node, its name) of every node of `graph_defs`, their function libraries' included."""
     for graph_def in graph_defs:
         for node in graph_def.node:
-            yield node.op, node.name
+            yield node, node.name
         for function in graph_def.library.function:
             for node in function.node_def:
-                yield node.op, f"{function.signature.name}/{node.name}"
+                yield node, f"{function.signature.name}/{node.name}"
 
 
 def off_the_list(graph_defs):
     """{op type: the first node of it} of every op of `graph_defs` a portable run may not execute."""
     found = {}
-    for op, name in nodes_of(graph_defs):
-        if op not in ALLOWED:
-            found.setdefault(op, name)
+    for node, name in nodes_of(graph_defs):
+        allowed = node.op in ALLOWED and (node.op not in IN_FLOAT64_ONLY or node.attr["T"].type == DT_DOUBLE)
+        if not allowed:
+            found.setdefault(node.op, name)
     return found
 
 

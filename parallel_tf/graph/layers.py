@@ -4,7 +4,7 @@ product through `products.matmul`, so they train the same bits on every x86-64 C
 import numpy as np
 
 from parallel_tf.compat import tf
-from parallel_tf.graph import products
+from parallel_tf.graph import exact_math, products
 from parallel_tf.graph.products import conv2d_same, matmul
 
 
@@ -43,12 +43,12 @@ def max_pool(inputs, size=2):
 def standardize(images):
     """tf.image.per_image_standardization's arithmetic, each image (x - mean) / max(stddev, 1/√n) over its n values,
     without its Rsqrt (an approximate instruction: graph/exact_ops.py): 1/√n is a constant, rounded once."""
-    n = int(np.prod(images.shape[1:]))
+    n = int(np.prod(images.shape.as_list()[1:]))
     axes = list(range(1, len(images.shape)))
     mean = tf.reduce_mean(images, axes, keepdims=True)
-    stddev = tf.sqrt(tf.reduce_mean(tf.square(images - mean), axes, keepdims=True))
+    stddev = exact_math.sqrt(tf.reduce_mean(tf.square(images - mean), axes, keepdims=True))
     return (images - mean) / tf.maximum(stddev, np.float32(1 / np.sqrt(n)))
 
 
 def flatten(inputs):
-    return tf.reshape(inputs, [-1, int(np.prod(inputs.shape[1:]))])
+    return tf.reshape(inputs, [-1, int(np.prod(inputs.shape.as_list()[1:]))])

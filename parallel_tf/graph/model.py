@@ -10,7 +10,9 @@ from __future__ import annotations  # the tf.Tensor annotations below must not i
 import dataclasses
 import random
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
+from parallel_tf.graph import exact_math, products
 from parallel_tf.graph.initial_values import seeded, whole_then_sliced
 from parallel_tf.graph.placement import pieces_over, split_by, whole
 
@@ -73,8 +75,11 @@ def seed_everything(seed):
 
 
 def mean_cross_entropy(labels, logits):
-    """The recipes' loss: mean softmax cross-entropy over the fed examples."""
-    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+    """The recipes' loss: mean softmax cross-entropy over the fed examples; with portable kernels its gradient in
+    IEEE operations (exact_math.py), TensorFlow's own with TensorFlow's kernels."""
+    if products.tensorflows():
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+    return tf.reduce_mean(exact_math.sparse_softmax_cross_entropy(labels, logits))
 
 
 def trainable_shapes(recipe, feature_shape, num_classes):
@@ -116,7 +121,7 @@ def microbatch_gradients(recipe, model, count, variables):
     fed together.
     """
     gradients = []
-    for features, labels in zip(tf.split(model.features, count), tf.split(model.labels, count), strict=True):
+    for features, labels in zip_strict(tf.split(model.features, count), tf.split(model.labels, count)):
         on_slice = model.on(recipe, features, labels)
         gradients.append(tf.gradients(on_slice.loss, variables))
     return gradients
@@ -190,4 +195,4 @@ def refresh_copies(pairs, after=()):
     for parameter, _ in pairs:
         with tf.colocate_with(parameter), tf.control_dependencies(after):
             values.append(parameter.read_value())
-    return tf.group(*[copy.assign(value) for (_, copy), value in zip(pairs, values, strict=True)])
+    return tf.group(*[copy.assign(value) for (_, copy), value in zip_strict(pairs, values)])

@@ -12,12 +12,14 @@ the wrapped optimizer's): clipping's, a hierarchical group's that sums what it a
 its updates. Not tf.train.Optimizer subclasses: that would import TensorFlow with these modules, and the
 launcher, which reads the techniques' declarations, must stay single-threaded."""
 
+from __future__ import annotations
+
 import dataclasses
-import functools
 import math
 
+from parallel_tf.backports import cache
 from parallel_tf.compat import tf
-from parallel_tf.graph import products
+from parallel_tf.graph import exact_math, products
 
 # Each update takes its variable's lock (use_locking): async pushes and hierarchical groups' exchanges from
 # several workers reach the same parameters at once, and TF1's unlocked update is a read, then a write, which
@@ -25,52 +27,60 @@ from parallel_tf.graph import products
 OPTIMIZERS = {
     "sgd": lambda lr: tf.train.GradientDescentOptimizer(lr, use_locking=True),
     "momentum": lambda lr: tf.train.MomentumOptimizer(lr, momentum=0.9, use_locking=True),
-    "adagrad": lambda lr: _adagrad()(lr, use_locking=True),
-    "adam": lambda lr: tf.train.AdamOptimizer(lr, use_locking=True),
+    "adagrad": lambda lr: _portable_or_tensorflows("Adagrad")(lr, use_locking=True),
+    "adam": lambda lr: _portable_or_tensorflows("Adam")(lr, use_locking=True),
 }
 
 
-def _adagrad():
-    """Adagrad (Duchi, Hazan, Singer, JMLR 2011; DistBelief's on its parameter servers): TensorFlow's own with
-    TensorFlow's kernels; with portable ones, the same update by exact operations (_exact_adagrad)."""
-    return tf.train.AdagradOptimizer if products.tensorflows() else _exact_adagrad()
+def _portable_or_tensorflows(name):
+    """Adagrad (Duchi, Hazan, Singer, JMLR 2011; DistBelief's on its parameter servers) or Adam (Kingma and Ba,
+    ICLR 2015): TensorFlow's own optimizer with TensorFlow's kernels; with portable ones, its update in exact
+    operations (_exact)."""
+    return getattr(tf.train, f"{name}Optimizer") if products.tensorflows() else _exact()[name]
 
 
-@functools.cache
-def _exact_adagrad():
-    """TensorFlow's AdagradOptimizer (its accumulator slots, names and checkpoints), its update made exact:
-    TensorFlow's ApplyAdagrad computes var -= lr·g·rsqrt(accum), and Eigen's rsqrt runs RSQRTPS, an approximation
-    whose bits differ between Intel and AMD (graph/exact_ops.py). ApplyAdagradV2 with epsilon 0 computes
-    var -= lr·g / sqrt(accum), a correctly rounded square root and a division: the same update, its bits by IEEE
-    arithmetic alone (tests/test_arithmetic.py works one out by hand)."""
+@cache
+def _exact():
+    """TensorFlow's AdagradOptimizer and AdamOptimizer (their slots, names, beta powers and checkpoints), their
+    updates in operations of one rounding each and a correctly rounded square root (exact_math.sqrt): TensorFlow's
+    ApplyAdagrad computes lr·g·rsqrt(accum), and Eigen's rsqrt runs RSQRTPS, an approximation whose bits differ
+    between Intel and AMD (graph/exact_ops.py); its 1.15 computes every float32 sqrt so, ApplyAdam's included.
+    Each slot's update is one locked assign_add and the variable's one locked assign_sub, as ApplyAdam's
+    arithmetic (m += (g − m)(1 − β1), v += (g² − v)(1 − β2), w −= m·lr_t / (√v + ε)); where several workers apply
+    at once (async), the three are not taken as one, as they are in ApplyAdam. tests/test_exact_ops.py works an
+    Adagrad update out by hand."""
 
     class ExactAdagrad(tf.train.AdagradOptimizer):
-        def _update(self, apply, var, grad, **sparse):
-            accumulator = self.get_slot(var, "accumulator")
-            dtype = var.dtype.base_dtype
-            return apply(
-                var=var,
-                accum=accumulator,
-                lr=tf.cast(self._learning_rate_tensor, dtype),
-                epsilon=tf.constant(0, dtype),
-                grad=grad,
-                use_locking=self._use_locking,
-                **sparse,
-            )
-
         def _apply_dense(self, grad, var):
-            return self._update(tf.raw_ops.ApplyAdagradV2, var, grad)
+            summed = tf.assign_add(self.get_slot(var, "accumulator"), grad * grad, use_locking=self._use_locking)
+            rate = tf.cast(self._learning_rate_tensor, var.dtype.base_dtype)
+            return tf.assign_sub(var, (grad * rate) / exact_math.sqrt(summed), use_locking=self._use_locking).op
 
-        def _resource_apply_dense(self, grad, var):
-            return self._update(tf.raw_ops.ResourceApplyAdagradV2, var.handle, grad)
+        _resource_apply_dense = _apply_dense
 
         def _apply_sparse(self, grad, var):
-            return self._update(tf.raw_ops.SparseApplyAdagradV2, var, grad.values, indices=grad.indices)
+            return self._apply_dense(tf.convert_to_tensor(grad), var)
 
-        def _resource_apply_sparse(self, grad, var, indices):
-            return self._update(tf.raw_ops.ResourceSparseApplyAdagradV2, var.handle, grad, indices=indices)
+    class ExactAdam(tf.train.AdamOptimizer):
+        def _apply_dense(self, grad, var):
+            dtype, locking = var.dtype.base_dtype, self._use_locking
+            rate, beta1, beta2, epsilon = (
+                tf.cast(t, dtype) for t in (self._lr_t, self._beta1_t, self._beta2_t, self._epsilon_t)
+            )
+            beta1_power, beta2_power = (tf.cast(t, dtype) for t in self._get_beta_accumulators())
+            rate = rate * exact_math.sqrt(1 - beta2_power) / (1 - beta1_power)
+            m, v = self.get_slot(var, "m"), self.get_slot(var, "v")
+            m_t = tf.assign_add(m, (grad - m) * (1 - beta1), use_locking=locking)
+            v_t = tf.assign_add(v, (tf.square(grad) - v) * (1 - beta2), use_locking=locking)
+            step = tf.assign_sub(var, (m_t * rate) / (exact_math.sqrt(v_t) + epsilon), use_locking=locking)
+            return tf.group(step, m_t, v_t)
 
-    return ExactAdagrad
+        _resource_apply_dense = _apply_dense
+
+        def _apply_sparse(self, grad, var):
+            return self._apply_dense(tf.convert_to_tensor(grad), var)
+
+    return {"Adagrad": ExactAdagrad, "Adam": ExactAdam}
 
 
 def make_optimizer(name, learning_rate):

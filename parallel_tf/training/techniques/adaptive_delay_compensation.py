@@ -14,7 +14,7 @@ from absl import flags
 
 from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
-from parallel_tf.graph import exact_ops
+from parallel_tf.graph import exact_math, exact_ops
 from parallel_tf.training.rules import Technique
 from parallel_tf.training.techniques import delay_compensation
 
@@ -64,6 +64,6 @@ def push_gradients(settings, parameters, sums):
         # written whole under the lock; two pushes that overlap both read the old value, and the later drops the
         # other's g⊙g (docs/modes-and-techniques.md: an exact average needs a critical section around the read)
         taken = mean_square.assign(averaged, use_locking=True)
-        return exact_ops.quotient(initial_scale, tf.sqrt(taken + EPSILON))
+        return exact_ops.quotient(initial_scale, exact_math.sqrt(taken + EPSILON))
 
     return delay_compensation.compensate(adapted_scale, settings, parameters, sums)

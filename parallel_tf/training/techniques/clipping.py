@@ -21,9 +21,10 @@ import dataclasses
 
 from absl import flags
 
+from parallel_tf.backports import zip_strict
 from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
-from parallel_tf.graph import exact_ops
+from parallel_tf.graph import exact_math, exact_ops
 from parallel_tf.graph.optimizers import DelegatingOptimizer
 from parallel_tf.graph.pushes import add_counter, added_counters
 from parallel_tf.training.rules import Technique
@@ -78,7 +79,7 @@ def clip_by_global_norm(gradients, threshold, on_norm=None):
     for gradient in gradients:
         with tf.colocate_with(gradient):
             squares.append(tf.reduce_sum(tf.square(gradient)))
-    norm = tf.sqrt(tf.add_n(squares))
+    norm = exact_math.sqrt(tf.add_n(squares))
     with tf.control_dependencies([on_norm(norm)] if on_norm else []):
         scale = exact_ops.quotient(threshold, tf.maximum(norm, threshold))
     clipped = []
@@ -99,6 +100,6 @@ class ClippedOptimizer(DelegatingOptimizer):
         self._on_norm = on_norm  # with each update's global norm: an op, e.g. a counter's increment
 
     def apply_gradients(self, grads_and_vars, global_step=None, name=None):
-        gradients, variables = zip(*grads_and_vars, strict=True)
+        gradients, variables = zip_strict(*grads_and_vars)
         clipped = clip_by_global_norm(list(gradients), self._threshold, self._on_norm)
-        return super().apply_gradients(zip(clipped, variables, strict=True), global_step, name)
+        return super().apply_gradients(zip_strict(clipped, variables), global_step, name)

@@ -34,13 +34,14 @@ train 1000 steps in all. --powersgd_start_step=1000 gives DDP's.
 """
 
 import dataclasses
-import math
 
 from absl import flags
 
+from parallel_tf.backports import prod, zip_strict
 from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
+from parallel_tf.graph import exact_math
 from parallel_tf.graph.collectives import Reducing, Reduction
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.products import contract
@@ -68,9 +69,9 @@ def reduce(settings, recipe, ring, variables):
 
     def factored(model, read):
         gradients = tf.gradients(model.loss, read)
-        means = dict(zip(low_rank.indices, low_rank.means([gradients[i] for i in low_rank.indices], ring), strict=True))
+        means = dict(zip_strict(low_rank.indices, low_rank.means([gradients[i] for i in low_rank.indices], ring)))
         whole_means, losses = ring.means([gradients[i] for i in whole], riding=ring.loss_slots(model.loss))
-        means.update(zip(whole, whole_means, strict=True))
+        means.update(zip_strict(whole, whole_means))
         return Reduction([means[i] for i in range(len(read))], losses)
 
     ps, qs = low_rank.factor_specs()
@@ -123,7 +124,7 @@ def define_flags(flag_values=flags.FLAGS):
 
 def as_matrix(shape):
     """(n, m) of a gradient of `shape` seen as a matrix, or None for a vector or scalar."""
-    return (math.prod(shape[:-1]), shape[-1]) if len(shape) >= 2 else None
+    return (prod(shape[:-1]), shape[-1]) if len(shape) >= 2 else None
 
 
 def compressible(shape, rank, min_compression):
@@ -139,7 +140,7 @@ def orthonormal_columns(p):
         column = p[:, index]
         for done in columns:
             column -= tf.reduce_sum(done * column) * done
-        columns.append(tf.math.divide_no_nan(column, tf.norm(column)))
+        columns.append(tf.math.divide_no_nan(column, exact_math.norm(column)))
     return tf.stack(columns, axis=1)
 
 
@@ -153,7 +154,7 @@ class LowRank:
         self.shapes = [shapes[i] for i in self.indices]
         self.rank = rank
         self.qs, self.errors = [], []
-        for i, shape in zip(self.indices, self.shapes, strict=True):
+        for i, shape in zip_strict(self.indices, self.shapes):
             n, m = as_matrix(shape)
             name = variables[i].op.name.replace("/", "_")
             initial = tf.random_normal_initializer(seed=seed + i)
@@ -172,14 +173,12 @@ class LowRank:
         rounds of the ring (every P, then every Q: in its buckets and its transport, as DDP's hook runs on
         its buckets and fp16 compresses its factors); the errors and Qs are updated before they are returned."""
         errors, qs = [e.read_value() for e in self.errors], [q.read_value() for q in self.qs]
-        matrices = [
-            tf.reshape(g, as_matrix(shape)) + e for g, shape, e in zip(gradients, self.shapes, errors, strict=True)
-        ]
-        ps, _ = ring.means([contract(m, q) for m, q in zip(matrices, qs, strict=True)])
+        matrices = [tf.reshape(g, as_matrix(shape)) + e for g, shape, e in zip_strict(gradients, self.shapes, errors)]
+        ps, _ = ring.means([contract(m, q) for m, q in zip_strict(matrices, qs)])
         ps = [orthonormal_columns(p) for p in ps]
-        qs, _ = ring.means([contract(m, p, transpose_a=True) for m, p in zip(matrices, ps, strict=True)])
-        approximations = [contract(p, q, transpose_b=True) for p, q in zip(ps, qs, strict=True)]
-        kept = [e.assign(m - a) for e, m, a in zip(self.errors, matrices, approximations, strict=True)]
-        kept += [q.assign(new) for q, new in zip(self.qs, qs, strict=True)]
+        qs, _ = ring.means([contract(m, p, transpose_a=True) for m, p in zip_strict(matrices, ps)])
+        approximations = [contract(p, q, transpose_b=True) for p, q in zip_strict(ps, qs)]
+        kept = [e.assign(m - a) for e, m, a in zip_strict(self.errors, matrices, approximations)]
+        kept += [q.assign(new) for q, new in zip_strict(self.qs, qs)]
         with tf.control_dependencies(kept):
-            return [tf.reshape(a, shape) for a, shape in zip(approximations, self.shapes, strict=True)]
+            return [tf.reshape(a, shape) for a, shape in zip_strict(approximations, self.shapes)]
