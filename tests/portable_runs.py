@@ -15,12 +15,16 @@ from pathlib import Path
 
 import numpy as np
 from inprocess import train
-from models import CNN, DIGITS, FLAGS, MLP
+from models import CIFAR10, CNN, DEFAULTS, DIGITS, FLAGS, MLP
 
 from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
+from parallel_tf.data import datasets
 from parallel_tf.graph.products import contract, conv2d_same
+from parallel_tf.training.recipe import Recipe
 
+CIFAR10_RECIPE = Recipe(name="cifar10", model_fn=CIFAR10.model, datasets={})
+SYNTHETIC_CIFAR10 = datasets.synthetic_cifar10(DEFAULTS, num_train=240, num_eval=24)
 # name: (recipe, mode, flags); the digits MLP and the mnist recipe's CNN, the tests' FLAGS unless said
 EMULATED = {  # a few steps at the shapes of one and two workers' shards: the products a cluster computes
     "MLP, 120-row batches": (MLP, "single", {"train_steps": 10}),
@@ -38,6 +42,9 @@ CLUSTERS = {
     **{f"strict sync, {n} workers": (MLP, "sync", {"num_workers": n, "strict_determinism": True}) for n in (1, 2, 4)},
     "allreduce, 2 workers": (MLP, "allreduce", {"num_workers": 2}),
     "CNN, one process": (CNN, "single", {"train_steps": 10}),
+    "PowerSGD, allreduce, 2 workers": (MLP, "allreduce", {"num_workers": 2, "powersgd_rank": 2}),
+    "clipped at 0.05, sync, 2 workers": (MLP, "sync", {"num_workers": 2, "clip_norm": 0.05}),
+    "cifar10 CNN, synthetic, one process": (CIFAR10_RECIPE, "single", {"train_steps": 5, "global_batch_size": 24}),
 }
 DEFAULT = {  # what ./run_local_cluster.sh trains: the recipe's flag defaults
     "default run": (MLP, "sync", {"num_workers": 2, "train_steps": 1000, "log_every": 50}),
@@ -93,7 +100,8 @@ def train_all(runs, logdir):
     summaries = {}
     for name, (recipe, mode, flags) in runs.items():
         run_dir = Path(logdir) / name.replace(" ", "_").replace(",", "")
-        summaries[name] = train(recipe, DIGITS, run_dir, mode, **{**FLAGS, **flags})["summary"]
+        data = SYNTHETIC_CIFAR10 if recipe is CIFAR10_RECIPE else DIGITS
+        summaries[name] = train(recipe, data, run_dir, mode, **{**FLAGS, **flags})["summary"]
     return summaries
 
 

@@ -21,6 +21,9 @@ from parallel_tf.compat import tf
 GPU_HINT, CPU_HINT = "nccl", "auto"
 
 
+INSTANCES_A_GROUP = 2**20  # collectives a group may make: its instance keys are group·2²⁰ + 1, 2, ...
+
+
 class Collectives:
     """The collectives of one worker of `num_workers`, numbered as they are made, in group `group`."""
 
@@ -30,8 +33,10 @@ class Collectives:
         self._instances = 0
 
     def _next_instance(self):
+        """A key no other group's collective has: TensorFlow 1.15 keys a collective by its instance key alone, so
+        two groups' (two runs in one process, as the in-process tests train) would meet as one."""
         self._instances += 1
-        return self._instances
+        return self.group * INSTANCES_A_GROUP + self._instances
 
     def _keys(self):
         return dict(group_size=self.num_workers, group_key=self.group, instance_key=self._next_instance())

@@ -16,6 +16,7 @@ TensorFlow versions, the parameters do not.
 """
 
 from parallel_tf.compat import tf
+from parallel_tf.graph import products
 
 LOG2E = 1.44269504088896341
 LN2_HI, LN2_LO = 0.693359375, -2.12194440e-4  # ln 2 = LN2_HI + LN2_LO, LN2_HI exact in 10 bits
@@ -30,9 +31,31 @@ def sqrt(x):
     return tf.cast(tf.sqrt(tf.cast(x, tf.float64)), tf.float32)
 
 
+def row_sums(x):
+    """[rows, 1]: each row's sum of `x` [rows, k], term 0 first, in this package's product (products.contract: x
+    times a column of ones, each term added by a fused multiply-add by 1, which rounds as the addition does). Eigen's
+    reductions sum a long row (64 terms and more) in a tree TensorFlow 1.15 and 2.x cut otherwise."""
+    return products.contract(x, tf.ones([x.shape.as_list()[1], 1], x.dtype))
+
+
+def dot(a, b):
+    """Σ a·b over every element of `a` and `b` (of one shape), in order, each term by a fused multiply-add, in this
+    package's product (see row_sums)."""
+    return tf.reshape(products.contract(tf.reshape(a, [1, -1]), tf.reshape(b, [1, -1]), transpose_b=True), [])
+
+
+def sum_of_squares(x):
+    """Σ x², every element of `x`, in order (dot)."""
+    return dot(x, x)
+
+
 def norm(x, axis=None):
-    """The Euclidean norm of `x` (along `axis`), as tf.norm computes it, its square root correctly rounded."""
-    return sqrt(tf.reduce_sum(tf.square(x), axis))
+    """The Euclidean norm of `x` (of each row of a matrix, axis=1), its squares summed in order and its square root
+    correctly rounded: the same on every TensorFlow version."""
+    if axis is None:
+        return sqrt(sum_of_squares(x))
+    assert axis == 1 and len(x.shape) == 2, (axis, x.shape)
+    return sqrt(tf.squeeze(row_sums(tf.square(x)), 1))
 
 
 def exp(x):

@@ -42,12 +42,14 @@ def max_pool(inputs, size=2):
 
 def standardize(images):
     """tf.image.per_image_standardization's arithmetic, each image (x - mean) / max(stddev, 1/√n) over its n values,
-    without its Rsqrt (an approximate instruction: graph/exact_ops.py): 1/√n is a constant, rounded once."""
-    n = int(np.prod(images.shape.as_list()[1:]))
-    axes = list(range(1, len(images.shape)))
-    mean = tf.reduce_mean(images, axes, keepdims=True)
-    stddev = exact_math.sqrt(tf.reduce_mean(tf.square(images - mean), axes, keepdims=True))
-    return (images - mean) / tf.maximum(stddev, np.float32(1 / np.sqrt(n)))
+    without its Rsqrt (an approximate instruction: graph/exact_ops.py), 1/√n a constant rounded once, and its sums
+    over the n values in order (exact_math.row_sums: the same on TensorFlow 1.15 and 2.x)."""
+    shape = images.shape.as_list()
+    n = int(np.prod(shape[1:]))
+    rows = tf.reshape(images, [-1, n])
+    centred = rows - exact_math.row_sums(rows) / n
+    stddev = exact_math.sqrt(exact_math.row_sums(tf.square(centred)) / n)
+    return tf.reshape(centred / tf.maximum(stddev, np.float32(1 / np.sqrt(n))), [-1, *shape[1:]])
 
 
 def flatten(inputs):

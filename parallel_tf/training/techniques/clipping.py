@@ -78,7 +78,7 @@ def clip_by_global_norm(gradients, threshold, on_norm=None):
     squares = []
     for gradient in gradients:
         with tf.colocate_with(gradient):
-            squares.append(tf.reduce_sum(tf.square(gradient)))
+            squares.append(exact_math.sum_of_squares(gradient))
     norm = exact_math.sqrt(tf.add_n(squares))
     with tf.control_dependencies([on_norm(norm)] if on_norm else []):
         scale = exact_ops.quotient(threshold, tf.maximum(norm, threshold))

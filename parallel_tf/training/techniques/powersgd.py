@@ -139,7 +139,7 @@ def orthonormal_columns(p):
     for index in range(p.shape.as_list()[1]):
         column = p[:, index]
         for done in columns:
-            column -= tf.reduce_sum(done * column) * done
+            column -= exact_math.dot(done, column) * done  # in order: the same on TensorFlow 1.15 and 2.x
         columns.append(tf.math.divide_no_nan(column, exact_math.norm(column)))
     return tf.stack(columns, axis=1)
 
