@@ -74,6 +74,15 @@ def _import_tensorflow():
     return tensorflow
 
 
+def tensorflow_1():
+    """Whether the TensorFlow of this environment is 1.x, known without importing it (a refusal stays well under a
+    second): the one TensorFlow setup.py admits on Python 3.7 is 1.15, and on 3.8 and later 2.12 to 2.21, as their
+    wheels are built; once it has loaded, its own version says."""
+    if _loaded():
+        return _import_tensorflow().__version__.startswith("1.")
+    return sys.version_info < (3, 8)
+
+
 def _loaded():
     return bool(_import_tensorflow.cache_info().currsize)
 
@@ -171,7 +180,8 @@ def kernel_path():
     """What a run's CPU bits depend on, for summary.json. `bits` says which kind of hash the run's is:
     "portable" with --kernels=portable (oneDNN's ops are refused beside them: kernels()), the same on
     every x86-64 machine with AVX2 at the same thread count; "this machine's" with --kernels=fast."""
-    onednn_opts = os.environ.get(ONEDNN_OPTS, "").strip().lower() in ("1", "true")
+    # TensorFlow 1.15's wheel has no oneDNN ops: its variable changes nothing there
+    onednn_opts = os.environ.get(ONEDNN_OPTS, "").strip().lower() in ("1", "true") and not tensorflow_1()
     chosen = kernels()
     return {
         "bits": "portable" if chosen == "portable" else "this machine's",

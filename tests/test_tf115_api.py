@@ -1,6 +1,7 @@
 """The package uses only what TensorFlow 1.15's `tf.compat.v1` has, checked against tests/data/tf115_api.json
 (every public name of that namespace in the real 1.15 wheel, with the parameters of those defined in
-Python; made by scripts/tf115_api_manifest.py). TensorFlow 1.15 itself cannot run here (Python 3.7).
+Python; made by scripts/tf115_api_manifest.py): the 2.x suite's fast check, where 1.15 is not installed; the
+1.15 tier runs the package on 1.15 itself (PARALLEL_TF_TENSORFLOW=1.15 ./run_tests.sh, in .ci/run).
 
 How `tf` is followed: a module that does `from parallel_tf.compat import tf` gets tf.compat.v1 under
 that name. Each attribute chain rooted at it (`tf.train.Server`, `tf.GraphKeys.LOCAL_VARIABLES`) must

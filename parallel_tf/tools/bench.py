@@ -23,6 +23,7 @@ import time
 
 from absl import app, flags
 
+from parallel_tf import compat
 from parallel_tf.cli import exit_config_error, parse_flags_or_exit, positive_ints
 from parallel_tf.errors import ConfigError
 from parallel_tf.files import write_atomically, write_between
@@ -157,11 +158,28 @@ def make_plan():
             raise ConfigError(f"--workers: {count} does not divide --global_batch_size={FLAGS.global_batch_size}")
     plan = []
     for model in FLAGS.models:
-        for name in FLAGS.systems:
+        for name in runnable(FLAGS.systems):
             system = SYSTEMS[name]
             counts = [1] if system.kind == "limit" else [n for n in workers if n >= system.min_workers]
             plan += [(model, name, n) for n in counts]
     return [key for key in QUICK_PLAN if key in plan] if FLAGS.quick else plan
+
+
+def runnable(systems):
+    """`systems` less TensorFlow 2's own strategies on TensorFlow 1.x (the peers have no 1.x form), each skipped with
+    a line saying so; ConfigError where nothing is left."""
+    if not compat.tensorflow_1():
+        return systems
+    peers = [name for name in systems if SYSTEMS[name].strategy in TENSORFLOW_2_PEERS]
+    for name in peers:
+        print(f"[bench] skipping {name}: {SYSTEMS[name].title} is TensorFlow 2's, and this is TensorFlow 1.15")
+    left = [name for name in systems if name not in peers]
+    if not left:
+        raise ConfigError(f"--systems={','.join(systems)}: TensorFlow 2's own strategies, and this is TensorFlow 1.15")
+    return left
+
+
+TENSORFLOW_2_PEERS = ("mirrored", "parameter_server")  # tools/tf_strategies.py: TensorFlow 2's strategies
 
 
 def run_plan(plan, out, results, links=()):

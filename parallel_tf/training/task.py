@@ -23,7 +23,7 @@ from parallel_tf.data import datasets
 from parallel_tf.errors import ConfigError, TaskFailure, one_line
 from parallel_tf.graph import portable_kernel
 from parallel_tf.graph.model import trainable_shapes
-from parallel_tf.training import devices, logdir, run_check
+from parallel_tf.training import devices, logdir, run_check, watchdog
 from parallel_tf.training.options import link
 from parallel_tf.training.recipe import Recipe
 from parallel_tf.training.run_flags import LAUNCHER_HINTS, define_task_flags
@@ -120,7 +120,10 @@ def _start_and_train(recipe, settings):
     settings = dataclasses.replace(settings, num_gpus=devices.visible_gpu_count())
     if settings.num_gpus:
         logging.info("GPU kernels: %s=%s", devices.DETERMINISTIC_OPS, devices.use_deterministic_gpu_kernels())
-    Trainer(recipe, dataset, settings, target).run()
+    trainer = Trainer(recipe, dataset, settings, target)
+    if watchdog.needed(settings):  # TensorFlow 1.15's collectives do not time out by themselves
+        watchdog.watch(trainer, settings, lambda message: _fail(settings, message))
+    trainer.run()
 
 
 def _narrow_gpus(cuda_visible_devices):

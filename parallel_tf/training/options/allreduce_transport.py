@@ -11,13 +11,20 @@ on all-reduce should beat: half the bytes for a cast."""
 
 from absl import flags
 
+from parallel_tf import compat
 from parallel_tf.errors import ConfigError
 from parallel_tf.training.rules import Option
 
 
 def check(values, cluster):
-    """With one worker nothing crosses, so nothing would be rounded to the transport: it would not do what it says."""
+    """With one worker nothing crosses, so nothing would be rounded to the transport: it would not do what it says;
+    and TensorFlow 1.15 cannot sum a half-precision collective on the CPU."""
     transport = values["allreduce_transport"]
+    if transport != "float32" and compat.tensorflow_1():
+        raise ConfigError(
+            f"--allreduce_transport={transport}: TensorFlow 1.15's CollectiveReduce has no {transport} kernel on the "
+            "CPU; use float32 there, or TensorFlow 2"
+        )
     if transport != "float32" and cluster and cluster.num_workers == 1:
         raise ConfigError(
             f"--allreduce_transport={transport} with one worker: nothing crosses the ring, so nothing would be sent "
