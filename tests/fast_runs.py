@@ -22,6 +22,8 @@ RUNS = {  # name: (recipe, mode, flags); the tests' FLAGS (30 steps of 120 rows)
     **{f"strict sync {n}": (MLP, "sync", {"num_workers": n, **STRICT}) for n in (1, 2, 4)},
     **{f"strict allreduce {n}": (MLP, "allreduce", {"num_workers": n, **STRICT}) for n in (1, 2, 4)},
     **{f"CNN strict sync {n}": (CNN, "sync", {"num_workers": n, "train_steps": 10, **STRICT}) for n in (1, 2)},
+    # two servers, each variable's share in 2 pieces pulled as applied, at the automatic steps a run: one server's bits
+    "sync 2, 2 servers pipelined": (MLP, "sync", {"num_workers": 2, "num_ps": 2, "pipeline_pieces": 2}),
 }
 # A strict run stopped at step 15 on 2 workers and trained on to 30 on 4, as an elastic restart or a resume does.
 RESUMED = ("strict sync, 15 steps on 2, then to 30 on 4", (MLP, "sync", {**STRICT, "train_steps": 15}), 2, 4)

@@ -43,6 +43,12 @@ def test_a_strict_run_resumed_on_another_worker_count_ends_on_the_straight_runs_
     assert fast["strict sync, 15 steps on 2, then to 30 on 4"] == fast["strict sync 2"]
 
 
+def test_two_pipelined_servers_train_one_server_s_bits_inside_the_loop_of_steps(fast):
+    """TensorFlow 1.15's arithmetic optimizer broke the pipelined step's order inside the loop (loss 0.785 against
+    0.523 at 100 steps, with its own kernels); it is off on 1.x (training/devices.py), as under portable kernels."""
+    assert fast["sync 2, 2 servers pipelined"] == fast["sync 2, first"]
+
+
 def test_the_fast_kernels_bits_are_not_the_portable_ones(fast):
     reference = json.loads((REPO / "tests" / "data" / "reference_hashes.json").read_text())["sha256"]
     assert fast["strict sync 1"] != reference["strict sync, 1 workers"]

@@ -46,11 +46,13 @@ def session_config(device_filters=None, operation_timeout_secs=0):
         intra_op_parallelism_threads=compat.intra_op_threads(),
     )
     config.gpu_options.allow_growth = True
-    if compat.kernels() == "portable":
+    if compat.kernels() == "portable" or compat.tensorflow_1():
         # Grappler's arithmetic optimizer rewrites x / sqrt(y) into x * rsqrt(y), an approximate instruction whose
         # bits differ between Intel and AMD (graph/exact_ops.py), and reassociates sums (its hoisting and
         # aggregation stages), which a TensorFlow version may do otherwise than the next: a portable run computes
-        # the arithmetic its graph says. Constant folding stays, and with it x / c computed as x * fl(1/c).
+        # the arithmetic its graph says. Constant folding stays, and with it x / c computed as x * fl(1/c). On 1.x
+        # it is off with TensorFlow's kernels too: there it broke the order of a pipelined sync step inside the loop
+        # of steps (--num_ps=2 --pipeline_pieces=2: loss 0.785 against one server's 0.523 at 100 steps).
         rewrites = config.graph_options.rewrite_options
         rewrites.arithmetic_optimization = rewrites.OFF
     if "disable_thread_spinning" in config.experimental.DESCRIPTOR.fields_by_name:
