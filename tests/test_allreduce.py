@@ -19,11 +19,13 @@ from inprocess import (
 )
 from models import DIGITS, FLAGS, MLP, sha
 
+from parallel_tf import compat
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError, TaskFailure
 from parallel_tf.graph import codecs, gathered_codes
 from parallel_tf.graph.collectives import Collectives
+from parallel_tf.training.options import allreduce_transport
 from parallel_tf.training.techniques import compression
 
 pytestmark = pytest.mark.inprocess
@@ -111,9 +113,25 @@ def test_a_copy_that_drifted_from_the_chiefs_is_named(tmp_path):
 
 
 NEAR_ONE = scalar_dataset(1 + 2**-12, 3)
+# TensorFlow 1.15's CollectiveReduce has no half-precision CPU kernel: such a transport is refused there (below)
+HALF_PRECISION = pytest.mark.skipif(compat.tensorflow_1(), reason="TensorFlow 1.15 refuses a half-precision ring")
 
 
-@pytest.mark.parametrize("transport, w1", [("float32", 1 + 2**-14), ("float16", 1.0), ("bfloat16", 1.0)])
+def test_a_half_precision_transport_is_refused_on_tensorflow_1_in_one_line(monkeypatch):
+    monkeypatch.setattr(compat, "tensorflow_1", lambda: True)
+    with pytest.raises(ConfigError, match="^--allreduce_transport=bfloat16: TensorFlow 1.15's CollectiveReduce has no"):
+        allreduce_transport.check({"allreduce_transport": "bfloat16"}, None)
+    allreduce_transport.check({"allreduce_transport": "float32"}, None)
+
+
+@pytest.mark.parametrize(
+    "transport, w1",
+    [
+        ("float32", 1 + 2**-14),
+        pytest.param("float16", 1.0, marks=HALF_PRECISION),
+        pytest.param("bfloat16", 1.0, marks=HALF_PRECISION),
+    ],
+)
 def test_a_half_precision_transport_rounds_each_gradient_before_the_ring_adds_them(tmp_path, transport, w1):
     """One step from w = 0 on x = 1 + 2^-12 and 3: the gradients w − x are −(1 + 2^-12) and −3. In float32
     the mean is −(2 + 2^-13) and w ← 0 − ½·mean = 1 + 2^-14. float16 (10 bits after the point) and bfloat16
@@ -128,6 +146,7 @@ def test_a_half_precision_transport_rounds_each_gradient_before_the_ring_adds_th
     assert run["summary"]["bytes_sent_per_step"] == (12 if transport == "float32" else 2 + 8)
 
 
+@HALF_PRECISION
 def test_a_half_precision_run_repeats_bitwise(tmp_path):
     """The ring adds float16 in its fixed order."""
     half = {"allreduce_transport": "float16"}
@@ -135,6 +154,7 @@ def test_a_half_precision_run_repeats_bitwise(tmp_path):
     assert first == second != sha(tmp_path / "float32", "allreduce")
 
 
+@HALF_PRECISION
 def test_float16_shares_of_a_mean_that_fits_do_not_overflow(tmp_path):
     """Two workers' gradients −40000 (linear loss, x = y = 40000: ∂/∂w mean(y (x − w)) = −40000): their sum,
     −80000, is past float16's 65504, their mean is not. Each sends its half, −20000, exact in float16 (a

@@ -23,6 +23,7 @@ from absl import flags
 from conftest import REPO
 from inprocess import train
 
+from parallel_tf import compat
 from parallel_tf.backports import zip_strict
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.compat import tf
@@ -312,10 +313,16 @@ def _defines_its_flags(module):
     assert isinstance(declared.modes, rules.EveryMode) or set(declared.modes) <= {options.NO_CLUSTER, *modes.NAMES}
 
 
+# What this TensorFlow cannot run, refused for it alone, not for the pair (1.15: a half-precision ring, whose
+# refusal names its own flag): its pairs are left out here, and the 2.x suite composes them.
+NOT_ON_THIS_TENSORFLOW = {"allreduce_transport"} if compat.tensorflow_1() else set()
+
+
 def _pairs():
     for mode in modes.NAMES:
         for a, b in itertools.combinations(NAMES, 2):
-            yield mode, a, b
+            if not NOT_ON_THIS_TENSORFLOW & {a, b}:
+                yield mode, a, b
 
 
 def _outcome(mode, a, b):

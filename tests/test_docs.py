@@ -12,6 +12,7 @@ import test_composition
 import test_traffic
 from conftest import REPO
 
+from parallel_tf import compat
 from parallel_tf.training import modes, techniques
 
 DOCS = [REPO / "README.md", REPO / "BENCHMARKS.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -98,6 +99,7 @@ def test_the_docs_quote_the_traffic_test_s_bytes():
     assert f"and receives {test_traffic.RECEIVED})" in docs_text()
 
 
+@pytest.mark.skipif(compat.tensorflow_1(), reason="on TensorFlow 1.15 a half-precision ring is refused: other counts")
 def test_the_docs_quote_the_composition_test_s_counts():
     runs, composed = len(test_composition.RUNS), len(test_composition.COMPOSED)
     refused, by_rules = len(test_composition.REFUSALS), len(test_composition.BY_THE_RULES)
