@@ -78,9 +78,17 @@ def main(recipe, argv):
 def _name_this_process(settings):
     """The task's process title, what `ps`, `top` and `pgrep -f` show: `parallel_tf worker:1 LOGDIR -- COMMAND`. A
     task forked by a fork server (launch/forkserver.py) would otherwise show the server's command line, the same
-    for every task; so every task names itself, whoever started it (docs/failures-and-security.md)."""
+    for every task; so a task names itself, however the launcher started it (docs/failures-and-security.md). Not
+    in a Slurm step: setproctitle moves the process's environment, by which slurmstepd finds a step's processes,
+    and `scancel --signal=KILL` then left a step's tasks running (tests/test_slurm_real.py); srun's tasks keep
+    the command line they were started with, which names their job and index already."""
+    if SLURM_STEP in os.environ:
+        return
     command = " ".join([sys.executable, *sys.argv])
     setproctitle.setproctitle(f"parallel_tf {task_name(settings)} {settings.logdir or ''} -- {command}")
+
+
+SLURM_STEP = "SLURM_STEP_ID"  # set in every task srun starts
 
 
 def train(recipe, settings):
