@@ -1,5 +1,6 @@
-"""Arithmetic whose bits are the same on every CPU and in every supported TensorFlow version: a square root, and
-the recipes' softmax cross-entropy with its gradient in IEEE operations alone (--kernels=portable).
+"""Arithmetic whose bits are the same on every CPU and in every supported TensorFlow version: a square root, long
+sums in order, and the recipes' softmax cross-entropy with its gradient in IEEE operations alone
+(--kernels=portable).
 
 TensorFlow 1.15 computes a float32 square root by RSQRTPS and a Newton step (57% of results correctly rounded, up
 to 3 ulp off, and bits that differ between Intel and AMD); a float64 one it computes exactly, as 2.x does both. So
