@@ -348,8 +348,8 @@ def test_a_launcher_refuses_a_server_of_another_user():
             os.setuid(nobody)
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             listener.bind(str(path))
-            path.chmod(0o777)
             listener.listen(1)
+            path.chmod(0o777)  # the test's sign that it listens: a connect before listen() is refused
             listener.accept()
         finally:
             os._exit(0)
