@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from parallel_tf.launch import forkserver
 from parallel_tf.launch.forkserver import ForkedTask
 
 
@@ -32,6 +33,6 @@ def test_a_forked_task_is_stopped_by_its_number_on_a_kernel_without_pidfds(sleep
     def no_pidfds(pid):
         raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS))
 
-    monkeypatch.setattr(os, "pidfd_open", no_pidfds)
+    monkeypatch.setattr(forkserver, "pidfd_open", no_pidfds)  # the backport it calls: os's has none before 3.9
     ForkedTask("worker:0", sleeper.pid, stdout=None).kill()
     assert sleeper.wait(10) == -signal.SIGKILL

@@ -118,7 +118,7 @@ def connect(path, request, write_ends, pins):
     try:
         send_fds(connection, [LENGTH.pack(len(body)) + body], [1, 2, *write_ends])
         answer = read_line(connection)
-    except TimeoutError:
+    except socket.timeout:  # TimeoutError from Python 3.10 on; on 3.7 its own class, a traceback if missed
         answer = f"refused it did not answer within {START_TIMEOUT_SECS} s"
     if answer.startswith("served "):
         connection.settimeout(None)
