@@ -50,6 +50,9 @@ KERNEL_VARIABLES = {
     CONTRACTION_KERNEL: {"portable": "false", "fast": "true"},
 }
 INTRA_OP_THREADS = "TF_NUM_INTRAOP_THREADS"
+# The portable kernel a CPU with AVX-512F runs: "avx2" asks for the narrower one, whose bits are the same
+# (graph/portable_kernel.py); unset, the widest. Read once, as the kernels' library loads.
+PORTABLE_KERNEL = "PARALLEL_TF_PORTABLE_KERNEL"
 PINNED_THREADS = 2  # where neither --intra_op_threads nor the environment sets a count
 LOG_LEVEL = {"TF_CPP_MIN_LOG_LEVEL": "3"}  # errors too: a failure is one line of Python's, not gRPC's lines first
 _at_its_defaults = [False]  # a peer of the bench: TensorFlow as it loads by itself (tensorflow_v2)

@@ -4,6 +4,7 @@ TensorFlow loads). It prints {name: params_sha256} as JSON on its last line.
 
     python tests/portable_runs.py emulated          # the short runs a CPU model under QEMU trains, and the probes
     python tests/portable_runs.py default emulated  # and the README's default run: sync, 2 workers, 1000 steps
+    python tests/portable_runs.py kernel            # the kernel this CPU runs, and its products at WIDE_COLUMNS
 """
 
 import hashlib
@@ -20,6 +21,7 @@ from models import CIFAR10, CNN, DEFAULTS, DIGITS, FLAGS, MLP
 from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.data import datasets
+from parallel_tf.graph import portable_kernel
 from parallel_tf.graph.products import contract, conv2d_same
 from parallel_tf.training.recipe import Recipe
 
@@ -52,6 +54,9 @@ DEFAULT = {  # what ./run_local_cluster.sh trains: the recipe's flag defaults
 SETS = {"emulated": EMULATED, "clusters": CLUSTERS, "default": DEFAULT}
 # m, k, n of products: rows and columns around the kernel's 6 x 16 blocks, sums around its 256-term blocks
 ROWS, DEPTHS, COLUMNS = (1, 5, 6, 7, 13, 96, 97, 120), (1, 9, 64, 255, 256, 257, 600), (1, 15, 16, 17, 33, 128)
+# the AVX-512 kernel's 6 x 32 blocks: columns around one and two panels of 16 and the 1024-column block, the
+# rows and sums as above
+WIDE_COLUMNS = (31, 32, 33, 47, 48, 63, 64, 65, 1023, 1040)
 # images (batch, height, width, channels) and kernels (size, filters) of convolutions, odd and even, square or not
 CONVOLUTIONS = (((2, 8, 8, 3), (3, 16)), ((3, 7, 5, 5), (2, 7)), ((1, 16, 16, 32), (5, 4)))
 PRODUCTS = f"products of {len(ROWS) * len(DEPTHS) * len(COLUMNS)} shapes and {len(CONVOLUTIONS)} convolutions"
@@ -72,16 +77,16 @@ def hash_of_probes():
         }
 
 
-def hash_of_products():
-    """The SHA-256 of products.contract's a @ b, aᵀ b and a bᵀ for every m, k, n of ROWS, DEPTHS and COLUMNS, and of
-    each convolution of CONVOLUTIONS with the gradients of its inputs and kernel, on seeded random values: the
+def hash_of_products(columns=COLUMNS):
+    """The SHA-256 of products.contract's a @ b, aᵀ b and a bᵀ for every m, k, n of ROWS, DEPTHS and `columns`, and
+    of each convolution of CONVOLUTIONS with the gradients of its inputs and kernel, on seeded random values: the
     arithmetic of every layer's forward and backward products."""
     digest = hashlib.sha256()
     random = np.random.RandomState(0)
     with tf.Graph().as_default(), tf.Session() as sess:
         a, b = tf.placeholder(tf.float32, [None, None]), tf.placeholder(tf.float32, [None, None])
         products = [contract(a, b), contract(a, b, transpose_a=True), contract(a, b, transpose_b=True)]
-        for m, k, n in itertools.product(ROWS, DEPTHS, COLUMNS):
+        for m, k, n in itertools.product(ROWS, DEPTHS, columns):
             for product, (left, right) in zip_strict(products, (((m, k), (k, n)), ((k, m), (k, n)), ((m, k), (n, k)))):
                 feed = {a: random.randn(*left).astype(np.float32), b: random.randn(*right).astype(np.float32)}
                 digest.update(sess.run(product, feed).tobytes())
@@ -106,6 +111,9 @@ def train_all(runs, logdir):
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["kernel"]:
+        print(json.dumps({"kernel": portable_kernel.instruction_set(), "products": hash_of_products(WIDE_COLUMNS)}))
+        sys.exit(0)
     with tempfile.TemporaryDirectory() as logdir:
         trained = train_all({name: run for set_name in sys.argv[1:] for name, run in SETS[set_name].items()}, logdir)
     hashes = {name: summary["params_sha256"] for name, summary in trained.items()}

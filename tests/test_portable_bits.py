@@ -7,6 +7,7 @@ matters. Skipped, saying why, only outside the promise: another architecture, a 
 TensorFlow. After a TensorFlow upgrade, record them anew from what the failing test prints."""
 
 import json
+import os
 import platform
 import re
 import shutil
@@ -60,6 +61,8 @@ def _printed_hashes(run):
 def test_runs_end_on_the_recorded_bits_on_this_machine(tmp_path, portable_here):
     summaries = train_all({**CLUSTERS, **EMULATED}, tmp_path)
     assert {s["kernels"]["bits"] for s in summaries.values()} == {"portable"}
+    wide = "avx512f" in compat.cpu()["cpu_extensions"] and os.environ.get(compat.PORTABLE_KERNEL) != "avx2"
+    assert {s["kernels"]["portable_kernel"] for s in summaries.values()} == {"avx512f" if wide else "avx2"}
     got = {**{name: summary["params_sha256"] for name, summary in summaries.items()}, PRODUCTS: hash_of_products()}
     assert got == _recorded(got), f"checked on {REFERENCE['checked_on']}; here ({platform.processor()}): {got}"
 
@@ -95,6 +98,25 @@ def test_short_runs_end_on_the_native_bits_on_emulated_amd_and_intel_cpus(procs,
         hashes, probes = _printed_hashes(run)
         assert hashes == _recorded([*EMULATED, PRODUCTS]), f"qemu-x86_64 -cpu {cpu}"
         assert [probe for probe in PROBES if probes[probe] == native_probes[probe]] == [], f"qemu-x86_64 -cpu {cpu}"
+
+
+@pytest.mark.cluster
+def test_the_avx512_kernel_adds_the_avx2_kernels_sums(procs, portable_here):
+    """Two processes, as the library chooses its kernel once, as it loads: on a CPU with AVX-512F the default and
+    PARALLEL_TF_PORTABLE_KERNEL=avx2 run different kernels, and their products agree to the bit at the shapes
+    around every block of both (the recipes' runs are held to the recorded hashes by the tests above)."""
+    if "avx512f" not in compat.cpu()["cpu_extensions"]:
+        pytest.skip("this CPU has no AVX-512F: it runs the AVX2 kernel alone")
+    runs = {
+        asked: procs.start([sys.executable, RUNS_SCRIPT, "kernel"], {compat.PORTABLE_KERNEL: asked})
+        for asked in ("", "avx2")
+    }
+    printed = {}
+    for asked, run in runs.items():
+        assert run.wait(RUN_TIMEOUT) == 0, run.output
+        printed[asked] = json.loads([line for line in run.lines if line.startswith("{")][-1])
+    assert (printed[""]["kernel"], printed["avx2"]["kernel"]) == ("avx512f", "avx2")
+    assert printed[""]["products"] == printed["avx2"]["products"]
 
 
 def test_another_thread_count_is_refused_once_tensorflow_has_loaded():

@@ -1,6 +1,8 @@
 """The portable kernels' op, PortableMatMul (parallel_tf/kernels/): op(a) @ op(b) with every sum added in order,
 term 0 first, by fused multiply-adds, the work split over the intra-op threads by whole outputs only. Its bits
-follow the inputs alone, on every x86-64 CPU with AVX2 and FMA, whatever its caches, cores or thread count.
+follow the inputs alone, on every x86-64 CPU with AVX2 and FMA, whatever its caches, cores or thread count. Where
+the CPU has AVX-512F, a kernel twice as wide adds the same sums (`instruction_set()`); compat.PORTABLE_KERNEL=avx2 asks
+for the AVX2 one there, which is how the tests compare the two.
 
 It is a TensorFlow custom op, compiled once per TensorFlow version with TensorFlow's own flags (tf.sysconfig) and
 the system's C++ compiler ($CXX, else g++), about 5 s: by scripts/ensure_venv.sh when the package is installed,
@@ -10,6 +12,7 @@ its sources, flags and TensorFlow version, so an upgrade of any of them builds i
 """
 
 import contextlib
+import ctypes
 import fcntl
 import hashlib
 import os
@@ -49,11 +52,23 @@ def check():
             f"--kernels=portable runs on CPUs with AVX2 and FMA; this one lacks {' and '.join(sorted(missing))}: "
             "choose --kernels=fast"
         )
+    asked = os.environ.get(compat.PORTABLE_KERNEL)
+    if asked not in (None, "", "avx2"):
+        raise ConfigError(f"{compat.PORTABLE_KERNEL}={asked!r} in the environment: avx2, or unset for the CPU's widest")
     if not _compiler() and not any(folder.glob("portable_ops-*.so") for folder in _build_folders() if folder.is_dir()):
         raise ConfigError(
             "--kernels=portable compiles its products' kernel once with a C++ compiler, and this machine has none: "
             "install g++ (Debian: apt-get install g++) or set CXX, or choose --kernels=fast"
         )
+
+
+@cache
+def instruction_set():
+    """The kernel the loaded library's products run: "avx512f" or "avx2", as the library itself chose it."""
+    ops()
+    chosen = ctypes.CDLL(str(build())).parallel_tf_portable_kernel  # the library TensorFlow loaded, the same handle
+    chosen.restype = ctypes.c_char_p
+    return chosen().decode()
 
 
 def _compiler():

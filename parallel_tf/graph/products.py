@@ -41,6 +41,12 @@ def tensorflows():
     return compat.kernels() == "fast" or _on_gpu[0]
 
 
+def portable_kernel_chosen():
+    """For summary.json's `kernels`: {"portable_kernel": "avx512f" or "avx2"}, the kernel the library chose on this
+    CPU (the bits are the same), where the products are ours; {} with --kernels=fast."""
+    return {} if compat.kernels() == "fast" else {"portable_kernel": portable_kernel.instruction_set()}
+
+
 def matmul(a, b):
     """a [m, k] @ b [k, n], and its gradients."""
     return contract(a, b)

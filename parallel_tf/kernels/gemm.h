@@ -2,7 +2,8 @@
 // (c = a_k * b_k + c, rounded once): its bits follow only the inputs, never the blocking, the thread count or
 // the CPU, on every x86-64 CPU with AVX2 and FMA. A 6 x 16 block of C is held in registers over a block of KC
 // terms, then stored, and loaded again for the next block of terms: storing and loading round nothing, so cutting
-// k into blocks does not change the order of any sum.
+// k into blocks does not change the order of any sum. Where the CPU has AVX-512F, a 6 x 32 block in 16-float
+// registers (twice the work an instruction): each element's sum is the same chain of the same FMAs, so the same bits.
 //
 // A and B are sources of elements: a matrix in memory (any strides: a transpose is a swap of them), read where
 // it lies where it can be, or the windows of an image (a convolution's operand), copied a panel at a time where
@@ -12,7 +13,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -155,6 +158,44 @@ inline void kernel(int64_t kc, PanelA panel, const float* b, int64_t b_terms, fl
   _mm256_storeu_ps(c + 5 * ldc, c50), _mm256_storeu_ps(c + 5 * ldc + 8, c51);
 }
 
+// kernel() over two panels of B side by side, b0 and b1 (each b(p, j..j+15) = b[p * b_terms ..]): C's 6 x 32
+// block (row stride ldc) in twelve AVX-512 registers, each element's sum the chain kernel() adds. Compiled for
+// AVX-512F alone, called only where the CPU has it (wide()).
+__attribute__((target("avx512f"))) inline void wide_kernel(int64_t kc, PanelA panel, const float* b0, const float* b1,
+                                                           int64_t b_terms, float* c, int64_t ldc, bool first) {
+  __m512 c0[6], c1[6];  // unrolled (the pragmas): twelve registers, never memory
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) {
+    c0[i] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + i * ldc);
+    c1[i] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + i * ldc + NR);
+  }
+  const int64_t r = panel.rows, terms = panel.terms;
+  for (int64_t p = 0; p < kc; ++p, b0 += b_terms, b1 += b_terms) {
+    const float* a = panel.a + p * terms;
+    const __m512 x0 = _mm512_loadu_ps(b0), x1 = _mm512_loadu_ps(b1);
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) {
+      const __m512 x = _mm512_set1_ps(a[i * r]);
+      c0[i] = _mm512_fmadd_ps(x, x0, c0[i]), c1[i] = _mm512_fmadd_ps(x, x1, c1[i]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < 6; ++i) _mm512_storeu_ps(c + i * ldc, c0[i]), _mm512_storeu_ps(c + i * ldc + NR, c1[i]);
+}
+
+// Whether the products run wide_kernel(): the CPU has AVX-512F (and its system saves the registers), unless
+// PARALLEL_TF_PORTABLE_KERNEL=avx2 asks for the AVX2 kernel (graph/portable_kernel.py checks the value), which
+// gives the same bits: the tests compare them so.
+inline bool wide() {
+  static const bool chosen = [] {
+    const char* asked = std::getenv("PARALLEL_TF_PORTABLE_KERNEL");
+    if (asked && std::string(asked) == "avx2") return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return chosen;
+}
+
 // What a source read where it lies offers (a Matrix; windows are always copied), by overloads rather than
 // `if constexpr`, which is C++17: whether a panel of B of `cols` columns, or of A of `rows` rows, is read in place,
 // where B's starts, and A's panel (else `packed`).
@@ -192,6 +233,7 @@ void gemm_block(const A& a, const B& b, int64_t k, float* c, int64_t ldc, int64_
   packed_b.resize(std::max<size_t>(packed_b.size(), KC * std::min(NC, j1 - j0 + NR)));
   packed_a.resize(std::max<size_t>(packed_a.size(), KC * MC));
   alignas(32) float edge_c[MR * NR];
+  const bool wide = portable::wide();
   for (int64_t jc = j0; jc < j1; jc += NC) {
     const int64_t nc = std::min(NC, j1 - jc);
     for (int64_t pc = 0; pc < k; pc += KC) {
@@ -207,26 +249,37 @@ void gemm_block(const A& a, const B& b, int64_t k, float* c, int64_t ldc, int64_
           const int64_t rows = std::min(MR, mc - ir);
           if (!rows_in_place(a, rows)) a.pack_rows(ic + ir, rows, pc, kc, packed_a.data() + ir * kc);
         }
+        // A block of C at the edge, rows x cols of it: summed in edge_c, whole, then copied
+        auto edge = [&](PanelA panel, const float* pb, int64_t b_terms, float* tile, int64_t rows, int64_t cols) {
+          if (!first) {  // the partial sums so far; zeros where C has no element
+            std::fill(edge_c, edge_c + MR * NR, 0.0f);
+            for (int64_t i = 0; i < rows; ++i) std::copy(tile + i * ldc, tile + i * ldc + cols, edge_c + i * NR);
+          }
+          kernel(kc, panel, pb, b_terms, edge_c, NR, first);
+          for (int64_t i = 0; i < rows; ++i) std::copy(edge_c + i * NR, edge_c + i * NR + cols, tile + i * ldc);
+        };
         for (int64_t jr = 0; jr < nc; jr += NR) {
           const int64_t cols = std::min(NR, nc - jr);
+          const bool two = wide && nc - jr >= 2 * NR;  // this panel of B and the next, both whole, for wide_kernel
           const float* pb = packed_b.data() + jr * kc;
           int64_t b_terms = NR;
-          if (reads_in_place(b, cols)) in_place(b, pc, jc + jr, &pb, &b_terms);
+          const bool b_in_place = reads_in_place(b, cols);
+          if (b_in_place) in_place(b, pc, jc + jr, &pb, &b_terms);
+          const float* next = !two ? nullptr : b_in_place ? pb + NR : pb + NR * kc;
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int64_t rows = std::min(MR, mc - ir);
             const PanelA panel = panel_of(a, ic + ir, pc, rows, PanelA{packed_a.data() + ir * kc, 1, MR});
             float* tile = c + (ic + ir) * ldc + jc + jr;
-            if (rows == MR && cols == NR) {
+            if (rows == MR && two) {
+              wide_kernel(kc, panel, pb, next, b_terms, tile, ldc, first);
+            } else if (rows == MR && cols == NR) {
               kernel(kc, panel, pb, b_terms, tile, ldc, first);
-              continue;
+            } else {
+              edge(panel, pb, b_terms, tile, rows, cols);
+              if (two) edge(panel, next, b_terms, tile + NR, rows, NR);
             }
-            if (!first) {  // the partial sums so far; zeros where C has no element
-              std::fill(edge_c, edge_c + MR * NR, 0.0f);
-              for (int64_t i = 0; i < rows; ++i) std::copy(tile + i * ldc, tile + i * ldc + cols, edge_c + i * NR);
-            }
-            kernel(kc, panel, pb, b_terms, edge_c, NR, first);
-            for (int64_t i = 0; i < rows; ++i) std::copy(edge_c + i * NR, edge_c + i * NR + cols, tile + i * ldc);
           }
+          if (two) jr += NR;
         }
       }
     }

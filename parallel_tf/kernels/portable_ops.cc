@@ -1,7 +1,7 @@
 // The portable kernels' ops (graph/portable_kernel.py), each a product of gemm.h, every output element summed over
 // its terms in order by fused multiply-adds, the work split over TensorFlow's intra-op threads by whole output
 // elements: their bits follow the inputs alone, on every x86-64 CPU with AVX2 and FMA, whatever its caches, cores
-// or thread count.
+// or thread count, and whether it has AVX-512 (a wider kernel, the same sums).
 //   PortableMatMul         op(a) @ op(b), for matrices (a dense layer and its gradients)
 //   PortableWindowsMatMul  windows(images) @ b: a convolution, and the gradient reaching its inputs;
 //                          with transpose_windows, windows(images)ᵀ @ b: the gradient of its kernel
@@ -216,6 +216,12 @@ class PortableMaxPoolGrad : public OpKernel {
 };
 
 }  // namespace
+
+// Which kernel the products run, "avx512f" or "avx2" (gemm.h's wide()), for summary.json: read by ctypes
+// (graph/portable_kernel.py), so what a run reports is what this library chose.
+extern "C" __attribute__((visibility("default"))) const char* parallel_tf_portable_kernel() {
+  return portable::wide() ? "avx512f" : "avx2";
+}
 
 REGISTER_OP("PortableMaxPoolGrad")
     .Input("inputs: float")

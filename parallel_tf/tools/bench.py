@@ -211,7 +211,14 @@ def _run_keys(keys, out, results, warm_server):
             launched = time.time()
             try:
                 warm = warm_server if SYSTEMS[system].warm else None
-                summary = runs.run(command, logdir, [*given, *shaped], log_path=logdir + ".log", warm_server=warm)
+                summary = runs.run(
+                    command,
+                    logdir,
+                    [*given, *shaped],
+                    log_path=logdir + ".log",
+                    warm_server=warm,
+                    environment=SYSTEMS[system].environment,
+                )
             except runs.RunFailed as e:
                 print(
                     f"error: {model}, {system} with {workers} worker(s){on_link} {e}\n(full output: {logdir}.log)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from parallel_tf import compat
 from parallel_tf.tools.network_model import PIPELINE_PIECES
 
 
@@ -29,6 +30,7 @@ class System:
     # interval is rounded up to a multiple of it
     ps_per_worker: bool = False  # ours: --num_ps=N, a parameter server for each of the N workers
     warm: bool = False  # ours: the tasks forked by a warm server, which loaded TensorFlow once for every run of it
+    environment: tuple = ()  # ours: (variable, value) pairs its tasks get
 
 
 def _and_a_run_a_step(name, system):
@@ -39,6 +41,9 @@ def _and_a_run_a_step(name, system):
     return {name: system, f"{name}_step": a_run_a_step}
 
 
+# The portable kernel a CPU with AVX-512F runs by default is twice as wide as the AVX2 one, with the same bits
+# (graph/portable_kernel.py): these rows measure what the width buys.
+AVX2_KERNEL = ((compat.PORTABLE_KERNEL, "avx2"),)
 MODELS = {
     "mlp": Model("digits MLP 64-128-10 (recipes/mnist.py), latency-bound", "mnist", (), 500, 300),
     "cnn": Model(
@@ -53,6 +58,7 @@ SYSTEMS = {
     "process": System("one process (the limit)", "limit"),
     "process_step": System("one process, a run a step", "limit", steps_per_run=1),
     "process_fast": System("one process, --kernels=fast", "limit", flags=("--kernels=fast",)),
+    "process_avx2": System("one process, the AVX2 kernel", "limit", environment=AVX2_KERNEL),
     "floor": System("parameter-server floor", "floor", strategy="floor"),
     "sync": System("sync, ordered", "sync", mode="sync"),
     "sync_servers": System("sync, a ps per worker", "sync", mode="sync", ps_per_worker=True, min_workers=2),
@@ -74,6 +80,7 @@ SYSTEMS = {
     ),
     "allreduce": System("all-reduce", "sync", mode="allreduce"),
     "allreduce_fast": System("all-reduce, --kernels=fast", "sync", mode="allreduce", flags=("--kernels=fast",)),
+    "allreduce_avx2": System("all-reduce, the AVX2 kernel", "sync", mode="allreduce", environment=AVX2_KERNEL),
     "allreduce_step": System("all-reduce, a run a step", "sync", mode="allreduce", steps_per_run=1),
     "allreduce_strict": System("all-reduce, strict", "sync", mode="allreduce", flags=("--strict_determinism",)),
     "allreduce_fp16": System(
@@ -138,7 +145,9 @@ TECHNIQUES_IN_THE_LOOP = (
 # TensorFlow itself (launch/forkserver.py), and the tasks forked by a warm server that loaded it before the run
 # (launch/warm_server.py), which change the whole run's time (run s), not a step's.
 STARTS = ("sync_unforked", "sync_warm")
-FULL_RUN = tuple(name for name in SYSTEMS if name not in ON_LINKS + TECHNIQUES_IN_THE_LOOP + STARTS)
+# The rows of BENCHMARKS.md's "Kernels" that run the AVX2 kernel where the CPU has a wider one.
+KERNEL_WIDTHS = ("process_avx2", "allreduce_avx2")
+FULL_RUN = tuple(name for name in SYSTEMS if name not in ON_LINKS + TECHNIQUES_IN_THE_LOOP + STARTS + KERNEL_WIDTHS)
 
 # The peers run at TensorFlow's defaults (tf_strategies.py): what a user who picks TensorFlow's strategy gets. The
 # one process is compared with MultiWorkerMirroredStrategy on one worker: TensorFlow alone, at its defaults.

@@ -75,18 +75,20 @@ class RunFailed(Exception):
         return complaints[-1] if complaints else f"exited {self.returncode}"
 
 
-def run(command, logdir, task_flags, log_path=None, warm_server=None):
+def run(command, logdir, task_flags, log_path=None, warm_server=None, environment=()):
     """Runs `command --logdir=logdir task_flags...` to completion; returns its summary.json.
 
     Its output goes to `log_path` when given, so a failure can be read in full afterwards. `warm_server`: the socket
-    of a warm fork server (launch/warm_server.py) for its launcher to fork its tasks from.
+    of a warm fork server (launch/warm_server.py) for its launcher to fork its tasks from. `environment`: (variable,
+    value) pairs the run gets beside this process's environment.
     """
+    served = ((warm_client.SOCKET_VARIABLE, warm_server),) if warm_server else ()
     done = subprocess.run(
         [*command, f"--logdir={logdir}", *task_flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, warm_client.SOCKET_VARIABLE: warm_server} if warm_server else None,
+        env={**os.environ, **dict(environment), **dict(served)} if environment or served else None,
         timeout=RUN_TIMEOUT_SECS,
         preexec_fn=die_with_parent,  # a bench or study that is killed takes its run with it
     )

@@ -336,7 +336,8 @@ class Trainer:
             "wall_seconds": wall_seconds,
             "train_started": self.train_started,  # wall time of this process's first step (a study's clock starts here)
             "tf_version": tf.VERSION,
-            "kernels": compat.kernel_path(),  # what the bits depend on besides the flags
+            # what the bits depend on besides the flags, and which of our kernels ran (not one of them)
+            "kernels": {**compat.kernel_path(), **products.portable_kernel_chosen()},
             "techniques": list(settings.techniques),  # what ran, as check_run decided
             "declared": settings.declared(),  # every technique and option on, and what it did
             "session_runs": self.session_runs,
