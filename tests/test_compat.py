@@ -7,6 +7,7 @@ import pytest
 from parallel_tf import compat
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
+from parallel_tf.graph import portable_kernel
 
 
 def test_tensorflow_runs_in_graph_mode():
@@ -87,3 +88,16 @@ def test_a_run_identity_records_what_can_move_its_kernels_bits(monkeypatch):
     portable, fast = compat.bits_environment("portable"), compat.bits_environment("fast")
     assert portable["ONEDNN_DEFAULT_FPMATH_MODE"] == fast["ONEDNN_DEFAULT_FPMATH_MODE"] == "BF16"
     assert "ONEDNN_MAX_CPU_ISA" not in portable and fast["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+
+
+def test_the_portable_kernel_asked_of_the_environment_is_avx2_or_none(monkeypatch):
+    """PARALLEL_TF_PORTABLE_KERNEL can ask for the AVX2 kernel (the same bits); any other text is refused in one
+    line, before the library loads, as a run's --check_flags makes the check."""
+    for allowed in ("avx2", ""):
+        monkeypatch.setenv(compat.PORTABLE_KERNEL, allowed)
+        portable_kernel.check()
+    monkeypatch.setenv(compat.PORTABLE_KERNEL, "avx512")
+    with pytest.raises(
+        ConfigError, match=r"^PARALLEL_TF_PORTABLE_KERNEL='avx512' in the environment: avx2, or unset for the CPU's"
+    ):
+        portable_kernel.check()
