@@ -46,6 +46,8 @@ CLUSTERS = {
     "CNN, one process": (CNN, "single", {"train_steps": 10}),
     "PowerSGD, allreduce, 2 workers": (MLP, "allreduce", {"num_workers": 2, "powersgd_rank": 2}),
     "clipped at 0.05, sync, 2 workers": (MLP, "sync", {"num_workers": 2, "clip_norm": 0.05}),
+    # at 1 the clipping's quotient has a numerator of 1 (graph/exact_ops.py's quotient, not a Reciprocal)
+    "clipped at 1, sync, 2 workers": (MLP, "sync", {"num_workers": 2, "clip_norm": 1.0}),
     "cifar10 CNN, synthetic, one process": (CIFAR10_RECIPE, "single", {"train_steps": 5, "global_batch_size": 24}),
 }
 DEFAULT = {  # what ./run_local_cluster.sh trains: the recipe's flag defaults
