@@ -485,6 +485,22 @@ def cases(tmp):
             launcher_command("--link_delay=5"),
             "--link_delay applies only with --link_rate",
         ),
+        "launcher: a negative link delay": (
+            launcher_command("--link_rate=100mbit", "--link_delay=-1"),
+            "flag --link_delay=-1: -1.0 is not a non-negative number",
+        ),
+        "launcher: a link delay that is not a number": (
+            launcher_command("--link_rate=100mbit", "--link_delay=abc"),
+            "flag --link_delay=abc: could not convert string to float: 'abc'",
+        ),
+        "launcher: a link losing more than half its packets": (
+            launcher_command("--link_rate=100mbit", "--link_loss=2"),
+            "flag --link_loss=2: 2.0 is not a number in the range [0.0, 0.5]",
+        ),
+        "launcher: a link loss without a link": (
+            launcher_command("--link_loss=0.01"),
+            "--link_loss applies only with --link_rate",
+        ),
         "launcher: a link outside the private network": (
             launcher_command("--link_rate=100mbit", "--isolate_network=off"),
             "--link_rate builds its hosts inside the launcher's private network",

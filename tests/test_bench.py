@@ -12,6 +12,7 @@ from inprocess import half_mean_square, scalar_dataset, scalar_recipe, start_clu
 from models import DIGITS, FLAGS, MLP
 
 from parallel_tf.compat import tf
+from parallel_tf.errors import ConfigError
 from parallel_tf.tools import bench, bench_links, bench_tables, bench_targets, floor_task, runs
 from parallel_tf.training import traffic
 
@@ -90,6 +91,10 @@ def test_links_rows_compare_with_the_peer_on_the_same_link_and_bound_ours_by_the
     peer = rows["mirrored", "100mbit"]
     assert peer["predicted"] is None and peer["x_peer"] is None  # the peers count no bytes to predict from
     assert bench_links._links_cells(peer)[5:] == ["", "", "", "", ""]  # no ratio, bounds or bytes to show
+    # 5 ms one way: the ring of 2 waits on 2(N-1) = 2 crossings a step, 10 ms more on both bounds
+    delayed = {**LINKED, ("mlp", "allreduce", 2, "100mbit/5ms"): on_link(16.0, 15.0, 17.0, sent=38000)}
+    rows = {(row["system"], row["link"]): row for row in bench_links.table_rows("mlp", delayed)}
+    assert rows["allreduce", "100mbit/5ms"]["predicted"] == pytest.approx((carried_ms + 10, 12.0 + 2 * carried_ms))
 
 
 def test_steady_state_leaves_out_the_first_logged_interval(tmp_path):
@@ -184,3 +189,12 @@ def test_the_readmes_floor_example_compares_rows_the_floor_is_compared_with():
     assert "floor" in systems
     for name in set(systems) - {"floor"}:
         assert (bench.SYSTEMS[name].mode, bench.SYSTEMS[name].steps_per_run) == ("sync", 1), name
+
+
+def test_a_link_of_the_bench_is_a_rate_and_maybe_a_one_way_delay():
+    assert bench_links.parsed("100mbit") == ("100mbit", 0.0)
+    assert bench_links.parsed("1gbit/1.5ms") == ("1gbit", 1.5)
+    assert bench_links.link_flags("100mbit/25ms") == ["--link_rate=100mbit", "--link_delay=25"]
+    assert bench_links.link_flags("1gbit") == ["--link_rate=1gbit"]
+    with pytest.raises(ConfigError, match=r"^--links=100mbit/25: a delay is milliseconds one way after the rate"):
+        bench_links.parsed("100mbit/25")

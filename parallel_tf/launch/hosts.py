@@ -14,15 +14,22 @@ host paces what it sends, and on its bridge end `vh<h>` what it receives. The bu
 the rate (at least 3000 bytes, two packets): with a larger one a step's messages (38 KB for the MLP)
 pass unpaced, with a smaller one tbf cannot keep up above a few hundred Mbit/s (a TCP stream between
 two hosts measured 95 Mbit/s at 100mbit, up to 953 at 1gbit: the rest is TCP/IP headers).
---link_delay puts netem in front of the sending end's bucket, where the kernel has it, so a message
-is delayed once. Free of TensorFlow: the launcher uses it.
+--link_delay delays every message once, so a round trip twice: netem in front of the sending end's bucket where
+the kernel has it, else our delay line (delay_line.py: netfilter's NFQUEUE on the receiving host's INPUT, each
+verdict held for the delay). The delay line holds what arrives, not what leaves: a packet held in its sender's
+own stack would count against the sending socket's small queue (TCP Small Queues), which then sends two
+packets a delay (4 Mbit/s at 10 ms, measured), where netem lets the socket go. --link_loss drops that share of
+the packets each host receives (iptables' statistic match on eth0's INPUT), as a lossy wire would: the
+sender's TCP finds out by itself. Free of TensorFlow: the launcher uses it.
 """
 
 import ctypes
 import dataclasses
 import functools
+import select
 import shutil
 import subprocess
+import sys
 
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
@@ -49,12 +56,18 @@ MIN_BURST_BYTES = 3000
 QUEUE = "500ms"  # what a link queues before it drops: deep, so a step's burst of N messages is delayed, not lost
 
 
+NETEM, DELAY_LINE = "netem", "delay line (NFQUEUE)"  # what delays a link's packets (Link.delay_by)
+IPTABLES = "iptables-legacy"  # the kernel's legacy tables, which this package's rules use
+DELAY_LINE_START_SECS = 30  # for the delay line to bind every host's queue
+
+
 @dataclasses.dataclass(frozen=True)
 class Link:
-    """A shaped network interface: tc's rate (100mbit) and a one-way delay."""
+    """A shaped network interface: tc's rate (100mbit), a one-way delay and the share of packets lost."""
 
     rate: str
     delay_ms: float = 0.0
+    loss: float = 0.0
 
     @property
     def bits_per_second(self):
@@ -113,13 +126,35 @@ class SimulatedHosts:
         if link and not shutil.which("tc"):
             raise ConfigError("--link_rate needs iproute2's `tc` command, which is not installed")
         self.holders = []
+        self.delay_line = None  # the process of delay_line.py, where it delays the links
+        self.delay_by = None  # NETEM or DELAY_LINE, where the links are delayed
         try:
             _ip("link", "add", BRIDGE, "type", "bridge")
             _ip("link", "set", BRIDGE, "up")
             for host in range(count):
                 self._add_host(host)
-                if link:
+            if link:
+                self.delay_by = (link.delay_ms or None) and self._delay_mechanism()
+                for host in range(count):
                     self._shape(host, link)
+                if self.delay_by == DELAY_LINE:
+                    self._start_delay_line(link.delay_ms)
+                if link.loss:
+                    self._add_rules(
+                        [
+                            "INPUT",
+                            "-i",
+                            "eth0",
+                            "-m",
+                            "statistic",
+                            "--mode",
+                            "random",
+                            "--probability",
+                            f"{link.loss:g}",
+                            "-j",
+                            "DROP",
+                        ]
+                    )
         except (OSError, subprocess.CalledProcessError) as e:
             self.stop()
             raise ConfigError(f"--simulate_hosts: could not set up the hosts' network: {_reason(e)}") from None
@@ -130,15 +165,45 @@ class SimulatedHosts:
     def _shape(self, host, link):
         """What host `host` sends (its eth0) and receives (the bridge's end of its pair) shaped by `link`."""
         for device, enter in (("eth0", self.enter(host)), (f"vh{host}", None)):
-            for command in link.qdisc_commands(device, delayed=device == "eth0"):
-                done = subprocess.run(command, capture_output=True, text=True, preexec_fn=enter)
-                if "netem" in command and "unknown" in done.stderr:
-                    raise ConfigError(
-                        f"--link_delay={link.delay_ms:g} needs the kernel's netem queueing discipline (module "
-                        "sch_netem), which this kernel does not have; leave --link_delay out"
-                    )
-                if done.returncode:
-                    raise subprocess.CalledProcessError(done.returncode, command, done.stdout, done.stderr)
+            for command in link.qdisc_commands(device, delayed=device == "eth0" and self.delay_by == NETEM):
+                subprocess.run(command, check=True, capture_output=True, text=True, preexec_fn=enter)
+
+    def _delay_mechanism(self):
+        """NETEM where the kernel has it (tried on host 0's eth0), else DELAY_LINE; ConfigError where neither can
+        run, never a link without its delay."""
+        probe = ["tc", "qdisc", "add", "dev", "eth0", "root", "netem", "delay", "1ms"]
+        if subprocess.run(probe, capture_output=True, preexec_fn=self.enter(0)).returncode == 0:
+            subprocess.run(["tc", "qdisc", "del", "dev", "eth0", "root"], check=True, preexec_fn=self.enter(0))
+            return NETEM
+        return DELAY_LINE
+
+    def _start_delay_line(self, delay_ms):
+        """The delay line, bound to every host's queue, then each host's packets sent to it."""
+        command = [sys.executable, "-m", "parallel_tf.launch.delay_line", f"{delay_ms:g}"]
+        self.delay_line = subprocess.Popen(
+            [*command, *map(self.namespace, range(len(self.holders)))],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        ready, _, _ = select.select([self.delay_line.stdout], [], [], DELAY_LINE_START_SECS)
+        if not ready or self.delay_line.stdout.readline().strip() != "ready":
+            self.delay_line.kill()
+            said = self.delay_line.stderr.read().strip().splitlines()
+            raise ConfigError(f"--link_delay: the delay line did not start: {said[-1] if said else 'no answer'}")
+        self._add_rules(["INPUT", "-i", "eth0", "-j", "NFQUEUE", "--queue-num", "0"])
+
+    def _add_rules(self, rule):
+        """`rule` (iptables' -A's arguments) on every host."""
+        if not shutil.which(IPTABLES):
+            raise ConfigError(
+                f"--link_delay without the kernel's netem, and --link_loss, need {IPTABLES} (Debian: apt-get "
+                "install iptables), which is not installed"
+            )
+        for host in range(len(self.holders)):
+            subprocess.run(
+                [IPTABLES, "-w", "-A", *rule], check=True, capture_output=True, text=True, preexec_fn=self.enter(host)
+            )
 
     def _add_host(self, host):
         holder = subprocess.Popen(["sleep", "infinity"], preexec_fn=_unshare_network)
@@ -160,6 +225,9 @@ class SimulatedHosts:
         return functools.partial(enter_network_namespace, self.namespace(host))
 
     def stop(self):
+        if self.delay_line:
+            self.delay_line.kill()
+            self.delay_line.wait()
         for holder in self.holders:
             holder.kill()
             holder.wait()

@@ -3,7 +3,7 @@
     python -m parallel_tf.launch [--recipe=mnist] [--mode=sync|async|hierarchical|allreduce] [--num_workers=2]
                                  [--num_ps=1] [--num_groups=2] [--logdir=DIR] [--cluster_spec=FILE]
                                  [--max_restarts=K [--min_workers=K]] [--simulate_hosts=H [--groups=by_host]]
-                                 [--link_rate=R [--link_delay=MS]]
+                                 [--link_rate=R [--link_delay=MS] [--link_loss=P]]
                                  [run and mode flags, e.g. --train_steps=100] [the recipe's own flags]
 
 Picks free 127.0.0.1 ports (unless --cluster_spec is given), writes the spec it used into the
@@ -151,7 +151,12 @@ def main(argv):
         os.environ[addresses.PRIVATE_NETWORK_ENV] = "1"  # for the tasks: no exposure warnings
     if FLAGS.link_rate:
         os.environ[link.SHAPED_ENV] = FLAGS.link_rate  # for the tasks: their --link_rate is the network's
-        say(f"each of the {len(simulated.holders)} simulated hosts' interfaces is shaped at {FLAGS.link_rate} each way")
+        delay = f", {FLAGS.link_delay:g} ms one way by {simulated.delay_by}" if FLAGS.link_delay else ""
+        loss = f", {FLAGS.link_loss:.2%} of the packets lost" if FLAGS.link_loss else ""
+        shaped = f"shaped at {FLAGS.link_rate} each way{delay}{loss}"
+        say(f"each of the {len(simulated.holders)} simulated hosts' interfaces is {shaped}")
+        if simulated.delay_by:
+            os.environ[link.DELAY_BY_ENV] = simulated.delay_by
     try:
         code = run_with_restarts(launch.cluster, launch.recipe_path, launch.run_dir, launch.common, simulated)
     except SystemExit as stopped:  # Ctrl-C or SIGTERM: every task has been stopped
@@ -321,7 +326,7 @@ def simulated_hosts(cluster):
     """The simulated hosts of --simulate_hosts (or, with a link alone, one a task), shaped by --link_rate."""
     if not (FLAGS.simulate_hosts or FLAGS.link_rate):
         return None
-    shaped = hosts.Link(FLAGS.link_rate, FLAGS.link_delay) if FLAGS.link_rate else None
+    shaped = hosts.Link(FLAGS.link_rate, FLAGS.link_delay, FLAGS.link_loss) if FLAGS.link_rate else None
     return hosts.SimulatedHosts(FLAGS.simulate_hosts or len(cluster.tasks()), shaped)
 
 

@@ -72,7 +72,8 @@ def define_bench_flags():
         "links",
         [],
         "Run every system of the plan unshaped and on each of these links (100mbit, 1gbit, ...; launch/hosts.py), "
-        "beside the network model's prediction (tools/network_model.py): its own tables in the report.",
+        "each a rate and, after a slash, a one-way delay (100mbit/25ms), beside the network model's prediction "
+        "(tools/network_model.py): its own tables in the report.",
     )
     run_flags.define_run_flags()
     run_flags.define_dry_run_flag("how many runs it plans")
@@ -198,7 +199,8 @@ def _run_keys(keys, out, results, warm_server):
     for repeat in range(repeats()):
         for index, key in enumerate(keys):
             model, system, workers, *link = key
-            logdir = os.path.join(out, "-".join([model, system, f"{workers}w", *link, f"r{repeat + 1}"]))
+            named = [text.replace("/", "-") for text in link]  # 100mbit/25ms: 100mbit-25ms
+            logdir = os.path.join(out, "-".join([model, system, f"{workers}w", *named, f"r{repeat + 1}"]))
             done = repeat * len(keys) + index
             eta = "" if not done else f", about {(time.time() - started) / done * (total - done) / 60:.1f} min left"
             on_link = f", link {link[0]}" if link else ""
@@ -207,7 +209,7 @@ def _run_keys(keys, out, results, warm_server):
                 flush=True,
             )
             command, given = command_for(model, system, workers)
-            shaped = [f"--link_rate={rate}" for rate in link if rate != bench_links.UNSHAPED]
+            shaped = [flag for text in link if text != bench_links.UNSHAPED for flag in bench_links.link_flags(text)]
             launched = time.time()
             try:
                 warm = warm_server if SYSTEMS[system].warm else None
@@ -327,6 +329,7 @@ def run_command_line():
     """`python -m parallel_tf.bench`."""
     define_bench_flags()
     hints = {
-        name: "the bench runs every system on links with --links=100mbit,1gbit" for name in ("link_rate", "link_delay")
+        name: "the bench runs every system on links with --links=100mbit,1gbit/1ms"
+        for name in ("link_rate", "link_delay", "link_loss")
     }
     app.run(main, flags_parser=lambda argv: parse_flags_or_exit(argv, command=__name__, hints=hints))

@@ -1,9 +1,11 @@
-"""The bench under links (bench.py --links=100mbit,1gbit): each (model, system, workers) of the plan runs on an
-unshaped network and on every link, interleaved and repeated, beside the step time the network model predicts
-from the unshaped run (network_model.py); the peers run on the same links (tf_strategies.py), and each row's
-x peer is against its peer on the same link. Its tables go into the report between markers of their own, so
-the main tables stay."""
+"""The bench under links (bench.py --links=100mbit,1gbit,100mbit/25ms: a rate, and a one-way delay): each (model,
+system, workers) of the plan runs on an unshaped network and on every link, interleaved and repeated, beside the
+step time the network model predicts from the unshaped run (network_model.py); the peers run on the same links
+(tf_strategies.py), and each row's x peer is against its peer on the same link. Its tables go into the report
+between markers of their own, so the main tables stay.
+"""
 
+import re
 import statistics
 
 from parallel_tf.errors import ConfigError
@@ -29,10 +31,27 @@ LINKS_HEADER = [
 ]
 
 
+def parsed(link):
+    """A link of --links: 100mbit -> ("100mbit", 0.0), 100mbit/25ms -> ("100mbit", 25.0), a one-way delay after the
+    rate; ConfigError naming --links otherwise."""
+    rate, _, delay = link.partition("/")
+    bits_per_second(rate, "links")
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)ms", delay)
+    if delay and not match:
+        raise ConfigError(f"--links={link}: a delay is milliseconds one way after the rate, e.g. 100mbit/25ms")
+    return rate, float(match[1]) if match else 0.0
+
+
+def link_flags(link):
+    """The run flags that put a run on `link`: --link_rate, and --link_delay where it has one."""
+    rate, delay_ms = parsed(link)
+    return [f"--link_rate={rate}", *([f"--link_delay={delay_ms:g}"] if delay_ms else [])]
+
+
 def check_plan(plan, links):
-    """ConfigError for a bad rate, or the one process (no network to shape) on a link."""
-    for rate in links:
-        bits_per_second(rate, "links")
+    """ConfigError for a bad link, or the one process (no network to shape) on a link."""
+    for link in links:
+        parsed(link)
     if links and any(SYSTEMS[system].kind == "limit" for _, system, _ in plan):
         raise ConfigError(
             "--links: the one process sends nothing over a network, so no link can slow it; leave "
@@ -59,12 +78,13 @@ def table_rows(model, results):
         mode = SYSTEMS[system].mode
         if link != UNSHAPED and mode:
             sharing = workers // len(summary.get("central_exchanges_by_group", [0]))  # a ps's workers
-            shape = (mode, sharing, summary["num_ps"] or 1, row["sent"], row["received"], bits_per_second(link))
+            rate, delay_ms = parsed(link)
+            shape = (mode, sharing, summary["num_ps"] or 1, row["sent"], row["received"], bits_per_second(rate))
             unshaped = medians[m, system, workers, UNSHAPED]
             share, pieces = busiest_server_share(summary), pipeline_pieces(summary)
             row["predicted"] = (
-                network_model.overlapped_ms(unshaped, *shape, pieces=pieces, server_share=share),
-                network_model.serial_ms(unshaped, *shape, server_share=share),
+                network_model.overlapped_ms(unshaped, *shape, delay_ms=delay_ms, pieces=pieces, server_share=share),
+                network_model.serial_ms(unshaped, *shape, delay_ms=delay_ms, server_share=share),
             )
         rows.append(row)
     return rows

@@ -74,8 +74,8 @@ def main(argv):
             raise ConfigError("--strategy and --logdir are required")
         if FLAGS.optimizer != "sgd":
             raise ConfigError(f"--optimizer={FLAGS.optimizer}: the peers train with plain SGD only")
-        if FLAGS.link_delay and not FLAGS.link_rate:
-            raise ConfigError("--link_delay applies only with --link_rate")
+        if (FLAGS.link_delay or FLAGS.link_loss) and not FLAGS.link_rate:
+            raise ConfigError("--link_delay and --link_loss shape a link: they need --link_rate (e.g. 1gbit)")
         for pinned in ("kernels", "intra_op_threads"):  # the floor is ours: our kernels, as our runs
             if FLAGS.strategy != "floor" and FLAGS.at_defaults and FLAGS[pinned].present:
                 raise ConfigError(f"--{pinned} does not apply at TensorFlow's defaults: add --noat_defaults")
@@ -116,7 +116,13 @@ def launch(recipe_path, given_flags):
     check_shardable(FLAGS.global_batch_size, FLAGS.num_workers)
     if any(os.path.exists(os.path.join(FLAGS.logdir, name)) for name in ("metrics.jsonl", "summary.json")):
         raise ConfigError(f"--logdir={FLAGS.logdir} already holds a run; choose another")
-    simulated = hosts.SimulatedHosts(count, hosts.Link(FLAGS.link_rate, FLAGS.link_delay)) if FLAGS.link_rate else None
+    simulated = (
+        hosts.SimulatedHosts(count, hosts.Link(FLAGS.link_rate, FLAGS.link_delay, FLAGS.link_loss))
+        if FLAGS.link_rate
+        else None
+    )
+    if simulated and simulated.delay_by:
+        os.environ[link.DELAY_BY_ENV] = simulated.delay_by  # for the tasks' summary
     addresses = hosts.one_host_each(count) if simulated else free_loopback_addresses(count)
     jobs = {"worker": addresses[num_servers:]}
     if num_servers:

@@ -16,6 +16,7 @@ from parallel_tf.data.sharding import GlobalBatchSharder
 from parallel_tf.tools import runs
 from parallel_tf.training import outputs
 from parallel_tf.training import settings as settings_lib
+from parallel_tf.training.options import link
 
 FLAGS = flags.FLAGS
 
@@ -174,7 +175,7 @@ def finish(settings, variables):
         "train_steps": settings.train_steps,
         "learning_rate": settings.learning_rate,
         "seed": settings.seed,
-        "link": {"link_rate": FLAGS.link_rate, "link_delay_ms": FLAGS.link_delay} if FLAGS.link_rate else None,
+        "link": link.described(FLAGS.link_rate, FLAGS.link_delay, FLAGS.link_loss) if FLAGS.link_rate else None,
         "last_logged_loss": metrics[-1]["loss"],  # the chief's slice; not our final_loss (the last global batch)
         "params_sha256": outputs.params_sha256(named),
         "tf_version": compat.tensorflow_v2().__version__,

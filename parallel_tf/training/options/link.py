@@ -1,14 +1,16 @@
-"""--link_rate=R[, --link_delay=MS] (every cluster mode): the network a local cluster runs on. The
+"""--link_rate=R[, --link_delay=MS, --link_loss=P] (every cluster mode): the network a local cluster runs on. The
 launcher puts every task on a simulated host of its own (or as --simulate_hosts lays them out) and
 shapes each host's interface at R in both directions with a token bucket (tc's tbf), its bucket a
 200 µs burst at R (at least 3000 bytes) so that a step's messages are paced rather than let
 through; traffic inside one host stays unshaped, as on a real machine. --link_delay adds that much
-one-way delay with netem, where the kernel has it (launch/hosts.py). The arithmetic does not change;
-the time does, which is what a study of communication measures. Only the launcher shapes a network: a
-task refuses the flag unless the launcher set its link (on Slurm, a TFJob or a cluster started by hand
-the network is real). summary.json records the link under `declared`, run.json the one a run started
-on (logdir.DESCRIBED: a resume may run on another)."""
+one-way delay to what each host sends, with netem where the kernel has it and else our delay line of
+netfilter queues; --link_loss drops that share of the packets each host receives (launch/hosts.py). The
+arithmetic does not change; the time does, which is what a study of communication measures. Only the
+launcher shapes a network: a task refuses the flag unless the launcher set its link (on Slurm, a TFJob
+or a cluster started by hand the network is real). summary.json records the link under `declared`, with
+what delayed it, run.json the one a run started on (logdir.DESCRIBED: a resume may run on another)."""
 
+import os
 import re
 
 from absl import flags
@@ -19,6 +21,7 @@ from parallel_tf.training.rules import EVERY_CLUSTER_MODE, Option
 
 UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 SHAPED_ENV = "PARALLEL_TF_SHAPED_LINK"  # the launcher's word to a task that its link is shaped at this rate
+DELAY_BY_ENV = "PARALLEL_TF_LINK_DELAY_BY"  # and what delays it: netem, or the delay line
 
 
 def bits_per_second(rate, flag="link_rate"):
@@ -29,12 +32,20 @@ def bits_per_second(rate, flag="link_rate"):
     return float(match[1]) * UNITS[match[2]]
 
 
-def record(settings):
+def described(rate, delay_ms, loss):
+    """The link a run had, for summary.json and run.json: its rate, its delay and what made it (the launcher's
+    word), its loss."""
     return {
-        "link_rate": settings.options.link_rate,
-        "bits_per_second": bits_per_second(settings.options.link_rate),
-        "link_delay_ms": settings.options.link_delay,
+        "link_rate": rate,
+        "bits_per_second": bits_per_second(rate),
+        "link_delay_ms": delay_ms,
+        **({"link_delay_by": os.environ.get(DELAY_BY_ENV)} if delay_ms else {}),
+        "link_loss": loss,
     }
+
+
+def record(settings):
+    return described(settings.options.link_rate, settings.options.link_delay, settings.options.link_loss)
 
 
 def check(values, cluster):
@@ -48,7 +59,7 @@ def check(values, cluster):
 
 OPTION = Option(
     name="link",
-    flags=("link_rate", "link_delay"),
+    flags=("link_rate", "link_delay", "link_loss"),
     modes=EVERY_CLUSTER_MODE,
     check=check,
     record=record,
@@ -68,8 +79,18 @@ def define_flags(flag_values=flags.FLAGS):
     define_float(
         "link_delay",
         0.0,
-        "With --link_rate: one-way delay in milliseconds added to every host's interface (needs the kernel's netem).",
+        "With --link_rate: one-way delay in milliseconds added to what every host sends (netem where the kernel "
+        "has it, else a delay line of netfilter queues, which needs iptables), so a round trip is twice it.",
         lower_bound=0.0,
+        flag_values=flag_values,
+    )
+    define_float(
+        "link_loss",
+        0.0,
+        "With --link_rate: the share of packets every host's interface drops as they arrive, at random (0.01: "
+        "1%; iptables' statistic match). TCP sends them again, so only the time changes.",
+        lower_bound=0.0,
+        upper_bound=0.5,
         flag_values=flag_values,
     )
 
@@ -77,6 +98,8 @@ def define_flags(flag_values=flags.FLAGS):
 def check_shaped(settings, environ):
     """A task's check that the launcher shaped its link as --link_rate says (ConfigError otherwise)."""
     rate = settings.options.link_rate
+    if (settings.options.link_delay or settings.options.link_loss) and not rate:
+        raise ConfigError("--link_delay and --link_loss shape a link: they need --link_rate (e.g. 1gbit)")
     if rate and environ.get(SHAPED_ENV) != rate:
         raise ConfigError(
             f"--link_rate={rate}: only the launcher shapes a link, on the simulated hosts it makes; "
