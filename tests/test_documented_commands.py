@@ -106,6 +106,7 @@ RUN_ELSEWHERE = {
     rf"{PYTHON} scripts/tf115_api_manifest\.py": "tests/test_tf115_api.py::test_the_package_uses_only_tensorflow_1_15",
     rf"{PYTHON} -m parallel_tf\.tools\.tf_strategies": "tests/test_links.py::test_a_peer_runs_on_the_same_link",
     rf"{PYTHON} -m parallel_tf\.launch\.warm_server": "tests/test_warm_server.py::test_launches_from_the_warm_server",
+    rf"{PYTHON} tests/link_probe\.py": "tests/test_delay_line.py::test_a_delayed_link_takes_its_round_trip_and_a",
     r"(\.venv/bin/)?tensorboard --logdir": "setup.py",  # installed with the package: its console script
     r"scripts/ensure_venv\.sh": "run_tests.sh",  # what both of the README's commands run first
 }

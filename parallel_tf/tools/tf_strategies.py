@@ -74,8 +74,9 @@ def main(argv):
             raise ConfigError("--strategy and --logdir are required")
         if FLAGS.optimizer != "sgd":
             raise ConfigError(f"--optimizer={FLAGS.optimizer}: the peers train with plain SGD only")
-        if (FLAGS.link_delay or FLAGS.link_loss) and not FLAGS.link_rate:
-            raise ConfigError("--link_delay and --link_loss shape a link: they need --link_rate (e.g. 1gbit)")
+        for shaping in ("link_delay", "link_loss"):  # as the launcher's rules say it
+            if FLAGS[shaping].value and not FLAGS.link_rate:
+                raise ConfigError(f"--{shaping} applies only with --link_rate")
         for pinned in ("kernels", "intra_op_threads"):  # the floor is ours: our kernels, as our runs
             if FLAGS.strategy != "floor" and FLAGS.at_defaults and FLAGS[pinned].present:
                 raise ConfigError(f"--{pinned} does not apply at TensorFlow's defaults: add --noat_defaults")

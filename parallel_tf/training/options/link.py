@@ -98,8 +98,6 @@ def define_flags(flag_values=flags.FLAGS):
 def check_shaped(settings, environ):
     """A task's check that the launcher shaped its link as --link_rate says (ConfigError otherwise)."""
     rate = settings.options.link_rate
-    if (settings.options.link_delay or settings.options.link_loss) and not rate:
-        raise ConfigError("--link_delay and --link_loss shape a link: they need --link_rate (e.g. 1gbit)")
     if rate and environ.get(SHAPED_ENV) != rate:
         raise ConfigError(
             f"--link_rate={rate}: only the launcher shapes a link, on the simulated hosts it makes; "
