@@ -56,9 +56,11 @@ def test_an_async_step_is_bound_by_the_busier_of_its_own_link_and_the_ps():
 
 
 def test_a_delay_adds_once_per_one_way_crossing():
-    """A ps step makes two round trips (read, write): 4 crossings; a ring of 4 passes chunks on 2·3 times."""
-    assert network_ms("sync", 1, 1, 0, 0, 1e8, delay_ms=5) == 20
-    assert network_ms("allreduce", 4, 0, 0, 0, 1e8, delay_ms=5) == 30
+    """A ps step waits on three transfers, each a round trip (the receiver asks, the sender answers): 6
+    crossings; a ring of 4 passes chunks on 2·3 times, each a round trip: 12."""
+    assert network_ms("sync", 1, 1, 0, 0, 1e8, delay_ms=5) == 30
+    assert network_ms("async", 2, 1, 0, 0, 1e8, delay_ms=5) == 30
+    assert network_ms("allreduce", 4, 0, 0, 0, 1e8, delay_ms=5) == 60
 
 
 def test_a_mode_without_a_formula_is_refused_not_modelled_as_sync():
