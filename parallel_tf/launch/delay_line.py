@@ -16,6 +16,7 @@ TensorFlow.
 
 import collections
 import ctypes
+import errno
 import os
 import select
 import socket
@@ -110,7 +111,7 @@ def release(sock, last_id):
 def hold(sockets, delay_seconds, clock=time.monotonic):
     """Forever: each packet queued on any of `sockets` accepted `delay_seconds` after it reached this process.
     A release comes late by the time the process takes to wake and answer (tens of microseconds, a tenth of a
-    millisecond's delay): each is made that much early, by the mean lateness of the releases so far."""
+    millisecond's delay): each is made that much early, by a running mean of the releases' lateness."""
     held = {sock: collections.deque() for sock in sockets}  # (when due, id), in arrival order
     early = 0.0  # how much before its due time a release is made: the releases' mean lateness, so far
     while True:
@@ -131,6 +132,10 @@ def hold(sockets, delay_seconds, clock=time.monotonic):
                     data = sock.recv(1 << 16)
                 except BlockingIOError:
                     break
+                except OSError as e:  # ENOBUFS: the kernel dropped messages the buffer had no room for; their
+                    if e.errno != errno.ENOBUFS:  # packets wait in its queue, and go with the next batch verdict
+                        raise
+                    continue
                 held[sock].extend((arrived + delay_seconds, packet_id) for packet_id in packet_ids(data))
 
 
