@@ -137,24 +137,10 @@ class SimulatedHosts:
                 self.delay_by = (link.delay_ms or None) and self._delay_mechanism()
                 for host in range(count):
                     self._shape(host, link)
+                if link.loss:  # before the delay line's rule: a packet it accepts leaves the chain there
+                    self._add_rules(["INPUT", "-i", "eth0", *_random_drop(link.loss)])
                 if self.delay_by == DELAY_LINE:
                     self._start_delay_line(link.delay_ms)
-                if link.loss:
-                    self._add_rules(
-                        [
-                            "INPUT",
-                            "-i",
-                            "eth0",
-                            "-m",
-                            "statistic",
-                            "--mode",
-                            "random",
-                            "--probability",
-                            f"{link.loss:g}",
-                            "-j",
-                            "DROP",
-                        ]
-                    )
         except (OSError, subprocess.CalledProcessError) as e:
             self.stop()
             raise ConfigError(f"--simulate_hosts: could not set up the hosts' network: {_reason(e)}") from None
@@ -169,8 +155,8 @@ class SimulatedHosts:
                 subprocess.run(command, check=True, capture_output=True, text=True, preexec_fn=enter)
 
     def _delay_mechanism(self):
-        """NETEM where the kernel has it (tried on host 0's eth0), else DELAY_LINE; ConfigError where neither can
-        run, never a link without its delay."""
+        """NETEM where the kernel has it (tried on host 0's eth0), else DELAY_LINE (which refuses in one line
+        where it cannot run: never a link without its delay)."""
         probe = ["tc", "qdisc", "add", "dev", "eth0", "root", "netem", "delay", "1ms"]
         if subprocess.run(probe, capture_output=True, preexec_fn=self.enter(0)).returncode == 0:
             subprocess.run(["tc", "qdisc", "del", "dev", "eth0", "root"], check=True, preexec_fn=self.enter(0))
@@ -231,6 +217,11 @@ class SimulatedHosts:
         for holder in self.holders:
             holder.kill()
             holder.wait()
+
+
+def _random_drop(share):
+    """iptables' arguments that drop `share` of the packets, at random."""
+    return ["-m", "statistic", "--mode", "random", "--probability", f"{share:g}", "-j", "DROP"]
 
 
 def _unshare_network():
