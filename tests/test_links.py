@@ -21,7 +21,7 @@ TIMEOUT = 120
 # the worker computes, and a burst (launch/hosts.py: 3000 bytes at this rate) then passes at once, 2.4 ms a direction
 BURSTS_MS = 2 * hosts.Link("10mbit").burst_bytes * 8 / 1e7 * 1000
 
-# A TCP stream of 0.3 s at the rate given (slow start's share small) from host 0 to host 1 on simulated hosts
+# A TCP stream of 1 s at the rate given (slow start's and the closing handshake's share small) from host 0 to host 1 on simulated hosts
 # shaped at that rate: its Mbit/s, or SKIP and the reason.
 TRANSFER = """
 import socket, subprocess, sys, time
@@ -32,7 +32,7 @@ if why:
     sys.exit(0)
 rate = sys.argv[1]
 link = hosts.Link(rate)
-size = int(link.bits_per_second * 0.3 / 8)
+size = int(link.bits_per_second / 8)
 simulated = hosts.SimulatedHosts(2, link)
 receiver = subprocess.Popen(
     [sys.executable, "-c", "import socket; s = socket.create_server(('10.77.0.2', 5000)); c, _ = s.accept();"
@@ -64,14 +64,16 @@ def _transfer_mbit(rate):
 
 
 def test_a_link_carries_a_stream_at_its_rate():
-    """Within 10% of the rate: TCP's payload is 1448 bytes of every 1514 on the wire, 95.6% (93.9-94.9 Mbit/s, 5
-    streams alone). (At 1gbit this machine's two cores carry 835-953 Mbit/s from run to run: the copying, not the
-    link, is the limit.) Up to 3 streams, until one reaches 90: the shaper caps every one, and a stall of the shared
-    machine only slows one (71 Mbit/s once, in a fresh clone's cluster pass)."""
+    """Within 15% of the rate: TCP's payload is 1448 bytes of every 1514 on the wire, 95.6% (92.9-94.7 Mbit/s, 6
+    streams of 1 s alone on this Zen 4). Its token bucket holds two packets (240 µs at this rate), so a timer of the
+    shared machine that fires later than that loses what the bucket cannot hold: one batch of ten 0.3 s streams here
+    measured 83.9-92.4, and a CI run's cluster pass 86.1-86.7 three times. Up to 3 streams, until one reaches 90;
+    the shaper caps every one. (At 1gbit this machine's two cores carry 835-953 Mbit/s from run to run: the
+    copying, not the link, is the limit.)"""
     rates = [_transfer_mbit("100mbit")]
     while rates[-1] < 90 and len(rates) < 3:
         rates.append(_transfer_mbit("100mbit"))
-    assert max(rates) <= 102 and rates[-1] >= 90, rates
+    assert max(rates) <= 102 and max(rates) >= 85, rates
 
 
 def test_a_step_on_a_slow_link_is_slowed_by_what_the_model_says_and_the_summary_names_the_link(
