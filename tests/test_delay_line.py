@@ -1,17 +1,20 @@
 """The delay line (launch/delay_line.py) where the kernel has no netem: its netlink messages, worked out byte by
 byte from linux/netfilter/nfnetlink_queue.h; and on two simulated hosts, the round trip, the stream and the
-loss it was set to, measured (tests/link_probe.py), and a launch on a delayed, lossy link slowed by at least
-the network model's delays. The measurements need a private network namespace and iptables; where either is
-missing they skip, saying why."""
+loss it was set to, measured (tests/link_probe.py); a launch on a delayed, lossy link slowed by at least the
+network model's delays, and one whose delay line dies stopped in one line. The measurements need a private
+network namespace and iptables; where either is missing they skip, saying why."""
 
 import json
+import os
+import re
 import shutil
+import signal
 import struct
 import subprocess
 import sys
 
 import pytest
-from conftest import REPO, launcher_command
+from conftest import REPO, alive, launcher_command
 
 from parallel_tf.launch import delay_line, hosts
 from parallel_tf.tools.network_model import network_ms
@@ -136,3 +139,35 @@ def test_a_sync_step_on_a_delayed_lossy_link_pays_the_models_delays_and_the_run_
     delays = network_ms("sync", 2, 1, 0, 0, 1e8, delay_ms=10.0)
     assert delays == 60.0
     assert summaries["delayed"]["ms_per_step"] - summaries["plain"]["ms_per_step"] >= 0.85 * delays, summaries
+
+
+@pytest.mark.cluster
+def test_a_run_whose_delay_line_dies_stops_in_one_line_and_leaves_no_task(tmp_path, procs):
+    """Without its delay line every packet a host receives is queued to nobody, and the kernel drops it: the
+    tasks would wait on their peers until their watchdog. The launcher watches it as it watches the tasks, and
+    stops the run at once (a restart would run on links that no longer do what the flags say)."""
+    if not shutil.which(hosts.IPTABLES):
+        pytest.skip(f"{hosts.IPTABLES} is not installed (Debian: apt-get install iptables; .ci/run does)")
+    command = launcher_command(
+        "--num_workers=1",
+        "--link_rate=100mbit",
+        "--link_delay=5",
+        "--train_steps=100000",
+        "--log_every=20",
+        f"--logdir={tmp_path / 'run'}",
+    )
+    run = procs.start(command)
+    said = run.wait_for_line(r"delay line \(pid \d+\)|one way by netem|error:", timeout=60)
+    if "delay line" not in said:
+        run.proc.kill()
+        pytest.skip(f"no delay line here: {said}")  # netem delays, or no private network namespace
+    pid = int(re.search(r"pid (\d+)", said).group(1))
+    procs.track(pid)
+    run.wait_for_line(r"step 20/100000", timeout=90)
+    os.kill(pid, signal.SIGKILL)
+    assert run.wait(timeout=60) == 1, run.output
+    assert f"the delay line (pid {pid}) was killed by signal SIGKILL; stopped the tasks, the links are gone" in (
+        run.output
+    )
+    assert "run the same command" in run.lines[-1], run.output  # what was written so far is kept
+    assert run.task_pids and not [name for name, task in run.task_pids.items() if alive(task)], run.task_pids

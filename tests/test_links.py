@@ -21,8 +21,8 @@ TIMEOUT = 120
 # the worker computes, and a burst (launch/hosts.py: 3000 bytes at this rate) then passes at once, 2.4 ms a direction
 BURSTS_MS = 2 * hosts.Link("10mbit").burst_bytes * 8 / 1e7 * 1000
 
-# A TCP stream of 1 s at the rate given (slow start's and the closing handshake's share small) from host 0 to host 1 on simulated hosts
-# shaped at that rate: its Mbit/s, or SKIP and the reason.
+# A TCP stream of 1 s at the rate given (slow start's and the closing handshake's share small) from host 0 to
+# host 1 on simulated hosts shaped at that rate: its Mbit/s, or SKIP and the reason.
 TRANSFER = """
 import socket, subprocess, sys, time
 from parallel_tf.launch import fence, hosts

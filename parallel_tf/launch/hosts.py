@@ -58,6 +58,7 @@ QUEUE = "500ms"  # what a link queues before it drops: deep, so a step's burst o
 
 NETEM, DELAY_LINE = "netem", "delay line (NFQUEUE)"  # what delays a link's packets (Link.delay_by)
 IPTABLES = "iptables-legacy"  # the kernel's legacy tables, which this package's rules use
+DELAY_LINE_NAME = "the delay line"  # as the launcher names its process
 DELAY_LINE_START_SECS = 30  # for the delay line to bind every host's queue
 
 
@@ -201,6 +202,11 @@ class SimulatedHosts:
         _ip("addr", "add", f"{host_address(host)}/24", "dev", "eth0", preexec_fn=enter)
         _ip("link", "set", "eth0", "up", preexec_fn=enter)
         _ip("link", "set", "lo", "up", preexec_fn=enter)
+
+    def needed(self):
+        """{name: process} of what the hosts' links cannot work without while tasks run: the delay line, whose
+        death would leave every packet queued to nobody (dropped by the kernel), so the run would stall."""
+        return {DELAY_LINE_NAME: self.delay_line} if self.delay_line else {}
 
     def namespace(self, host):
         """The path of host `host`'s network namespace."""

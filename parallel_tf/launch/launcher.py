@@ -157,6 +157,9 @@ def main(argv):
         say(f"each of the {len(simulated.holders)} simulated hosts' interfaces is {shaped}")
         if simulated.delay_by:
             os.environ[link.DELAY_BY_ENV] = simulated.delay_by
+        if simulated.delay_line:
+            line = f"{hosts.DELAY_LINE_NAME} (pid {simulated.delay_line.pid})"
+            say(f"{line} holds each packet a host receives for {FLAGS.link_delay:g} ms")
     try:
         code = run_with_restarts(launch.cluster, launch.recipe_path, launch.run_dir, launch.common, simulated)
     except SystemExit as stopped:  # Ctrl-C or SIGTERM: every task has been stopped
@@ -337,17 +340,21 @@ def run_with_restarts(cluster, recipe_path, run_dir, common, simulated):
         spare_workers = run_check.spare_workers(cluster)
         tasks = task_commands(cluster, recipe_path, write_spec(cluster, run_dir), common)
         say(f"{counted(len(tasks), 'task')} ({job_counts(cluster)}), mode {FLAGS.mode}; logdir {run_dir}")
-        namespaces = {}
+        namespaces, needed = {}, {}
         if simulated:
             namespaces = {name: simulated.namespace(hosts.host_of(address)) for name, address in cluster.tasks()}
+            needed = simulated.needed()
         pins = (FLAGS.intra_op_threads, FLAGS.kernels) if FLAGS.fork_tasks else None
-        failed = Cluster(tasks, gpu_environments(cluster), spare_workers, namespaces, pins).run()
+        failed = Cluster(tasks, gpu_environments(cluster), spare_workers, namespaces, pins, needed).run()
         if failed and finished(run_dir, FLAGS.train_steps):  # the chief wrote the whole run's summary first
             say(f"{failed[0]} {describe_exit(failed[1])} after the chief finished the run; stopped the other tasks")
         if not failed or finished(run_dir, FLAGS.train_steps):
             report_summary(run_dir)
             return 0
         name, code = failed
+        if name in needed:  # a restart would run on links that no longer do what the flags say
+            say(f"{name} (pid {needed[name].pid}) {describe_exit(code)}; stopped the tasks, the links are gone")
+            return 1
         if code == 2 or restart == FLAGS.max_restarts:
             say(f"{name} {describe_exit(code)}; stopped the other tasks")
             return 2 if code == 2 else 1

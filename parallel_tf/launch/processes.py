@@ -18,8 +18,10 @@ POLL_SECS = 0.1
 class Cluster:
     """The running processes: started together, relayed line by line, stopped together."""
 
-    def __init__(self, tasks, cuda_devices, spare_workers=0, namespaces=None, pins=None):
+    def __init__(self, tasks, cuda_devices, spare_workers=0, namespaces=None, pins=None, needed=None):
         self.tasks = tasks
+        # name: a process the tasks cannot go on without (the links' delay line): if it ends, the run fails
+        self.needed = needed or {}
         self.cuda_devices = cuda_devices
         self.namespaces = namespaces or {}  # task name: the network namespace of its simulated host
         self.spare_workers = spare_workers  # backup workers: this many non-chief workers may die
@@ -106,6 +108,9 @@ class Cluster:
         Of tasks found failed in the same poll, one killed by a signal is named first: its peers exit 1
         within milliseconds of losing it (an all-reduce's ring breaks at once), and it is the cause."""
         while True:
+            for name, proc in self.needed.items():
+                if proc.poll() is not None:
+                    return name, proc.returncode
             codes = {name: proc.poll() for name, proc in self.procs.items() if name not in self.lost}
             failed = [(name, code) for name, code in codes.items() if code not in (None, 0)]
             for name, code in sorted(failed, key=lambda failure: failure[1] > 0):  # killed by a signal: < 0
