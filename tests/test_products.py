@@ -130,6 +130,37 @@ def test_a_convolution_and_its_gradients_are_tensorflows_up_to_rounding(shape):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
 
 
+def _windows(images, size, before):
+    """Every position's size x size window of NHWC `images`, zeros outside, one row a position (row, column,
+    channel): the matrix the windows op reads in place, written out."""
+    batch, height, width, channels = images.shape
+    after = size - 1 - before
+    padded = np.pad(images, [(0, 0), (before, after), (before, after), (0, 0)])
+    rows = [padded[:, dy : dy + height, dx : dx + width, :] for dy in range(size) for dx in range(size)]
+    return np.stack(rows, axis=3).reshape(batch * height * width, size * size * channels)
+
+
+@pytest.mark.parametrize("channels", [3, 16, 32, 48])
+def test_a_kernel_gradient_is_the_dense_kernels_sums_over_the_written_out_windows(channels):
+    """windowsᵀ @ g, bit for bit the dense kernel's product of the windows written out: where the channels come in
+    whole panels of 16 (16, 32, 48) the op multiplies by the windows as B and transposes the product, else it
+    gathers each term as A; either way each element is the same sums in the same order. 2 images of 7 x 5: 70
+    positions, rows past whole 6 x 32 blocks; a 3 x 3 window, padding on every side."""
+    random = np.random.RandomState(channels)
+    images = random.randn(2, 7, 5, channels).astype(np.float32)
+    images[:, 2, 3, :] = 0.0  # zeros inside the image too, as ReLU leaves them
+    upstream = random.randn(70, 37).astype(np.float32)
+    with tf.Graph().as_default():
+        ops = products.portable_kernel.ops()
+        of_windows = ops.portable_windows_mat_mul(
+            tf.constant(images), tf.constant(upstream), size=3, before=1, transpose_windows=True
+        )
+        written_out = products.contract(tf.constant(_windows(images, 3, 1)), tf.constant(upstream), transpose_a=True)
+        of_windows, written_out = run([of_windows, written_out])
+    assert of_windows.tobytes() == written_out.tobytes()
+    np.testing.assert_allclose(of_windows, _windows(images, 3, 1).T.astype(np.float64) @ upstream, rtol=1e-4, atol=1e-4)
+
+
 def test_a_max_pools_gradient_is_tensorflows_bit_for_bit():
     """Each window's gradient to its first largest input, ties included (two equal values in the first window)."""
     random = np.random.RandomState(0)

@@ -6,8 +6,8 @@
 // registers (twice the work an instruction): each element's sum is the same chain of the same FMAs, so the same bits.
 //
 // A and B are sources of elements: a matrix in memory (any strides: a transpose is a swap of them), read where
-// it lies where it can be, or the windows of an image (a convolution's operand), copied a panel at a time where
-// the kernel reads them, never written out whole.
+// it lies where it can be, or the windows of an image (a convolution's operand, as A or as B), copied a panel at a
+// time where the kernel reads them, never written out whole.
 #pragma once
 #include <immintrin.h>
 
@@ -94,10 +94,29 @@ struct Windows {
     if (rows < MR) std::fill(panel, panel + kc * MR, 0.0f);
     for (int64_t i = 0; i < rows; ++i) copy(i0 + i, p0, kc, panel + i, MR);
   }
+  // Whether a panel of NR terms always lies within one pixel's channels, side by side (pack_columns copies it whole).
+  bool whole_panels() const { return channels % NR == 0; }
+  // As B (whole_panels()): positions [p0, p0 + kc), terms [j0, j0 + NR) into panel[p * NR + j]: each position's
+  // NR channels of one pixel copied at once, or zeros where that pixel is outside the image.
+  void pack_columns(int64_t p0, int64_t kc, int64_t j0, int64_t, float* panel) const {
+    const int64_t dy = j0 / (size * channels) - before, dx = j0 / channels % size - before, channel = j0 % channels;
+    int64_t x = p0 % width, y = (p0 / width) % height, image = p0 / (width * height);
+    for (int64_t p = 0; p < kc; ++p, panel += NR) {
+      const int64_t iy = y + dy, ix = x + dx;
+      if (iy < 0 || iy >= height || ix < 0 || ix >= width)
+        std::fill(panel, panel + NR, 0.0f);
+      else
+        std::memcpy(panel, images + ((image * height + iy) * width + ix) * channels + channel, NR * sizeof(float));
+      if (++x < width) continue;  // the next position: the next column, else row, else image
+      x = 0;
+      if (++y == height) y = 0, ++image;
+    }
+  }
 };
 
 // The windows transposed, as A: row t is term t of every position's window, the positions its terms (a
-// convolution's kernel gradient: windowsᵀ @ the gradient at each position).
+// convolution's kernel gradient: windowsᵀ @ the gradient at each position), where the channels do not come in
+// whole panels (Windows::whole_panels(); else the op multiplies by the windows as B, the product transposed).
 struct WindowsTransposed {
   Windows windows;
 
