@@ -5,6 +5,9 @@ import pytest
 from inprocess import half_mean_square, scalar_dataset, scalar_recipe, train
 from models import DIGITS, MLP
 
+from parallel_tf.compat import tf
+from parallel_tf.training import traffic
+
 pytestmark = pytest.mark.inprocess
 
 QUADRATIC = scalar_recipe(half_mean_square, w0=0.0)
@@ -82,3 +85,12 @@ def test_each_server_carries_its_share_of_the_split_variables(tmp_path):
         "ps:1": {"sent": 18984, "received": 18984},
     }
     assert (summary["bytes_sent_per_step"], summary["bytes_received_per_step"]) == (38444, 38456)
+
+
+def test_a_collective_it_cannot_count_is_refused_not_counted_as_nothing():
+    """A broadcast (CollectiveBcastSend: a tree, not the ring) in a step: its bytes have no count here, so the walk
+    names it instead of reporting the step's traffic short."""
+    with tf.Graph().as_default():
+        sent = tf.raw_ops.CollectiveBcastSend(input=tf.zeros([3]), group_size=2, group_key=1, instance_key=1, shape=[3])
+        with pytest.raises(NotImplementedError, match=r"not of CollectiveBcastSend \(CollectiveBcastSend\)"):
+            traffic.step_bytes(sent, ("worker", 0))

@@ -11,7 +11,8 @@ edges carry no data.
 
 A collective (all-reduce mode) moves its data inside one op, so it counts what its ring algorithm
 sends and receives: an all-reduce of b bytes among N workers, 2(N-1)/N·b each way (reduce-scatter,
-then all-gather); an all-gather of b bytes from each, (N-1)·b each way.
+then all-gather); an all-gather of b bytes from each, (N-1)·b each way. Any other collective in a step is
+refused, never counted as nothing.
 """
 
 import re
@@ -74,10 +75,19 @@ def step_bytes_by_peer(fetches, here):
     return sent, received, by_peer
 
 
+COUNTED_COLLECTIVES = ("CollectiveReduce", "CollectiveGather")
+
+
 def _collective_bytes(op):
-    """The bytes a ring collective `op` sends from this worker, and receives; 0 for any other op."""
-    if op.type not in ("CollectiveReduce", "CollectiveGather"):
+    """The bytes a ring collective `op` sends from this worker, and receives; 0 for an op that is no collective. A
+    collective it has no count for is refused: a step's traffic reported short would be a wrong number published."""
+    if not op.type.startswith("Collective"):
         return 0
+    if op.type not in COUNTED_COLLECTIVES:
+        raise NotImplementedError(
+            f"traffic.py counts the bytes of {' and '.join(COUNTED_COLLECTIVES)}, not of {op.type} ({op.name}) in "
+            "this step: count what its algorithm sends in _collective_bytes"
+        )
     size, workers = _size(op.inputs[0]), op.get_attr("group_size")
     return 2 * (workers - 1) * size // workers if op.type == "CollectiveReduce" else (workers - 1) * size
 
