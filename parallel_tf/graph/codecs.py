@@ -41,18 +41,36 @@ qsgd and terngrad draw their random roundings from it (an int64 pair, a function
 the worker, the variable and the global step), so a repeat, and a resumed run, draws the same ones.
 """
 
+from __future__ import annotations  # the annotations name TensorFlow's types, never imported for them
+
 import dataclasses
 
-from parallel_tf.backports import removeprefix
+from parallel_tf.backports import Protocol
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import exact_math, exact_ops
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.worker_state import keep
 
-NAMES = ("8bit", "1bit", "topk:K", "qsgd:S[:B]", "terngrad")
 MAX_LEVELS = 127  # a signed level fits in an int8
 QSGD_BUCKET = 128  # elements that share one norm, by default
+
+
+class Codec(Protocol):
+    """What every codec is: its paper's name, whether error feedback is on by default (off for the unbiased ones),
+    and the three things a gradient's crossing needs."""
+
+    name: str
+    error_feedback_by_default: bool
+
+    def encode(self, v: tf.Tensor, seed: tf.Tensor) -> list:
+        """The payload of the flat gradient `v`: the only tensors that cross to the parameter server."""
+
+    def decode(self, payload: list, size: int) -> tf.Tensor:
+        """The flat gradient of `size` elements that `payload` stands for."""
+
+    def payload_bytes(self, size: int) -> int:
+        """The bytes of the payload of a gradient of `size` elements."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,24 +200,52 @@ class TernGrad(_Stochastic):
         return -(-size // 4) + 4
 
 
-def parse(name):
+@dataclasses.dataclass(frozen=True)
+class Argument:
+    """An integer after a codec's name (`topk:K`): its letter in the syntax, its range, and its default (None:
+    it must be given)."""
+
+    letter: str
+    low: int = 1
+    high: int | None = None
+    default: int | None = None
+
+    def value(self, text):
+        """The argument `text` gives, or None where it is no integer in range."""
+        if not text.isdigit() or int(text) < self.low or (self.high is not None and int(text) > self.high):
+            return None
+        return int(text)
+
+
+# --gradient_compression's codecs: name, the class, and the integers after the name its constructor takes
+CODECS: dict[str, tuple[type[Codec], tuple[Argument, ...]]] = {
+    "8bit": (EightBit, ()),
+    "1bit": (OneBit, ()),
+    "topk": (TopK, (Argument("K"),)),
+    "qsgd": (QSGD, (Argument("S", high=MAX_LEVELS), Argument("B", default=QSGD_BUCKET))),
+    "terngrad": (TernGrad, ()),
+}
+
+
+def _syntax(name, arguments):
+    """'qsgd:S[:B]': the name, each argument's letter after a colon, an optional one in brackets."""
+    return name + "".join(f"[:{a.letter}]" if a.default is not None else f":{a.letter}" for a in arguments)
+
+
+NAMES = tuple(_syntax(name, arguments) for name, (_, arguments) in CODECS.items())
+
+
+def parse(name: str) -> Codec | None:
     """The codec --gradient_compression names ('none' -> None); ConfigError for anything else."""
     if name == "none":
         return None
-    if name == "8bit":
-        return EightBit()
-    if name == "1bit":
-        return OneBit()
-    if name.startswith("topk:") and name[5:].isdigit() and int(name[5:]) > 0:
-        return TopK(int(name[5:]))
-    if name == "terngrad":
-        return TernGrad()
-    levels, _, bucket = removeprefix(name, "qsgd:").partition(":")
-    if name.startswith("qsgd:") and levels.isdigit() and 0 < int(levels) <= MAX_LEVELS:
-        if not bucket:
-            return QSGD(int(levels))
-        if bucket.isdigit() and int(bucket) > 0:
-            return QSGD(int(levels), int(bucket))
+    head, *given = name.split(":")
+    codec, arguments = CODECS.get(head, (None, ()))
+    required = sum(argument.default is None for argument in arguments)
+    if codec and required <= len(given) <= len(arguments):
+        values = [argument.value(text) for argument, text in zip(arguments, given)]
+        if None not in values:
+            return codec(*values, *(argument.default for argument in arguments[len(given) :]))
     raise ConfigError(
         f"--gradient_compression={name}: expected none, {', '.join(NAMES)} (K and B positive integers, "
         f"1 <= S <= {MAX_LEVELS})"
