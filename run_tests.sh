@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Lints (ruff, import-linter), builds the manual (mkdocs) and runs the test suite, real multi-process
+# Lints (ruff, import-linter), checks the types (mypy), builds the manual (mkdocs) and runs the test suite, real multi-process
 # clusters included; sets up .venv on first use. With arguments, one pytest run of them instead: ./run_tests.sh -k sharder
 # PARALLEL_TF_TENSORFLOW=1.15 runs the tests on TensorFlow 1.15 in .venv-tf1.15 (Python 3.7), without the lint and
 # the manual, which do not depend on TensorFlow's version.
@@ -13,6 +13,8 @@ if [ "${PARALLEL_TF_TENSORFLOW:-2}" = 2 ]; then
   "$VENV/bin/ruff" format --check .
   # The import layers and no circles (.importlinter).
   "$VENV/bin/lint-imports" --no-logo --no-cache
+  # The types (pyproject.toml's [tool.mypy]): a technique or codec short of its Protocol fails here.
+  "$VENV/bin/mypy" --no-error-summary
   # The manual (docs/, mkdocs.yml): a broken link, anchor or page fails.
   "$VENV/bin/mkdocs" build --strict --quiet
 else

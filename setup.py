@@ -31,6 +31,6 @@ setup(
         "gpu": [f"tensorflow{TENSORFLOW}"],
         "tf115": TENSORFLOW_1,  # PARALLEL_TF_TENSORFLOW=1.15 (scripts/ensure_venv.sh)
         "test": TEST,
-        "dev": [*TEST, "ruff", "import-linter", "mkdocs"],
+        "dev": [*TEST, "ruff", "import-linter", "mkdocs", "mypy"],
     },
 )

@@ -12,9 +12,9 @@ import signal
 import socket
 import sys
 
-try:
+if sys.version_info >= (3, 8):
     from typing import Protocol, TypedDict
-except ImportError:  # Python 3.7
+else:
     from typing_extensions import Protocol, TypedDict
 
 __all__ = ["Protocol", "TypedDict"]

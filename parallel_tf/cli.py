@@ -25,7 +25,7 @@ def exit_config_error(message):
 HELP = {"--help", "-help", "-h", "-?", "--helpshort"}
 # --help's sections past a command's own flags, added by the layer that defines those flags (run_flags.py), so
 # this module names none of them: each a callable giving [(heading or None, [(title, defining module)])]
-HELP_SECTIONS = []
+HELP_SECTIONS: list = []
 
 
 def parse_flags_or_exit(argv, known_only=False, command="__main__", hints=None):

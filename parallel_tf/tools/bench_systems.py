@@ -22,9 +22,9 @@ class Model:
 class System:
     title: str
     kind: str  # "limit", "sync", "async" or "floor": whom it is compared with
-    mode: str = None  # ours: the launcher's --mode; None for the one process and the peers
+    mode: str | None = None  # ours: the launcher's --mode; None for the one process and the peers
     flags: tuple = ()
-    strategy: str = None  # a peer's tf_strategies --strategy
+    strategy: str | None = None  # a peer's tf_strategies --strategy
     min_workers: int = 1
     steps_per_run: int | None = None  # ours: --steps_per_run (None: the default, automatic); the logging
     # interval is rounded up to a multiple of it

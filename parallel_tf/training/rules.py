@@ -35,10 +35,15 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Callable, ClassVar, Mapping  # typing's: subscripted at run time, as Python 3.7's abc's are not
+
+# typing's: subscripted at run time, as Python 3.7's abc's are not
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
 
 from parallel_tf.backports import zip_strict
 from parallel_tf.errors import ConfigError
+
+if TYPE_CHECKING:
+    from parallel_tf.cluster.config import ClusterConfig
 
 # The hooks a mode's step may call (Mode.offers says which it does), by what each does. A technique that builds the
 # graph itself calls only those it lists in `calls`, and closes the others (rule 3).
@@ -87,7 +92,7 @@ class EveryMode:
 
 EVERY_MODE, EVERY_CLUSTER_MODE = EveryMode(single=True), EveryMode()
 
-Values = Mapping[str, object]  # {flag name: value} of a run, with "mode"
+Values = Mapping[str, Any]  # {flag name: value} of a run, with "mode"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,8 +105,8 @@ class Declaration:
     flags: tuple
     modes: tuple | EveryMode
     # (values, cluster) -> whether a run with these values uses it; None: once flags[0] is not at its default
-    enabled: Callable[[Values, object], bool] | None = None
-    check: Callable[[Values, object], None] | None = None  # raises ConfigError for a bad value of its flags
+    enabled: Callable[[Values, ClusterConfig], bool] | None = None
+    check: Callable[[Values, ClusterConfig], None] | None = None  # raises ConfigError for a bad value of its flags
     requires: dict = dataclasses.field(default_factory=dict)  # {flag: (value, why)}, while it is on
     # {flag: (values) -> value}: a flag of its own whose default (None) means "as the run decides", while it is on:
     # the value the run uses, settled as a requirement is, so run.json and summary.json say what ran
@@ -125,7 +130,7 @@ class Declaration:
     whole_variables: bool = False
     # (values, cluster, [shape of each trainable variable]) -> ConfigError for what only the model's shapes tell
     # (PowerSGD's rank against its matrices): checked before any task starts, from the recipe's model
-    check_shapes: Callable[[Values, object, list], None] | None = None
+    check_shapes: Callable[[Values, ClusterConfig, list], None] | None = None
     # Of HOOKS, each a function of its module with that name and its seam's signature (seams.py): the seams it
     # fills with code. A technique's `build` replaces the mode's builder; a `reduce` (seams.Reduce) gives
     # all-reduce's ways of reducing, each from the step it starts at; without one, the plain ring's.
@@ -166,7 +171,7 @@ class Technique(Declaration):
     KIND: ClassVar[str] = "technique"
 
     calls: tuple = ()  # with a `build` hook: the HOOKS_OF_THE_MODE its builder calls
-    spare_workers: Callable[[Values, object], int] | None = None  # (values, cluster) -> workers the run may lose
+    spare_workers: Callable[[Values, ClusterConfig], int] | None = None  # (values, cluster) -> workers the run may lose
 
     @property
     def builds_graph(self):
@@ -209,7 +214,7 @@ class Mode:
     # The SEAMS its step has besides EVERY_MODE_SEAMS: the hooks it calls, and all-reduce's ring, whose options set
     # values its sums read. A hook of any other seam would never be called in it, so it owns nothing there.
     offers: tuple = ()
-    check: Callable[[Values, object], None] | None = None  # its rules of a whole run: ConfigError, one line
+    check: Callable[[Values, ClusterConfig], None] | None = None  # its rules of a whole run: ConfigError, one line
     # (hosts_known, source, flag_values) -> None: its rules of how a cluster is laid out on hosts, checked
     # wherever one is (Slurm, the launcher, a TFJob); `source` names it, for the ConfigError
     check_layout: Callable[[bool, str, object], None] | None = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from typing import Optional  # Optional[kind], not kind | None: evaluated as the class is made, on Python 3.7 too
+from typing import Any, Optional  # Optional[kind], not kind | None: evaluated as the class is made, on Python 3.7 too
 
 from absl import flags
 
@@ -60,9 +60,9 @@ class Settings:
     seed: int
     logdir: str
     dataset: str
-    data_dir: str = None
+    data_dir: str | None = None
     download: bool = False
-    download_url: str = None
+    download_url: str | None = None
     log_every: int = 50
     snapshot_every: int = 0
     nan_guard: bool = True
@@ -73,11 +73,12 @@ class Settings:
     checkpoint_every: int = 100
     fresh: bool = False
     operation_timeout: float = 300.0
-    options: Options = dataclasses.field(default_factory=Options)  # every declared flag, as check_run settled them
+    # every declared flag, as check_run settled them: an Options, made at import, whose fields no type checker sees
+    options: Any = dataclasses.field(default_factory=Options)
     techniques: tuple = ()  # the techniques on, as check_run decided (names, in wrapping order)
     options_on: tuple = ()  # the options on (options/), as check_run decided
     num_gpus: int = 0
-    trace_steps: tuple = None  # (first, end) of --trace_steps, or None
+    trace_steps: tuple | None = None  # (first, end) of --trace_steps, or None
     # All-reduce: TensorFlow remembers a collective's keys for the life of a process, so one process
     # that runs several clusters in turn (the tests) gives each its own group; a task runs one.
     collective_group: int = 1

@@ -1,0 +1,41 @@
+"""The type checker of ./run_tests.sh (mypy, pyproject.toml's [tool.mypy]) holds a codec to graph/codecs.py's Codec
+Protocol: a copy of the package whose top-k codec lacks payload_bytes fails it, naming the codec's table entry,
+where the package as it is passes."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+pytestmark = pytest.mark.inprocess
+TIMEOUT = 300
+
+
+def _mypy(package_root):
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-error-summary", "--cache-dir=/dev/null", "parallel_tf"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        cwd=package_root,
+    )
+
+
+def test_a_codec_short_of_a_protocol_method_fails_the_type_checker(tmp_path):
+    pytest.importorskip("mypy", reason="the type checker is in the dev extra (./run_tests.sh installs it)")
+    shutil.copytree(
+        REPO / "parallel_tf", tmp_path / "parallel_tf", ignore=shutil.ignore_patterns("build", "__pycache__")
+    )
+    shutil.copy(REPO / "pyproject.toml", tmp_path)
+    assert _mypy(tmp_path).returncode == 0
+    codecs = tmp_path / "parallel_tf" / "graph" / "codecs.py"
+    source = codecs.read_text()
+    top_k = source.index("class TopK")
+    method = source.index("    def payload_bytes(self, size):", top_k)
+    end = source.index("\n\n", method)
+    codecs.write_text(source[:method] + source[end + 1 :])
+    checked = _mypy(tmp_path)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert '"tuple[type[TopK], tuple[Argument]]"; expected "str": "tuple[type[Codec]' in checked.stdout
