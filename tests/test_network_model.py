@@ -63,6 +63,14 @@ def test_a_delay_adds_once_per_one_way_crossing():
     assert network_ms("allreduce", 4, 0, 0, 0, 1e8, delay_ms=5) == 60
 
 
+def test_a_hierarchical_step_waits_on_its_groups_four_round_trips_and_its_share_of_an_exchanges_four():
+    """A group's step, 4 round trips (8 crossings), and the central exchange's 4 more every --central_every=k
+    steps: at 5 ms, 80 ms a step with an exchange every step, 8·5 + 8·5/4 = 50 with one every fourth."""
+    assert network_ms("hierarchical", 2, 1, 0, 0, 1e8, delay_ms=5) == 80
+    assert network_ms("hierarchical", 2, 1, 0, 0, 1e8, delay_ms=5, exchange_every=4) == 50
+    assert serial_ms(10, "hierarchical", 2, 1, 0, 0, 1e8, delay_ms=5, exchange_every=4) == 60
+
+
 def test_a_mode_without_a_formula_is_refused_not_modelled_as_sync():
     with pytest.raises(ValueError, match="no formula for --mode=gossip"):
         network_ms("gossip", 2, 0, 1, 1, 1e8)

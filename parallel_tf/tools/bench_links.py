@@ -82,9 +82,10 @@ def table_rows(model, results):
             shape = (mode, sharing, summary["num_ps"] or 1, row["sent"], row["received"], bits_per_second(rate))
             unshaped = medians[m, system, workers, UNSHAPED]
             share, pieces = busiest_server_share(summary), pipeline_pieces(summary)
+            delays = {"delay_ms": delay_ms, "server_share": share, "exchange_every": summary.get("central_every", 1)}
             row["predicted"] = (
-                network_model.overlapped_ms(unshaped, *shape, delay_ms=delay_ms, pieces=pieces, server_share=share),
-                network_model.serial_ms(unshaped, *shape, delay_ms=delay_ms, server_share=share),
+                network_model.overlapped_ms(unshaped, *shape, pieces=pieces, **delays),
+                network_model.serial_ms(unshaped, *shape, **delays),
             )
         rows.append(row)
     return rows

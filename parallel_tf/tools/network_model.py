@@ -39,9 +39,15 @@ check, preamble and gap, 1538 bytes (ETHERNET_GOODPUT: the tables beyond this ma
 adds a round trip, 2d, for each transfer a step waits on, as TensorFlow's receiver asks for every tensor and
 the sender answers (RecvTensor, and a collective's RecvBuf): a parameter-server step (sync, async and a
 hierarchical group's) waits on three, the parameters to the worker, its gradient to the server and the
-server's answer back (6d); a ring of N on its 2(N−1) steps, 4(N−1)d. Measured with the delay line at 5, 10
-and 20 ms on 100mbit (BENCHMARKS.md, "Latency"), sync and async land inside the bounds at every delay and the
-ring of 2 within 9% below them (a chunk's request overlaps the last answer).
+server's answer back (6d); a ring of N on its 2(N−1) steps, 4(N−1)d. A hierarchical step is two tiers: a
+group's SyncReplicasOptimizer step waits on four round trips (8d: the parameters read from the local ps, the
+gradients into its accumulators, the token its chief's queue runner gives back once they are applied, and the
+group's barrier), and every --central_every=k steps the group chief's exchange on four more (8d: its sum
+applied on the central ps, the exchange counted there, the local ps reading the central values and answering
+the chief), 8d + 8d/k a step. Measured with the delay line at 5, 10 and 20 ms on 100mbit (BENCHMARKS.md,
+"Latency"), sync and async land inside the bounds at every delay and the ring of 2 within 9% below them (a
+chunk's request overlaps the last answer); hierarchical's slopes, 7.2-7.5 ms a ms of delay with k = 100 and
+14.9-15.8 with k = 1, against the model's 8 and 16.
 """
 
 from __future__ import annotations
@@ -52,12 +58,14 @@ from collections.abc import Callable
 TC_GOODPUT = 1448 / 1514
 ETHERNET_GOODPUT = 1448 / 1538
 MODES = ("sync", "hierarchical", "async", "allreduce")  # the modes the model has a formula for
-# One-way delays a step waits on, given the workers: a round trip for each transfer it waits on in turn
+GROUP_STEP_DELAYS, EXCHANGE_DELAYS = 8, 8  # hierarchical's two tiers, one-way delays each
+# One-way delays a step waits on, given the workers and hierarchical's --central_every: a round trip for each
+# transfer it waits on in turn
 DELAYS_A_STEP = {
-    "sync": lambda workers: 6,
-    "hierarchical": lambda workers: 6,
-    "async": lambda workers: 6,
-    "allreduce": lambda workers: 4 * (workers - 1),
+    "sync": lambda workers, exchange_every: 6,
+    "hierarchical": lambda workers, exchange_every: GROUP_STEP_DELAYS + EXCHANGE_DELAYS / exchange_every,
+    "async": lambda workers, exchange_every: 6,
+    "allreduce": lambda workers, exchange_every: 4 * (workers - 1),
 }
 
 
@@ -87,10 +95,13 @@ def busiest_bytes(mode, workers, num_ps, sent, received, pieces=0, server_share=
     return max(server, sent + received)
 
 
-def network_ms(mode, workers, num_ps, sent, received, bits_per_second, delay_ms=0.0, pieces=0, server_share=None):
-    """What the busiest interface takes a step (busiest_bytes at tc's goodput), and its delays."""
+def network_ms(
+    mode, workers, num_ps, sent, received, bits_per_second, delay_ms=0.0, pieces=0, server_share=None, exchange_every=1
+):
+    """What the busiest interface takes a step (busiest_bytes at tc's goodput), and its delays (`exchange_every`:
+    hierarchical's --central_every)."""
     carried = busiest_bytes(mode, workers, num_ps, sent, received, pieces, server_share)  # refuses a mode it lacks
-    return carried / payload_bytes_per_ms(bits_per_second) + DELAYS_A_STEP[mode](workers) * delay_ms
+    return carried / payload_bytes_per_ms(bits_per_second) + DELAYS_A_STEP[mode](workers, exchange_every) * delay_ms
 
 
 def overlapped_ms(unshaped_ms, *shape, **options):
@@ -99,16 +110,28 @@ def overlapped_ms(unshaped_ms, *shape, **options):
     return max(unshaped_ms, network_ms(*shape, **options))
 
 
-def serial_ms(unshaped_ms, mode, workers, num_ps, sent, received, bits_per_second, delay_ms=0.0, server_share=None):
+def serial_ms(
+    unshaped_ms,
+    mode,
+    workers,
+    num_ps,
+    sent,
+    received,
+    bits_per_second,
+    delay_ms=0.0,
+    server_share=None,
+    exchange_every=1,
+):
     """The serial bound: the unshaped step, then every direction of the busiest interface in turn. A pipelined
     step (--pipeline_pieces) has the same: at worst its pieces all land together and are pulled after."""
     if mode not in MODES:
         raise ValueError(f"the network model has no formula for --mode={mode}")
     bytes_per_ms = payload_bytes_per_ms(bits_per_second)
+    delays = DELAYS_A_STEP[mode](workers, exchange_every) * delay_ms
     if mode == "allreduce":
-        return unshaped_ms + (sent + received) / bytes_per_ms + DELAYS_A_STEP[mode](workers) * delay_ms
+        return unshaped_ms + (sent + received) / bytes_per_ms + delays
     share = 1 / num_ps if server_share is None else server_share
-    return unshaped_ms + workers * (sent + received) * share / bytes_per_ms + DELAYS_A_STEP[mode](workers) * delay_ms
+    return unshaped_ms + workers * (sent + received) * share / bytes_per_ms + delays
 
 
 WORKERS = (8, 32, 128, 256)
