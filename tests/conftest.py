@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from parallel_tf.launch import warm_client
-from parallel_tf.launch.launcher import free_loopback_addresses
+from parallel_tf.launch.local import free_loopback_addresses
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = str(REPO / "recipes" / "mnist.py")

@@ -19,7 +19,7 @@ import numpy as np
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import Dataset
-from parallel_tf.launch.launcher import free_loopback_addresses
+from parallel_tf.launch.local import free_loopback_addresses
 from parallel_tf.training import devices, run_check
 from parallel_tf.training.recipe import Recipe
 from parallel_tf.training.settings import run_settings

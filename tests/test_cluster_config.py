@@ -7,7 +7,9 @@ import pytest
 from parallel_tf.cluster import config as cluster
 from parallel_tf.errors import ConfigError
 from parallel_tf.launch import hosts
-from parallel_tf.launch.launcher import cluster_for_restart, local_cluster, resume_hint
+from parallel_tf.launch.launcher import resume_hint
+from parallel_tf.launch.local import local_cluster
+from parallel_tf.launch.restarts import cluster_for_restart
 from parallel_tf.training import modes
 
 GOOD = {"cluster": {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "localhost:2224"]}}

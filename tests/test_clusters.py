@@ -31,7 +31,7 @@ from tensorboard.backend.event_processing import event_accumulator
 
 from parallel_tf.compat import tf
 from parallel_tf.launch import warm_client
-from parallel_tf.launch.launcher import free_loopback_addresses
+from parallel_tf.launch.local import free_loopback_addresses
 
 STEPS = SYNC_STEPS
 SUMMARY_KEYS = {

@@ -6,7 +6,7 @@ from parallel_tf.cluster import config as cluster
 from parallel_tf.compat import tf
 from parallel_tf.graph import placement
 from parallel_tf.launch import processes
-from parallel_tf.launch.launcher import gpu_environments
+from parallel_tf.launch.local import gpu_environments
 from parallel_tf.training import devices
 
 

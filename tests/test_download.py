@@ -14,7 +14,7 @@ from idx_files import write_mnist
 
 from parallel_tf.data import datasets, download
 from parallel_tf.errors import TaskFailure
-from parallel_tf.launch import launcher as launch
+from parallel_tf.launch import recipe_checks as launch
 
 
 class FileServer:

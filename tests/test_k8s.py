@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO, RUN_TIMEOUT, SYNC_STEPS, ProcessTracker, read_summary
 
 from parallel_tf.cluster.config import from_tfjob_config
-from parallel_tf.launch.launcher import free_loopback_addresses
+from parallel_tf.launch.local import free_loopback_addresses
 from parallel_tf.tools import k8s
 from parallel_tf.training import modes
 

@@ -25,27 +25,25 @@ manages processes, and the kernel lets only a single-threaded process enter a us
 """
 
 import dataclasses
-import json
 import os
-import socket
-import subprocess
 import sys
 
 from absl import app, flags
 
-from parallel_tf.backports import removeprefix, shlex_join
-from parallel_tf.cli import CHECKED_DATASET, UNKNOWN_FLAG, counted, exit_config_error, parse_flags_or_exit, unknown_flag
+from parallel_tf.backports import shlex_join
+from parallel_tf.cli import counted, exit_config_error, parse_flags_or_exit
 from parallel_tf.cluster import addresses
 from parallel_tf.cluster import config as cluster_lib
-from parallel_tf.data import download
 from parallel_tf.errors import ConfigError, TaskFailure
 from parallel_tf.launch import fence, hosts
-from parallel_tf.launch.processes import Cluster, describe_exit, say
+from parallel_tf.launch.local import local_cluster
+from parallel_tf.launch.processes import say
+from parallel_tf.launch.recipe_checks import check_task_flags, fetch_before_fencing
+from parallel_tf.launch.restarts import run_with_restarts, task_commands
 from parallel_tf.training import modes, run_check, run_flags
 from parallel_tf.training.logdir import default_logdir, prepare_logdir, remove_if_empty
 from parallel_tf.training.options import link
 
-CHECK_TIMEOUT_SECS = 120
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECIPES_DIR = os.path.join(REPO_DIR, "recipes")
 
@@ -240,70 +238,6 @@ def resume_hint(run_dir, logdir_given, checkpointed=True):
     return f"to resume from the latest checkpoint in {run_dir}, run the same command{logdir}"
 
 
-def check_task_flags(cluster, recipe_path, common):
-    """Runs the chief's command with --check_flags before anything is started or written, so a flag
-    the tasks would refuse (the recipe's own, an unknown one, a bad value) is one line and exit 2 here,
-    in the recipe's own words, in well under a second: a task checks its flags before it imports
-    TensorFlow. The cluster goes by TF_CONFIG, as its spec file is not written yet; without one (None),
-    the command is the one plain process's."""
-    environment = dict(os.environ)
-    if cluster:
-        environment["TF_CONFIG"] = json.dumps({**json.loads(cluster.to_json()), "task": {"type": "worker", "index": 0}})
-    command = [sys.executable, recipe_path, *common, "--check_flags"]
-    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=CHECK_TIMEOUT_SECS)
-    if done.returncode == 2:
-        said = (done.stderr + done.stdout).strip().splitlines() or ["the chief's command refused its flags (exit 2)"]
-        raise ConfigError(with_suggestion(removeprefix(said[-1], "error: ")))
-    if done.returncode:
-        raise TaskFailure(f"checking the tasks' flags failed (exit {done.returncode}): {done.stderr.strip()}")
-
-
-def with_suggestion(refusal):
-    """The recipe's refusal of a flag it does not know, with the launcher's flags it may have meant beside the
-    recipe's (the recipe's own parser knows only the recipe's: --num_worker gets no suggestion there)."""
-    unknown = UNKNOWN_FLAG.match(refusal)
-    if not unknown or ":" in refusal:  # a flag the recipe has a hint for: its words
-        return refusal
-    suggested = [removeprefix(flag, "--") for flag in (unknown[2] or "").split(" or ") if flag]
-    return unknown_flag(unknown[1], list(FLAGS), suggested=suggested)
-
-
-def fetch_before_fencing(recipe_flags, recipe_path, dry_run=False):
-    """--download, done by the launcher before it enters its private network (not in a dry run): inside it the tasks
-    reach only each other, so their own downloads could not connect. The tasks then find every file
-    with its checksum in --data_dir and fetch nothing. The data flags are the recipe's; a value they
-    would refuse is left for the tasks to report. Without --dataset, the recipe's own default is asked
-    of it (--check_flags says the dataset it would read)."""
-    data = flags.FlagValues()
-    flags.DEFINE_string("dataset", None, "", flag_values=data)
-    flags.DEFINE_string("data_dir", None, "", flag_values=data)
-    flags.DEFINE_bool("download", False, "", flag_values=data)
-    flags.DEFINE_string("download_url", None, "", flag_values=data)
-    try:
-        data(["launch", *recipe_flags], known_only=True)
-    except flags.Error:
-        return
-    if not (data.download and data.data_dir):
-        return
-    dataset = data.dataset or recipes_dataset(recipe_path, recipe_flags)
-    if dataset in download.SOURCES and dry_run:
-        say(f"--dry_run: would download {dataset} into {data.data_dir} before the cluster starts")
-    elif dataset in download.SOURCES:
-        say(f"downloading {dataset} into {data.data_dir} before the cluster starts")
-        download.fetch(dataset, data.data_dir, data.download_url, say=say)
-
-
-def recipes_dataset(recipe_path, recipe_flags):
-    """The dataset the recipe's tasks read with these flags, as its --check_flags says; None if it
-    refuses them (the chief's check reports that, in its words)."""
-    command = [sys.executable, recipe_path, *recipe_flags, "--check_flags"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=CHECK_TIMEOUT_SECS)
-    said = [
-        removeprefix(line, CHECKED_DATASET) for line in done.stdout.splitlines() if line.startswith(CHECKED_DATASET)
-    ]
-    return said[-1] if done.returncode == 0 and said else None
-
-
 def groups_count():
     """--num_groups, or with --groups=by_host one group per simulated host."""
     modes.check_layout(FLAGS.mode, bool(FLAGS.simulate_hosts), "a cluster without --simulate_hosts")
@@ -333,66 +267,6 @@ def simulated_hosts(cluster):
     return hosts.SimulatedHosts(FLAGS.simulate_hosts or len(cluster.tasks()), shaped)
 
 
-def run_with_restarts(cluster, recipe_path, run_dir, common, simulated):
-    """Runs the cluster; after a failure (not a mistake), restarts it up to --max_restarts times. Returns
-    the exit code: 0, 2 for a task's mistake, 1 for a failure with no restart left."""
-    for restart in range(FLAGS.max_restarts + 1):
-        spare_workers = run_check.spare_workers(cluster)
-        tasks = task_commands(cluster, recipe_path, write_spec(cluster, run_dir), common)
-        say(f"{counted(len(tasks), 'task')} ({job_counts(cluster)}), mode {FLAGS.mode}; logdir {run_dir}")
-        namespaces, needed = {}, {}
-        if simulated:
-            namespaces = {name: simulated.namespace(hosts.host_of(address)) for name, address in cluster.tasks()}
-            needed = simulated.needed()
-        pins = (FLAGS.intra_op_threads, FLAGS.kernels) if FLAGS.fork_tasks else None
-        failed = Cluster(tasks, gpu_environments(cluster), spare_workers, namespaces, pins, needed).run()
-        if failed and finished(run_dir, FLAGS.train_steps):  # the chief wrote the whole run's summary first
-            say(f"{failed[0]} {describe_exit(failed[1])} after the chief finished the run; stopped the other tasks")
-        if not failed or finished(run_dir, FLAGS.train_steps):
-            report_summary(run_dir)
-            return 0
-        name, code = failed
-        if name in needed:  # a restart would run on links that no longer do what the flags say
-            say(f"{name} (pid {needed[name].pid}) {describe_exit(code)}; stopped the tasks, the links are gone")
-            return 1
-        if code == 2 or restart == FLAGS.max_restarts:
-            say(f"{name} {describe_exit(code)}; stopped the other tasks")
-            return 2 if code == 2 else 1
-        cluster = cluster_for_restart(cluster, name, FLAGS.min_workers, fits)
-        say(
-            f"{name} {describe_exit(code)}; stopped the other tasks; restart {restart + 1} of "
-            f"{FLAGS.max_restarts} from the latest checkpoint with {cluster.num_workers} workers"
-        )
-
-
-def write_spec(cluster, run_dir):
-    """Writes the spec every task reads into the logdir; returns its path."""
-    spec_path = os.path.join(run_dir, "cluster_spec.json")
-    with open(spec_path, "w", encoding="utf-8") as f:
-        f.write(cluster.to_json())
-    return spec_path
-
-
-def task_commands(cluster, recipe_path, spec_path, common):
-    """(name, command) of every task, in start order."""
-    return [
-        (
-            f"{job}:{index}",
-            [sys.executable, "-u", recipe_path, f"--job_name={job}", f"--task_index={index}"]
-            + [f"--cluster_spec={spec_path}", *common],
-        )
-        for job in cluster.jobs
-        for index in range(len(cluster.jobs[job]))
-    ]
-
-
-def job_counts(cluster):
-    """'1 ps, 2 workers'."""
-    return ", ".join(
-        counted(len(hosts), job, plural=None if job == "worker" else job) for job, hosts in cluster.jobs.items()
-    )
-
-
 def check_min_workers(min_workers, cluster):
     if min_workers is None:
         return
@@ -407,29 +281,6 @@ def check_min_workers(min_workers, cluster):
         raise ConfigError(f"--min_workers={min_workers} is more than the {cluster.num_workers} workers")
 
 
-def cluster_for_restart(cluster, failed, min_workers, fits):
-    """The cluster to restart: the same one; or, with --min_workers and a failed worker, the same one
-    without that worker, cut to the most workers left that `fits` (the run's arithmetic) allows."""
-    if min_workers is None or not failed.startswith("worker:"):
-        return cluster
-    lost = cluster.jobs["worker"][int(failed.split(":")[1])]
-    left = [address for address in cluster.jobs["worker"] if address != lost]
-    for count in range(len(left), min_workers - 1, -1):
-        smaller = cluster_lib.parse({"cluster": {**cluster.as_dict(), "worker": left[:count]}}, "restart")
-        if fits(smaller):
-            return smaller
-    say(f"no worker count from {len(left)} down to --min_workers={min_workers} fits the run; restarting all")
-    return cluster
-
-
-def fits(cluster):
-    try:
-        run_check.check_run_fits(cluster, FLAGS.mode)
-    except ConfigError:
-        return False
-    return True
-
-
 def resolve_recipe(recipe):
     path = recipe if recipe.endswith(".py") else os.path.join(RECIPES_DIR, f"{recipe}.py")
     if not os.path.isfile(path):
@@ -440,72 +291,6 @@ def resolve_recipe(recipe):
 
 def recipe_name(path):
     return os.path.splitext(os.path.basename(path))[0]
-
-
-def local_cluster(mode, num_ps, num_workers, num_groups):
-    """A spec on free loopback ports; in hierarchical mode worker i joins group i mod G, as in the seed."""
-    num_ps, num_groups = modes.server_counts(mode, num_ps, num_groups)
-    if num_groups > num_workers:
-        raise ConfigError(f"--num_groups={num_groups} is more than --num_workers={num_workers}")
-    free = free_loopback_addresses(num_ps + num_groups + num_workers)
-    return cluster_lib.assign_jobs(free, num_ps, num_groups, "generated spec")
-
-
-def free_loopback_addresses(count):
-    """`count` distinct free 127.0.0.1 ports, found by binding port 0 (all held until all are found)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def visible_gpus():
-    """GPU ids the launcher may hand out: CUDA_VISIBLE_DEVICES if set, else what nvidia-smi lists."""
-    if "CUDA_VISIBLE_DEVICES" in os.environ:
-        return [g for g in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if g.strip()]
-    try:
-        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [str(i) for i, line in enumerate(listing.stdout.splitlines()) if line.startswith("GPU ")]
-
-
-def gpu_environments(cluster, gpus=None):
-    """Per-task CUDA_VISIBLE_DEVICES: worker i gets GPU i mod G, a ps (central or local) none. {} without GPUs."""
-    gpus = visible_gpus() if gpus is None else gpus
-    if not gpus:
-        return {}
-    environments = {f"{job}:{i}": "" for job in cluster_lib.SERVER_JOBS for i in range(len(cluster.jobs.get(job, ())))}
-    environments.update({f"worker:{i}": gpus[i % len(gpus)] for i in range(cluster.num_workers)})
-    return environments
-
-
-def finished(run_dir, train_steps):
-    """Whether `run_dir` holds the summary of a run trained to `train_steps`: this run's, since a finished run
-    of as many steps is refused before anything starts."""
-    try:
-        with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as f:
-            return json.load(f)["train_steps"] == train_steps
-    except (OSError, ValueError, KeyError):
-        return False
-
-
-def report_summary(run_dir):
-    path = os.path.join(run_dir, "summary.json")
-    if not os.path.exists(path):
-        say(f"no summary.json in {run_dir}")
-        return
-    with open(path, encoding="utf-8") as f:
-        summary = json.load(f)
-    say(
-        f"eval_accuracy {summary['eval_accuracy']:.4f}  final_loss {summary['final_loss']:.6f}  "
-        f"{summary['ms_per_step']:.2f} ms/step  params_sha256 {summary['params_sha256']}"
-    )
-    say(f"outputs: {run_dir}")
 
 
 def run_command_line():

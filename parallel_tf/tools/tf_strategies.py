@@ -42,7 +42,8 @@ from parallel_tf.cli import exit_config_error, parse_flags_or_exit
 from parallel_tf.cluster.config import check_shardable
 from parallel_tf.errors import ConfigError
 from parallel_tf.launch import fence, hosts, processes
-from parallel_tf.launch.launcher import free_loopback_addresses, resolve_recipe
+from parallel_tf.launch.launcher import resolve_recipe
+from parallel_tf.launch.local import free_loopback_addresses
 from parallel_tf.training import run_flags
 from parallel_tf.training.options import link
 
