@@ -10,11 +10,11 @@ import pytest
 from conftest import RECIPE
 
 from parallel_tf.backports import zip_strict
-from parallel_tf.tools import study
+from parallel_tf.tools import drift, held_out, study_plan, study_report
 
 
 def lines_for(verdict):
-    report = study.Study.__new__(study.Study)  # only verdict_lines, on given verdicts
+    report = study_report.Study.__new__(study_report.Study)  # only verdict_lines, on given verdicts
     report.verdicts = lambda: {"sync": verdict}
     report.comparisons = lambda: []
     report.target = ""
@@ -67,7 +67,7 @@ def fake_run(tmp_path, name, evaluations):
 def test_the_report_is_written_after_each_run_and_the_figures_once_when_the_study_stops(tmp_path):
     """A study killed between runs keeps report.json of every run so far; the figures come at its end, or
     when a run fails or Ctrl-C stops it (main's finally), from the runs so far."""
-    report = study.Study(str(tmp_path), "mnist.py")
+    report = study_report.Study(str(tmp_path), "mnist.py")
     report.add("reference", 1, 1, *fake_run(tmp_path, "reference", [(50, 0, 2.0, 0.5), (100, 5, 1.0, 0.95)]))
     report.add("sync", 2, 1, *fake_run(tmp_path, "sync", [(50, 0, 2.0, 0.5), (100, 5, 1.5, 0.9)]))
     written = json.loads((tmp_path / "report.json").read_text())
@@ -83,7 +83,7 @@ def test_variants_are_compared_with_the_first_on_held_out_loss_and_time_to_targe
     Welch's 95% interval 3 ± t(4 d.f.) · √(1/3 + 1/3) = 3 ± 2.267, so worse; 80% power needs 4 repeats
     (test_comparison.py). Accuracy
     0.9 is first reached at step 100 after {10, 20, 30} s and {40, 50, 60} s: +30 ± 22.67 s, worse."""
-    report = study.Study(str(tmp_path), "mnist.py", target_accuracy=0.9)
+    report = study_report.Study(str(tmp_path), "mnist.py", target_accuracy=0.9)
     report.add("reference", 1, 1, *fake_run(tmp_path, "reference", [(50, 0, 2.0, 0.5), (100, 5, 1.0, 0.95)]))
     for variant, losses, seconds in [
         ("async", (1, 2, 3), (10, 20, 30)),
@@ -114,9 +114,9 @@ def test_time_to_target_counts_from_the_start_of_training():
     """MLPerf's clock: a run that reaches the target at its first evaluation, 3 s after its training
     started, took 3 s, not the 0 s of a clock started at the first logged step."""
     metrics = [{"step": 50, "loss": 0.6, "wall_time": 1003.0, "eval_loss": 0.5, "eval_accuracy": 0.97}]
-    evaluations = study.held_out.evaluations(metrics, started=1000.0)
+    evaluations = held_out.evaluations(metrics, started=1000.0)
     assert evaluations == [(50, 3.0, 0.5, 0.97)]
-    assert study.held_out.comparison.time_to_target(evaluations, target_accuracy=0.95) == (50, 3.0)
+    assert held_out.comparison.time_to_target(evaluations, target_accuracy=0.95) == (50, 3.0)
 
 
 def test_the_held_out_bands_are_drawn(tmp_path):
@@ -124,12 +124,12 @@ def test_the_held_out_bands_are_drawn(tmp_path):
         {"variant": variant, "workers": 2, "held_out": [(50, 0.0, loss, 0.5), (100, 1.0, loss / 2, 0.9)]}
         for variant, loss in [("async", 1.0), ("async", 1.2), ("async --staleness_aware", 2.0)]
     ]
-    study.held_out.plot_bands(rows, str(tmp_path / "held_out.png"))
+    held_out.plot_bands(rows, str(tmp_path / "held_out.png"))
     assert (tmp_path / "held_out.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_a_run_that_never_reached_the_target_is_counted_not_compared(tmp_path):
-    report = study.Study(str(tmp_path), "mnist.py", target_accuracy=0.99)
+    report = study_report.Study(str(tmp_path), "mnist.py", target_accuracy=0.99)
     report.add("reference", 1, 1, *fake_run(tmp_path, "reference", [(50, 1, 1.0, 0.995)]))
     for variant, accuracy in [("sync", 0.995), ("async", 0.9)]:
         for repeat in (1, 2):
@@ -149,16 +149,16 @@ def test_the_drift_from_the_reference_is_drawn_with_bitwise_runs_on_their_own_li
         {"variant": "sync", "workers": n, "logdir": str(tmp_path / f"n{n}"), "distances": [(50, d), (100, d)]}
         for n, d in [(1, 0.0), (2, 1e-7), (3, 2e-6)]
     ]
-    assert study.drift.distances(rows[2]["logdir"], rows[0]["logdir"]) == [(50, 25.0), (100, 50.0)]
-    assert study.drift.distances(rows[1]["logdir"], rows[0]["logdir"]) == [(50, 0.0), (100, 0.0)]
-    study.drift.plot(rows, str(tmp_path / "drift.png"))
+    assert drift.distances(rows[2]["logdir"], rows[0]["logdir"]) == [(50, 25.0), (100, 50.0)]
+    assert drift.distances(rows[1]["logdir"], rows[0]["logdir"]) == [(50, 0.0), (100, 0.0)]
+    drift.plot(rows, str(tmp_path / "drift.png"))
     assert (tmp_path / "drift.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_with_seeds_each_run_is_compared_with_the_reference_of_its_seed(tmp_path):
     """--seeds: sync runs of seed 0 and 1, each bitwise its seed's reference (w = 1.0 and 2.0 at the end),
     so both are at distance 0 from it; their repeats differ by seed, so 'repeats identical' is not measured."""
-    report = study.Study(str(tmp_path), "mnist.py")
+    report = study_report.Study(str(tmp_path), "mnist.py")
     for seed, w in [(0, 1.0), (1, 2.0)]:
         report.add("reference", 1, 1, *fake_run(tmp_path, f"reference-s{seed}", [(50, 0, w, 0.9)]), seed=seed)
     for repeat, (seed, w) in enumerate([(0, 1.0), (1, 2.0)], 1):
@@ -180,15 +180,15 @@ def test_a_strict_study_s_reference_is_sync_on_one_worker():
     """The one process sums its batch in one pass, the strict rows in microbatches: a 1-worker strict row
     differed from it by 1.2e-07. A strict study's reference is a 1-worker sync run (strict, as the study's
     mode options go to every sync run), which every strict row equals bit for bit."""
-    mode, command = study._reference(RECIPE, strict=True)
+    mode, command = study_plan.reference_run(RECIPE, strict=True)
     assert (mode, command[-2:]) == ("sync", ["--mode=sync", "--num_workers=1"])
-    assert study._reference(RECIPE, strict=False) == ("single", [sys.executable, RECIPE])
+    assert study_plan.reference_run(RECIPE, strict=False) == ("single", [sys.executable, RECIPE])
 
 
 def test_a_comparison_says_when_its_repeats_are_copies_and_when_a_technique_never_acted(tmp_path):
     """sync against sync --clip_norm=1 with --repeats: every repeat of a side is the same bits, and the norm
     was never reached (clipped_updates 0): '+0 [+0, +0]' would read as a measured non-effect."""
-    report = study.Study(str(tmp_path), "mnist.py")
+    report = study_report.Study(str(tmp_path), "mnist.py")
     report.add("reference", 1, 1, *fake_run(tmp_path, "reference", [(50, 1, 1.0, 0.9)]))
     for variant in ("sync", "sync --clip_norm=1"):
         for repeat in (1, 2):
