@@ -13,7 +13,7 @@ from models import DIGITS, FLAGS, MLP
 
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
-from parallel_tf.tools import bench, bench_links, bench_tables, bench_targets, floor_task, runs
+from parallel_tf.tools import bench, bench_links, bench_report, bench_tables, bench_targets, floor_task, runs
 from parallel_tf.training import traffic
 
 BATCH = 120
@@ -105,11 +105,12 @@ def test_steady_state_leaves_out_the_first_logged_interval(tmp_path):
 
 def test_report_replaces_only_its_own_part(tmp_path):
     path = tmp_path / "BENCHMARKS.md"
-    bench.write_report(str(path), f"{bench.BEGIN}\nfirst\n{bench.END}")
-    assert path.read_text() == f"# Benchmarks\n\n{bench.BEGIN}\nfirst\n{bench.END}\n"
-    path.write_text(f"# Ours\n\nprose before\n\n{bench.BEGIN}\nfirst\n{bench.END}\n\nprose after\n")
-    bench.write_report(str(path), f"{bench.BEGIN}\nsecond\n{bench.END}")
-    assert path.read_text() == f"# Ours\n\nprose before\n\n{bench.BEGIN}\nsecond\n{bench.END}\n\nprose after\n"
+    begin, end = bench_report.BEGIN, bench_report.END
+    bench_report.write_report(str(path), f"{begin}\nfirst\n{end}")
+    assert path.read_text() == f"# Benchmarks\n\n{begin}\nfirst\n{end}\n"
+    path.write_text(f"# Ours\n\nprose before\n\n{begin}\nfirst\n{end}\n\nprose after\n")
+    bench_report.write_report(str(path), f"{begin}\nsecond\n{end}")
+    assert path.read_text() == f"# Ours\n\nprose before\n\n{begin}\nsecond\n{end}\n\nprose after\n"
 
 
 @pytest.mark.cluster
@@ -134,7 +135,7 @@ def test_bench_runs_the_peer_on_the_same_model_and_the_floor_with_its_bytes(proc
         re.match(r"MultiWorkerMirroredStrategy \(TensorFlow's defaults\) +1 +[0-9.]+ ", line) for line in run.lines
     )
     text = report.read_text()
-    assert bench.BEGIN in text and "| MultiWorkerMirroredStrategy, our kernels | 1 |" in text
+    assert bench_report.BEGIN in text and "| MultiWorkerMirroredStrategy, our kernels | 1 |" in text
     floor = runs.read_json(out / "mlp-floor-1w-r1" / "summary.json")
     assert (floor["bytes_sent_per_step"], floor["bytes_received_per_step"]) == (38440, 38440)
     assert re.search(r"\| parameter-server floor \| 1 \| [0-9.]+ \|.*\| 38\.4 \| 38\.4 \|", text), text
