@@ -47,7 +47,7 @@ def _run_tests(tmp_path, *args, in_process=0, cluster=0, arguments=0, line=None)
     for venv, installed in ((".venv", ("cpu-dev", "gpu-dev")), (".venv-tf1.15", ("tf115-test",))):
         bin_ = tmp_path / venv / "bin"
         bin_.mkdir(parents=True)
-        fakes = {"python": FAKE_PYTHON, "ruff": 'echo lint >> "$CALLS"', "lint-imports": "", "mkdocs": ""}
+        fakes = {"python": FAKE_PYTHON, "ruff": 'echo lint >> "$CALLS"', "lint-imports": "", "mypy": "", "mkdocs": ""}
         for program, text in fakes.items():
             (bin_ / program).write_text(text if text.startswith("#!") else f"#!/bin/bash\n{text}\n")
             (bin_ / program).chmod(0o755)
