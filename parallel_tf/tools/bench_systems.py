@@ -70,6 +70,9 @@ SYSTEMS = {
         ps_per_worker=True,
         min_workers=2,
     ),
+    "sync_pipelined": System(
+        "sync, ordered, pipelined", "sync", mode="sync", flags=(f"--pipeline_pieces={PIPELINE_PIECES}",)
+    ),
     "sync_fast": System("sync, ordered, --kernels=fast", "sync", mode="sync", flags=("--kernels=fast",)),
     "strict": System("sync, strict", "sync", mode="sync", flags=("--strict_determinism",)),
     "accumulator": System("sync, accumulator", "sync", mode="sync", flags=("--aggregation=accumulator",)),
