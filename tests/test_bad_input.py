@@ -568,7 +568,7 @@ def cases(tmp):
         "bench: an unknown system": (
             bench_command("--systems=sync,fast"),
             "--systems: unknown fast (known: process, process_step, process_fast, process_avx2, floor, sync, "
-            "sync_servers, sync_servers_pipelined, sync_fast",
+            "sync_servers, sync_servers_pipelined, sync_pipelined, sync_fast",
         ),
         "bench: too few steps for a steady state": (
             bench_command("--train_steps=5"),
