@@ -76,7 +76,7 @@ def task_commands(cluster, recipe_path, spec_path, common):
 def job_counts(cluster):
     """'1 ps, 2 workers'."""
     return ", ".join(
-        counted(len(hosts), job, plural=None if job == "worker" else job) for job, hosts in cluster.jobs.items()
+        counted(len(tasks), job, plural=None if job == "worker" else job) for job, tasks in cluster.jobs.items()
     )
 
 
