@@ -150,7 +150,10 @@ TECHNIQUES_IN_THE_LOOP = (
 STARTS = ("sync_unforked", "sync_warm")
 # The rows of BENCHMARKS.md's "Kernels" that run the AVX2 kernel where the CPU has a wider one.
 KERNEL_WIDTHS = ("process_avx2", "allreduce_avx2")
-FULL_RUN = tuple(name for name in SYSTEMS if name not in ON_LINKS + TECHNIQUES_IN_THE_LOOP + STARTS + KERNEL_WIDTHS)
+# the pipeline on one server without a link: the measurement behind its default (BENCHMARKS.md, issue 78)
+PIPELINE_DEFAULT = ("sync_pipelined",)
+APART = ON_LINKS + TECHNIQUES_IN_THE_LOOP + STARTS + KERNEL_WIDTHS + PIPELINE_DEFAULT
+FULL_RUN = tuple(name for name in SYSTEMS if name not in APART)
 
 # The peers run at TensorFlow's defaults (tf_strategies.py): what a user who picks TensorFlow's strategy gets. The
 # one process is compared with MultiWorkerMirroredStrategy on one worker: TensorFlow alone, at its defaults.
