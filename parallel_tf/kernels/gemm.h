@@ -27,6 +27,12 @@ inline int64_t clamp(int64_t v, int64_t low, int64_t high) { return v < low ? lo
 
 constexpr int64_t MR = 6, NR = 16, KC = 256, MC = 96, NC = 1024;
 
+// Where the kernel reads a panel: a(i, p) = a[i * a_rows + p * a_terms].
+struct PanelA {
+  const float* a;
+  int64_t rows, terms;
+};
+
 // A matrix in memory: element (i, j) at data[i * row_stride + j * col_stride].
 struct Matrix {
   const float* data;
@@ -39,6 +45,7 @@ struct Matrix {
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t p = 0; p < kc; ++p) panel[p * MR + i] = *at(i0 + i, p0 + p);
   }
+  PanelA packed(const float* panel, int64_t) const { return {panel, 1, MR}; }  // how the kernel reads pack_rows's
   // As B: terms [p0, p0 + kc), columns [j0, j0 + cols) into panel[p * NR + j], zeros past the columns.
   void pack_columns(int64_t p0, int64_t kc, int64_t j0, int64_t cols, float* panel) const {
     if (cols < NR) std::fill(panel, panel + kc * NR, 0.0f);
@@ -56,9 +63,9 @@ struct Windows {
 
   int64_t terms() const { return size * size * channels; }
 
-  // Terms [t0, t0 + count) of the window at `position` into out[0], out[stride], ...: a window's row of the
-  // image at a time, its part inside the image copied, the rest zeros.
-  void copy(int64_t position, int64_t t0, int64_t count, float* out, int64_t stride) const {
+  // Terms [t0, t0 + count) of the window at `position` into out[0..count): a window's row of the image at a time,
+  // its part inside the image copied, the rest zeros.
+  void copy(int64_t position, int64_t t0, int64_t count, float* out) const {
     const int64_t x = position % width, y = (position / width) % height, image = position / (width * height);
     const int64_t run = size * channels, x0 = x - before;  // a window's row: side by side in the image
     for (int64_t t = t0; t < t0 + count;) {
@@ -67,9 +74,9 @@ struct Windows {
       int64_t inside = clamp(-x0 * channels, first, end), past = clamp((width - x0) * channels, first, end);
       if (iy < 0 || iy >= height) inside = past = end;
       const float* source = images + ((image * height + iy) * width + x0) * channels;
-      for (int64_t u = first; u < inside; ++u, out += stride) *out = 0.0f;
-      for (int64_t u = inside; u < past; ++u, out += stride) *out = source[u];
-      for (int64_t u = past; u < end; ++u, out += stride) *out = 0.0f;
+      out = std::fill_n(out, inside - first, 0.0f);
+      out = std::copy(source + inside, source + past, out);
+      out = std::fill_n(out, end - past, 0.0f);
       t += end - first;
     }
   }
@@ -89,11 +96,14 @@ struct Windows {
       p += end - x;
     }
   }
-  // As A: rows (positions) [i0, i0 + rows), terms [p0, p0 + kc) into panel[p * MR + i], zeros past the rows.
+  // As A: rows (positions) [i0, i0 + rows), terms [p0, p0 + kc) into panel[i * kc + p], zeros past the rows: a
+  // window's terms side by side, as they lie in the image (copied whole, where an interleaved panel took a store
+  // per term: the CNN's conv2 input gradient, 32 columns, spent about as long packing as multiplying).
   void pack_rows(int64_t i0, int64_t rows, int64_t p0, int64_t kc, float* panel) const {
     if (rows < MR) std::fill(panel, panel + kc * MR, 0.0f);
-    for (int64_t i = 0; i < rows; ++i) copy(i0 + i, p0, kc, panel + i, MR);
+    for (int64_t i = 0; i < rows; ++i) copy(i0 + i, p0, kc, panel + i * kc);
   }
+  PanelA packed(const float* panel, int64_t kc) const { return {panel, kc, 1}; }
   // Whether a panel of NR terms always lies within one pixel's channels, side by side (pack_columns copies it whole).
   bool whole_panels() const { return channels % NR == 0; }
   // As B (whole_panels()): positions [p0, p0 + kc), terms [j0, j0 + NR) into panel[p * NR + j]: each position's
@@ -123,18 +133,13 @@ struct WindowsTransposed {
   void pack_rows(int64_t i0, int64_t rows, int64_t p0, int64_t kc, float* panel) const {
     const int64_t channels = windows.channels;
     if (rows == MR && i0 % channels + MR <= channels) {  // six channels of one pixel: a position's six side by side
-      for (int64_t p = 0; p < kc; ++p) windows.copy(p0 + p, i0, MR, panel + p * MR, 1);
+      for (int64_t p = 0; p < kc; ++p) windows.copy(p0 + p, i0, MR, panel + p * MR);
       return;
     }
     if (rows < MR) std::fill(panel, panel + kc * MR, 0.0f);
     for (int64_t i = 0; i < rows; ++i) windows.gather(i0 + i, p0, kc, panel + i, MR);
   }
-};
-
-// Where the kernel reads a panel: a(i, p) = a[i * a_rows + p * a_terms].
-struct PanelA {
-  const float* a;
-  int64_t rows, terms;
+  PanelA packed(const float* panel, int64_t) const { return {panel, 1, MR}; }
 };
 
 // c[MR x NR] (row stride ldc) = (first ? 0 : c) + the sum over kc terms, in order, of a(i, p) * b(p, j), where
@@ -287,7 +292,7 @@ void gemm_block(const A& a, const B& b, int64_t k, float* c, int64_t ldc, int64_
           const float* next = !two ? nullptr : b_in_place ? pb + NR : pb + NR * kc;
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int64_t rows = std::min(MR, mc - ir);
-            const PanelA panel = panel_of(a, ic + ir, pc, rows, PanelA{packed_a.data() + ir * kc, 1, MR});
+            const PanelA panel = panel_of(a, ic + ir, pc, rows, a.packed(packed_a.data() + ir * kc, kc));
             float* tile = c + (ic + ir) * ldc + jc + jr;
             if (rows == MR && two) {
               wide_kernel(kc, panel, pb, next, b_terms, tile, ldc, first);
