@@ -63,21 +63,32 @@ struct Windows {
 
   int64_t terms() const { return size * size * channels; }
 
-  // Terms [t0, t0 + count) of the window at `position` into out[0..count): a window's row of the image at a time,
-  // its part inside the image copied, the rest zeros.
-  void copy(int64_t position, int64_t t0, int64_t count, float* out) const {
-    const int64_t x = position % width, y = (position / width) % height, image = position / (width * height);
-    const int64_t run = size * channels, x0 = x - before;  // a window's row: side by side in the image
-    for (int64_t t = t0; t < t0 + count;) {
-      const int64_t dy = t / run, first = t % run, end = std::min(first + t0 + count - t, run);
-      const int64_t iy = y + dy - before;
-      int64_t inside = clamp(-x0 * channels, first, end), past = clamp((width - x0) * channels, first, end);
+  // A position's column, row and image, and the next position's: stepped, not divided again for each.
+  struct Position {
+    int64_t x, y, image;
+  };
+  Position position(int64_t p) const { return {p % width, (p / width) % height, p / (width * height)}; }
+  void next(Position* at) const {
+    if (++at->x < width) return;
+    at->x = 0;
+    if (++at->y == height) at->y = 0, ++at->image;
+  }
+
+  // Terms [t0, t0 + count) of the window at `at` into out[0..count): a window's row of the image at a time, its
+  // part inside the image copied, the rest zeros.
+  void copy(Position at, int64_t t0, int64_t count, float* out) const {
+    const int64_t run = size * channels, x0 = at.x - before;  // a window's row: side by side in the image
+    const int64_t left = -x0 * channels, right = (width - x0) * channels;  // its part inside the image
+    int64_t dy = t0 / run, first = t0 % run;
+    for (int64_t left_to_copy = count; left_to_copy > 0; ++dy, first = 0) {
+      const int64_t end = std::min(first + left_to_copy, run), iy = at.y + dy - before;
+      int64_t inside = clamp(left, first, end), past = clamp(right, first, end);
       if (iy < 0 || iy >= height) inside = past = end;
-      const float* source = images + ((image * height + iy) * width + x0) * channels;
+      const float* source = images + ((at.image * height + iy) * width + x0) * channels;
       out = std::fill_n(out, inside - first, 0.0f);
       out = std::copy(source + inside, source + past, out);
       out = std::fill_n(out, end - past, 0.0f);
-      t += end - first;
+      left_to_copy -= end - first;
     }
   }
   // Term `term` of the windows at positions [p0, p0 + count) into out[0], out[stride], ...: an image row at a time.
@@ -101,7 +112,8 @@ struct Windows {
   // per term: the CNN's conv2 input gradient, 32 columns, spent about as long packing as multiplying).
   void pack_rows(int64_t i0, int64_t rows, int64_t p0, int64_t kc, float* panel) const {
     if (rows < MR) std::fill(panel, panel + kc * MR, 0.0f);
-    for (int64_t i = 0; i < rows; ++i) copy(i0 + i, p0, kc, panel + i * kc);
+    Position at = position(i0);
+    for (int64_t i = 0; i < rows; ++i, next(&at)) copy(at, p0, kc, panel + i * kc);
   }
   PanelA packed(const float* panel, int64_t kc) const { return {panel, kc, 1}; }
   // Whether a panel of NR terms always lies within one pixel's channels, side by side (pack_columns copies it whole).
@@ -110,16 +122,13 @@ struct Windows {
   // NR channels of one pixel copied at once, or zeros where that pixel is outside the image.
   void pack_columns(int64_t p0, int64_t kc, int64_t j0, int64_t, float* panel) const {
     const int64_t dy = j0 / (size * channels) - before, dx = j0 / channels % size - before, channel = j0 % channels;
-    int64_t x = p0 % width, y = (p0 / width) % height, image = p0 / (width * height);
-    for (int64_t p = 0; p < kc; ++p, panel += NR) {
-      const int64_t iy = y + dy, ix = x + dx;
+    Position at = position(p0);
+    for (int64_t p = 0; p < kc; ++p, panel += NR, next(&at)) {
+      const int64_t iy = at.y + dy, ix = at.x + dx;
       if (iy < 0 || iy >= height || ix < 0 || ix >= width)
         std::fill(panel, panel + NR, 0.0f);
       else
-        std::memcpy(panel, images + ((image * height + iy) * width + ix) * channels + channel, NR * sizeof(float));
-      if (++x < width) continue;  // the next position: the next column, else row, else image
-      x = 0;
-      if (++y == height) y = 0, ++image;
+        std::memcpy(panel, images + ((at.image * height + iy) * width + ix) * channels + channel, NR * sizeof(float));
     }
   }
 };
@@ -133,7 +142,8 @@ struct WindowsTransposed {
   void pack_rows(int64_t i0, int64_t rows, int64_t p0, int64_t kc, float* panel) const {
     const int64_t channels = windows.channels;
     if (rows == MR && i0 % channels + MR <= channels) {  // six channels of one pixel: a position's six side by side
-      for (int64_t p = 0; p < kc; ++p) windows.copy(p0 + p, i0, MR, panel + p * MR);
+      Windows::Position at = windows.position(p0);
+      for (int64_t p = 0; p < kc; ++p, windows.next(&at)) windows.copy(at, i0, MR, panel + p * MR);
       return;
     }
     if (rows < MR) std::fill(panel, panel + kc * MR, 0.0f);

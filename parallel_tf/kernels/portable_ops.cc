@@ -44,20 +44,23 @@ using tensorflow::TensorShape;
 using tensorflow::errors::InvalidArgument;
 
 // out [m x n] = a b, whole output elements to each thread: by panels of rows where there are more rows than columns
-// (each thread reads all of b, and its rows of a), else by panels of columns, unless that leaves a thread idle.
+// (each thread reads all of b, and its rows of a), else by panels of columns, unless that leaves a thread idle. A
+// panel of columns is as wide as the kernel's block: two of NR where the wide kernel runs, so that no thread is left
+// an odd one for the narrow kernel (the CNN's conv1 kernel gradient, 32 columns: one each before).
 template <typename A, typename B>
 void multiply(OpKernelContext* context, const A& a, const B& b, int64_t m, int64_t k, int64_t n, float* out) {
   const auto* threads = context->device()->tensorflow_cpu_worker_threads();
+  const int64_t nr = portable::wide() ? 2 * portable::NR : portable::NR;
   const int64_t row_panels = (m + portable::MR - 1) / portable::MR;
-  const int64_t column_panels = (n + portable::NR - 1) / portable::NR;
+  const int64_t column_panels = (n + nr - 1) / nr;
   const bool rows_suffice = row_panels >= threads->num_threads, columns_suffice = column_panels >= threads->num_threads;
   const bool by_rows = m >= n ? rows_suffice || !columns_suffice : rows_suffice && !columns_suffice;
-  const int64_t cost = 2 * k * (by_rows ? portable::MR * n : portable::NR * m);
+  const int64_t cost = 2 * k * (by_rows ? portable::MR * n : nr * m);
   auto work = [&](int64_t first, int64_t last) {
     if (by_rows)
       portable::gemm_block(a, b, k, out, n, first * portable::MR, std::min(m, last * portable::MR), 0, n);
     else
-      portable::gemm_block(a, b, k, out, n, 0, m, first * portable::NR, std::min(n, last * portable::NR));
+      portable::gemm_block(a, b, k, out, n, 0, m, first * nr, std::min(n, last * nr));
   };
   tensorflow::Shard(threads->num_threads, threads->workers, by_rows ? row_panels : column_panels, cost, work);
 }
