@@ -29,8 +29,7 @@ from idx_files import write_mnist
 
 from parallel_tf.errors import ConfigError
 from parallel_tf.launch import launcher as launcher_lib
-from parallel_tf.training import run_flags
-from parallel_tf.training import settings as settings_lib
+from parallel_tf.training import run_flags, task_settings
 
 TIMEOUT = 120
 CLUSTER = ["--job_name=worker", "--task_index=0"]
@@ -618,7 +617,7 @@ def cases(tmp):
     }
 
 
-# A recipe's cases that a task refuses in settings_from_flags, from its flags and the spec they name.
+# A recipe's cases that a task refuses in task_settings.settings_from_flags, from its flags and the spec they name.
 # "unknown flag" and "batch not divisible by workers" stay real processes: one of each kind of refusal
 # (absl's parser, our check) shows the process's exit code and single line.
 FLAGS_ONLY = {
@@ -726,7 +725,7 @@ def task_refusal(args):
     run_flags.define_task_flags(["digits", "mnist"], values)
     try:
         values(["task", *args])
-        settings_lib.settings_from_flags(values)
+        task_settings.settings_from_flags(values)
     except (flags.Error, ConfigError) as e:
         return str(e)
     return None

@@ -30,7 +30,7 @@ from parallel_tf.compat import tf
 from parallel_tf.data.sharding import Dataset
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import products
-from parallel_tf.training import modes, options, rules, run_check, run_flags, seams, techniques
+from parallel_tf.training import declarations, modes, options, rules, run_check, run_flags, seams, techniques
 from parallel_tf.training import settings as settings_lib
 from parallel_tf.training.recipe import Recipe
 
@@ -274,9 +274,11 @@ def test_a_technique_s_declaration_says_what_its_module_defines(technique):
     """Its hooks are the module's functions of those names; its flags, the ones it defines; what it
     requires and conflicts with exists; what builds the graph calls only hooks of the mode."""
     declared = technique.TECHNIQUE
-    assert {hook for hook in rules.HOOKS if inspect.isfunction(getattr(technique, hook, None))} == set(declared.hooks)
+    assert {hook for hook in declarations.HOOKS if inspect.isfunction(getattr(technique, hook, None))} == set(
+        declared.hooks
+    )
     _defines_its_flags(technique)
-    assert set(declared.calls) <= set(rules.HOOKS_OF_THE_MODE)
+    assert set(declared.calls) <= set(declarations.HOOKS_OF_THE_MODE)
 
 
 @pytest.mark.parametrize("declared", run_check.DECLARATIONS, ids=[d.name for d in run_check.DECLARATIONS])
@@ -292,7 +294,9 @@ def test_every_hook_takes_its_seam_s_arguments(declared):
 @pytest.mark.parametrize("option", options.OPTIONS, ids=[o.OPTION.name for o in options.OPTIONS])
 def test_an_option_s_declaration_says_what_its_module_defines(option):
     """As a technique's: its hooks (all-reduce's reduce, where it has one) are the module's functions."""
-    assert {hook for hook in rules.HOOKS if inspect.isfunction(getattr(option, hook, None))} == set(option.OPTION.hooks)
+    assert {hook for hook in declarations.HOOKS if inspect.isfunction(getattr(option, hook, None))} == set(
+        option.OPTION.hooks
+    )
     _defines_its_flags(option)
 
 
@@ -300,7 +304,7 @@ def test_an_option_with_a_hook_that_only_a_technique_s_module_is_asked_for_is_re
     """The mode hooks, `build` and `wrap` are applied from the techniques alone: an option declaring one would
     have it silently never called."""
     with pytest.raises(AssertionError, match=r"an option's hooks are \('reduce',\), not \['wrap'\]"):
-        rules.Option(name="o", flags=("o",), modes=("sync",), hooks=("wrap",))
+        declarations.Option(name="o", flags=("o",), modes=("sync",), hooks=("wrap",))
 
 
 def _defines_its_flags(module):
@@ -310,7 +314,10 @@ def _defines_its_flags(module):
     assert set(scratch) == set(declared.flags)
     assert set(declared.requires) <= {*run_check.DECLARED_SCOPES, *run_flags.CORE_RUN_FLAGS}
     assert set(declared.conflicts) <= set(NAMES) - {declared.name}
-    assert isinstance(declared.modes, rules.EveryMode) or set(declared.modes) <= {options.NO_CLUSTER, *modes.NAMES}
+    assert isinstance(declared.modes, declarations.EveryMode) or set(declared.modes) <= {
+        options.NO_CLUSTER,
+        *modes.NAMES,
+    }
 
 
 # What this TensorFlow cannot run, refused for it alone, not for the pair (1.15: a half-precision ring, whose
@@ -348,11 +355,11 @@ def _composed(*declarations, offered=()):
 
 
 def test_one_rule_refuses_a_second_owner_and_a_filler_of_a_closed_seam_and_chains_the_rest():
-    """rules.SEAMS, on made-up declarations: two encoders of what a worker sends are refused; two wraps chain;
+    """declarations.SEAMS, on made-up declarations: two encoders of what a worker sends are refused; two wraps chain;
     a seam a declaration closes is refused to its filler, the closer first; each only in a mode that offers the
     seam; an option's reduce hook and a technique's are two owners of the one reduction."""
 
-    def declared(name, kind=rules.Technique, **fields):
+    def declared(name, kind=declarations.Technique, **fields):
         return kind(name=name, flags=(name,), modes=("m",), **fields)
 
     a, b = declared("a", hooks=("transmit", "wrap")), declared("b", hooks=("transmit",))
@@ -360,8 +367,8 @@ def test_one_rule_refuses_a_second_owner_and_a_filler_of_a_closed_seam_and_chain
         _composed(a, b, offered=("transmit",))
     assert _composed(a, b).names == ("a", "b")  # a mode whose step calls no transmit hook: neither is an owner
     assert _composed(a, declared("c", hooks=("wrap",))).names == ("a", "c")  # every mode has wrap
-    closer = declared("d", rules.Option, closes={"ring": "d sums its own way"})
-    ring = declared("e", rules.Option, fills=("ring",))
+    closer = declared("d", declarations.Option, closes={"ring": "d sums its own way"})
+    ring = declared("e", declarations.Option, fills=("ring",))
     with pytest.raises(ConfigError, match="^--d=1 does not go with --e=1: d sums its own way$"):
         _composed(ring, closer, offered=("ring",))
     assert _composed(ring, closer).options == ("e", "d")  # a mode without a ring: nothing to close
@@ -369,7 +376,7 @@ def test_one_rule_refuses_a_second_owner_and_a_filler_of_a_closed_seam_and_chain
     assert _composed(builder, b, offered=("transmit",)).names == ("f", "b")  # it calls the transmit hook
     with pytest.raises(ConfigError, match="^--f=1 does not go with --g=1: it builds its own m graph, which does not "):
         _composed(builder, declared("g", hooks=("optimizer",)), offered=("optimizer",))
-    reducer, other = declared("h", rules.Option, hooks=("reduce",)), declared("i", hooks=("reduce",))
+    reducer, other = declared("h", declarations.Option, hooks=("reduce",)), declared("i", hooks=("reduce",))
     with pytest.raises(ConfigError, match="^--h=1 does not go with --i=1: each reduces the gradients its own way"):
         _composed(reducer, other, offered=("reduce",))  # an option's reduce hook and a technique's: one owner
 
@@ -537,7 +544,7 @@ def _of_the_pair(mode, a, b):
 
 def _reasons(mode, declarations):
     """Every reason `declarations` give to refuse another in `mode`, and those of the seams and requirements."""
-    reasons = {"they do not go together", *(why.format(mode=mode) for why in rules.SEAMS.values() if why)}
+    reasons = {"they do not go together", *(why.format(mode=mode) for why in declarations.SEAMS.values() if why)}
     for d in declarations:
         reasons |= {*d.conflicts.values(), *(why for _, why in d.requires.values()), *d.seams(mode)[1].values()}
     return reasons

@@ -11,7 +11,7 @@ from parallel_tf.cluster import config as cluster
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import Dataset
 from parallel_tf.graph.layers import dense
-from parallel_tf.training import modes, rules, run_check
+from parallel_tf.training import declarations, modes, run_check
 from parallel_tf.training import settings as settings_lib
 from parallel_tf.training.recipe import Recipe
 from parallel_tf.training.techniques import clipping, compression
@@ -80,7 +80,7 @@ def test_a_modes_step_calls_the_hooks_of_the_seams_it_offers_and_no_other(mode, 
     values its sums read, not by a hook."""
     asked = _hooks_asked_for(monkeypatch)
     build(mode, 0, optimizer="sgd")  # hierarchical's --central_every=2 takes no other
-    assert asked == {*rules.EVERY_MODE_SEAMS, *modes.BY_NAME[mode].offers} - {"ring"}
+    assert asked == {*declarations.EVERY_MODE_SEAMS, *modes.BY_NAME[mode].offers} - {"ring"}
 
 
 BUILDERS = {  # each technique that builds a mode's graph itself, in each of its modes, with 2 of the 3 workers
@@ -97,7 +97,7 @@ def test_a_technique_that_builds_the_graph_calls_the_mode_hooks_its_declaration_
     asked = _hooks_asked_for(monkeypatch)
     build(mode, 0, options)
     builder = run_check.DECLARED_BY[next(iter(options))]
-    assert "build" in asked and asked - set(rules.EVERY_MODE_SEAMS) == set(builder.calls)
+    assert "build" in asked and asked - set(declarations.EVERY_MODE_SEAMS) == set(builder.calls)
 
 
 def test_every_technique_that_builds_a_graph_is_built_here_in_each_of_its_modes():
@@ -134,7 +134,7 @@ def test_a_runs_hooks_of_a_seam_are_its_declarations_functions_in_wrapping_order
 def test_every_hook_of_a_declaration_is_offered_by_a_mode_it_applies_to(declared):
     """Else the hook would never be called: compression's transmit is sync's and async's, its reduce all-reduce's."""
     offered = {
-        *rules.EVERY_MODE_SEAMS,
+        *declarations.EVERY_MODE_SEAMS,
         *(s for m in modes.BY_NAME if m in declared.modes for s in modes.BY_NAME[m].offers),
     }
     assert set(declared.hooks) <= offered

@@ -40,7 +40,7 @@ from parallel_tf.launch.local import local_cluster
 from parallel_tf.launch.processes import say
 from parallel_tf.launch.recipe_checks import check_task_flags, fetch_before_fencing
 from parallel_tf.launch.restarts import run_with_restarts, task_commands
-from parallel_tf.training import modes, run_check, run_flags
+from parallel_tf.training import cluster_flags, modes, run_check, run_flags
 from parallel_tf.training.logdir import default_logdir, prepare_logdir, remove_if_empty
 from parallel_tf.training.options import link
 
@@ -56,8 +56,8 @@ def define_launcher_flags(flag_values=FLAGS):
     run_flags.define_mode_option_flags(flag_values)
     run_flags.define_run_flags(flag_values)
     run_flags.define_logdir_flags(flag_values)
-    run_flags.define_cluster_spec_flag(flag_values)
-    run_flags.define_cluster_shape_flags(flag_values)
+    cluster_flags.define_cluster_spec_flag(flag_values)
+    cluster_flags.define_cluster_shape_flags(flag_values)
     flags.DEFINE_integer("num_workers", 2, "Worker processes to start.", lower_bound=1, flag_values=flag_values)
     flags.DEFINE_integer(
         "simulate_hosts",

@@ -26,7 +26,7 @@ from parallel_tf.cli import exit_config_error, parse_flags_or_exit
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
 from parallel_tf.launch.launcher import recipe_name, resolve_recipe
-from parallel_tf.training import modes, run_check, run_flags
+from parallel_tf.training import cluster_flags, modes, run_check, run_flags
 
 FLAGS = flags.FLAGS
 RETRYABLE_EXIT_CODE = 138  # in Kubeflow's retried range, 128-255
@@ -40,7 +40,7 @@ def define_k8s_flags():
     run_flags.define_mode_flag()
     run_flags.define_mode_option_flags()
     run_flags.define_run_flags()
-    run_flags.define_cluster_shape_flags()
+    cluster_flags.define_cluster_shape_flags()
     flags.DEFINE_integer("num_workers", 2, "Worker replicas.", lower_bound=1)
     flags.DEFINE_string("image", None, "Container image with this repository and its dependencies installed.")
     flags.DEFINE_string("name", None, "The TFJob's name (a DNS label); default <recipe>-<mode>.")

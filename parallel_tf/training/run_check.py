@@ -30,7 +30,7 @@ MODULE_OF = {**techniques.BY_NAME, **options.BY_NAME}  # {declaration's name: th
 
 
 def hook(declaration, seam):
-    """The function of `declaration`'s module that fills `seam`, one of its hooks (rules.HOOKS, seams.py)."""
+    """The function of `declaration`'s module that fills `seam`, one of its hooks (declarations.HOOKS, seams.py)."""
     return getattr(MODULE_OF[declaration.name], seam)
 
 

@@ -2,7 +2,7 @@
 
     group             defined by                      flags
     cluster           tasks                           --job_name --task_index --ps_hosts --worker_hosts
-                                                      --cluster_resolver --port_base
+     (cluster_flags.py)                               --cluster_resolver --port_base
     cluster spec      tasks, launcher                 --cluster_spec
     cluster shape     tasks, launcher, k8s            --num_ps, and each mode's own (modes/: --num_groups ...)
     mode              tasks, launcher, k8s            --mode
@@ -24,10 +24,9 @@ from parallel_tf import cli, compat
 from parallel_tf.cli import define_float, validate_by_parsing
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.optimizers import OPTIMIZERS
-from parallel_tf.training import modes, options, profiling, rules, techniques
+from parallel_tf.training import cluster_flags, modes, options, profiling, rules, techniques
 
 FLAGS = flags.FLAGS
-RESOLVERS = ("slurm", "tfjob")
 MAX_INTRA_OP_THREADS = 1024  # more is a typo: TensorFlow would start that many threads in every task
 
 # The run flags of every mode, besides the run options.
@@ -77,6 +76,7 @@ def help_sections():
     }
     return [
         (None, [("run flags, passed on to every task", __name__)]),
+        (None, [("the cluster's shape, and a task's place in it", cluster_flags.__name__)]),
         (None, [(f"flags of --mode={m.MODE.name} only", m.__name__) for m in modes.CLUSTER_MODES]),
         *(
             (
@@ -93,85 +93,14 @@ cli.HELP_SECTIONS.append(help_sections)
 
 def define_task_flags(dataset_names, flag_values=FLAGS):
     """Every flag of a task; `dataset_names` are the recipe's datasets, the first the default."""
-    define_cluster_flags(flag_values)
-    define_cluster_spec_flag(flag_values)
-    define_cluster_shape_flags(flag_values)
+    cluster_flags.define_task_place_flags(flag_values)
+    cluster_flags.define_cluster_spec_flag(flag_values)
+    cluster_flags.define_cluster_shape_flags(flag_values)
     define_mode_flag(flag_values)
     define_mode_option_flags(flag_values)
     define_run_flags(flag_values)
     define_logdir_flags(flag_values)
     define_data_flags(dataset_names, flag_values)
-
-
-def define_cluster_flags(flag_values=FLAGS):
-    flags.DEFINE_bool(
-        "check_flags",
-        False,
-        "Check this task's flags and cluster, then exit: 0 if it would start, 2 and the one-line error if not. "
-        "The launcher runs the chief's command so before it starts any task.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_enum(
-        "job_name", None, ["ps", "local_ps", "worker"], "This process's job in the cluster.", flag_values=flag_values
-    )
-    flags.DEFINE_integer(
-        "task_index",
-        0,
-        "This process's index within its job; worker 0 is the chief.",
-        lower_bound=0,
-        flag_values=flag_values,
-    )
-    flags.DEFINE_list(
-        "ps_hosts",
-        [],
-        "Comma-separated host:port of the parameter servers (instead of a spec).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_list(
-        "worker_hosts", [], "Comma-separated host:port of the workers (instead of a spec).", flag_values=flag_values
-    )
-    flags.DEFINE_enum(
-        "cluster_resolver",
-        None,
-        RESOLVERS,
-        "Build the cluster from a cluster manager's environment instead of a spec: slurm reads the srun "
-        "step's variables (SLURM_PROCID, SLURM_STEP_NODELIST, ...), the first --num_ps ranks being the ps "
-        "tasks; tfjob reads Kubeflow's TF_CONFIG, whose PS tasks after the first --num_ps are the local ps.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "failure_exit_code",
-        1,
-        "Exit code of a failure at run time (a lost peer, a timeout): one a restart can cure. Kubeflow's "
-        "ExitCode restart policy retries only 128-255; k8s manifests set 138. A mistake always exits 2.",
-        lower_bound=1,
-        upper_bound=255,
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "port_base",
-        8888,
-        "With --cluster_resolver: each task listens on this port plus its index on its node.",
-        lower_bound=1,
-        upper_bound=65535,
-        flag_values=flag_values,
-    )
-
-
-def define_cluster_spec_flag(flag_values=FLAGS):
-    flags.DEFINE_string(
-        "cluster_spec",
-        None,
-        'JSON file: {"cluster": {"ps": ["host:port"], "worker": ["host:port", ...]}}; the launcher picks free '
-        "ports without one.",
-        flag_values=flag_values,
-    )
-
-
-def define_cluster_shape_flags(flag_values=FLAGS):
-    """How many tasks of each server job: the launcher starts them; a resolver assigns them ranks."""
-    flags.DEFINE_integer("num_ps", 1, "(Central) parameter server tasks.", lower_bound=1, flag_values=flag_values)
-    modes.define_own_flags(flag_values)
 
 
 def define_mode_flag(flag_values=FLAGS):

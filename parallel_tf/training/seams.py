@@ -1,9 +1,9 @@
-"""The seams of a step that a technique or option fills (rules.SEAMS), as typed interfaces.
+"""The seams of a step that a technique or option fills (declarations.SEAMS), as typed interfaces.
 
 A declaration's hook is the function of its module named after the seam, with that seam's signature here (an
 option has only all-reduce's reduce). tests/test_composition.py checks every one against its interface.
 Each takes the run's Settings first, which Settings.hooks gives it: a step calls the hooks of a seam with the
-rest. Which seams take one owner, and which chain, is rules.SEAMS's to say.
+rest. Which seams take one owner, and which chain, is declarations.SEAMS's to say.
 """
 
 from __future__ import annotations  # the types name TensorFlow's and the package's, never imported here

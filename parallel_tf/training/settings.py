@@ -1,4 +1,4 @@
-"""What a task knows of its run: `Settings`, made once from the parsed flags (settings_from_flags) or
+"""What a task knows of its run: `Settings`, made once from the parsed flags (task_settings.py) or
 from fields (run_settings, the one way they are made: tasks, the bench's peers and the tests alike),
 checked as a whole run (run_check.check_run) and never changed after.
 """
@@ -7,18 +7,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from typing import Any, Optional  # Optional[kind], not kind | None: evaluated as the class is made, on Python 3.7 too
 
 from absl import flags
 
 from parallel_tf.cluster import config as cluster_lib
-from parallel_tf.cluster import slurm
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.optimizers import Schedule
-from parallel_tf.training import modes, profiling, run_check, techniques
+from parallel_tf.training import modes, run_check, techniques
 from parallel_tf.training.options import steps_per_run
-from parallel_tf.training.run_flags import given_flags
 
 FLAGS = flags.FLAGS
 MAX_WORKERS = 1 << 16  # for numbering each worker's random draws apart
@@ -145,13 +142,13 @@ class Settings:
 
     @property
     def declarations_on(self):
-        """The declarations (rules.Declaration) of every technique and option this run has on, in their order."""
+        """The declarations (declarations.Declaration) of every technique and option this run has on, in their order."""
         on = (*self.techniques, *self.options_on)
         return [d for d in run_check.DECLARATIONS if d.name in on]
 
     def hooks(self, seam):
         """The functions filling `seam` (seams.py) in this run, each given these settings: those of the techniques
-        and options on that declare it, in wrapping order; at most one where rules.SEAMS takes one owner. Empty:
+        and options on that declare it, in wrapping order; at most one where declarations.SEAMS takes one owner. Empty:
         the mode's own way. A step asks as it is built, so a reader follows it from the mode to each hook's module."""
         return [functools.partial(run_check.hook(d, seam), self) for d in self.declarations_on if seam in d.hooks]
 
@@ -196,73 +193,6 @@ class Settings:
         }
 
 
-# The Settings fields that are a flag of the same name, read as given; settings_from_flags decides the others.
-FIELDS_AS_GIVEN = tuple(
-    field.name
-    for field in dataclasses.fields(Settings)
-    if field.name
-    not in {
-        "mode",
-        "job_name",
-        "task_index",
-        "cluster",
-        "options",
-        "techniques",
-        "options_on",
-        "num_gpus",
-        "trace_steps",
-        "collective_group",
-        "one_step_a_run",
-        "recipe_flags",
-    }
-)
-
-
-def settings_from_flags(flag_values=FLAGS):
-    """Reads the parsed flags into Settings; raises ConfigError for contradictions."""
-    if flag_values.download_url and not flag_values.download:
-        raise ConfigError("--download_url only applies with --download")
-    if flag_values.failure_exit_code == 2:
-        raise ConfigError("--failure_exit_code=2: 2 means a mistake, which no restart cures; choose another code")
-    cluster, env_job, env_index = _cluster_and_task(flag_values)
-    mode = flag_values.mode if cluster else run_check.NO_CLUSTER
-    run_check.check_flag_scopes(mode, flag_values=flag_values)
-    job_name, task_index = "worker", 0
-    if cluster:
-        job_name = flag_values.job_name or env_job
-        task_index = flag_values.task_index if flag_values["task_index"].present or env_index is None else env_index
-        if job_name is None:
-            raise ConfigError(f"--job_name is required in a cluster: {' or '.join(cluster.jobs)}")
-        modes.check_cluster(mode, cluster)
-        cluster.check_task(job_name, task_index)
-    return run_settings(
-        given_flags(flag_values),
-        mode=mode,
-        job_name=job_name,
-        task_index=task_index,
-        cluster=cluster,
-        trace_steps=profiling.parse_steps(flag_values.trace_steps),
-        recipe_flags=recipe_flags(flag_values),
-        **{name: run_check.as_settings_value(flag_values[name].value) for name in FIELDS_AS_GIVEN},
-        **{name: run_check.as_settings_value(flag_values[name].value) for name in run_check.DECLARED_SCOPES},
-    )
-
-
-def recipe_flags(flag_values):
-    """((name, value), ...) of the flags the recipe defines itself (--model, --augment): every flag that neither
-    this package nor absl nor TensorFlow defines (its import defines a few: --delta_threshold, ...). They decide
-    what is computed, so a resume must match them."""
-    libraries = ("parallel_tf.", "absl.", "tensorflow.")
-    return tuple(
-        sorted(
-            (flag.name, flag.value)
-            for module, defined in flag_values.flags_by_module_dict().items()
-            if not module.startswith(libraries)
-            for flag in defined
-        )
-    )
-
-
 def run_settings(given=frozenset(), **fields):
     """The one way Settings are made: `fields` (Settings fields and declared flags, by name) checked as a
     whole run (check_run), with the techniques and options its flags switch on and the values they settle.
@@ -300,31 +230,3 @@ def _values(settings):
     """{name: value} of every field and declared flag of `settings`, as check_run takes them."""
     fields = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings) if f.name != "options"}
     return {**fields, **settings.option_values}
-
-
-def _cluster_and_task(flag_values):
-    """(cluster or None, job, index) from the one source given: a resolver, a spec, hosts or TF_CONFIG."""
-    if not flag_values.cluster_resolver:
-        for name in (*modes.SHAPE_FLAGS, "port_base"):
-            if flag_values[name].present:
-                raise ConfigError(
-                    f"--{name} applies only with --cluster_resolver; a spec, hosts or TF_CONFIG name every task"
-                )
-        return cluster_lib.from_given_source(flag_values.cluster_spec, flag_values.ps_hosts, flag_values.worker_hosts)
-    for name in ("cluster_spec", "ps_hosts", "worker_hosts", "job_name", "task_index"):
-        if flag_values[name].present:
-            raise ConfigError(
-                f"--cluster_resolver={flag_values.cluster_resolver} decides the cluster and each task's job; "
-                f"drop --{name}"
-            )
-    modes.check_shape_flags(flag_values.mode, flag_values)
-    modes.check_layout(flag_values.mode, flag_values.cluster_resolver == "slurm", "TF_CONFIG", flag_values)
-    num_ps, num_groups = modes.server_counts(flag_values.mode, flag_values.num_ps, flag_values.num_groups)
-    if flag_values.cluster_resolver == "tfjob":
-        if flag_values["port_base"].present:
-            raise ConfigError("--port_base applies only to --cluster_resolver=slurm; TF_CONFIG names every port")
-        if not os.environ.get("TF_CONFIG"):
-            raise ConfigError("--cluster_resolver=tfjob: TF_CONFIG is not set; the TFJob operator sets it in each pod")
-        return cluster_lib.from_tfjob_config(os.environ["TF_CONFIG"], num_ps, num_groups)
-    task = slurm.placement(os.environ, num_ps, num_groups, flag_values.port_base, flag_values.groups)
-    return task.cluster, task.job_name, task.task_index

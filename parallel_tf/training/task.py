@@ -28,7 +28,7 @@ from parallel_tf.training.options import link
 from parallel_tf.training.recipe import Recipe
 from parallel_tf.training.run_flags import LAUNCHER_HINTS, define_task_flags
 from parallel_tf.training.server import serve, start_server, task_name
-from parallel_tf.training.settings import settings_from_flags
+from parallel_tf.training.task_settings import settings_from_flags
 from parallel_tf.training.trainer import Trainer
 
 __all__ = ["Recipe", "run"]

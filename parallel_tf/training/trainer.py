@@ -7,8 +7,6 @@ before evaluating, which counters to log. Give it a server's target, or "" for o
 """
 
 import dataclasses
-import os
-import threading
 import time
 
 import numpy as np
@@ -17,21 +15,15 @@ from absl import logging
 from parallel_tf import compat
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import GlobalBatchSharder
-from parallel_tf.errors import TaskFailure, chief_did_not_initialise
+from parallel_tf.errors import TaskFailure
 from parallel_tf.graph import placement, products
 from parallel_tf.graph.barrier import gather_at_chief, signal_done
 from parallel_tf.graph.model import build_held_out, seed_everything, trainable_shapes
-from parallel_tf.training import devices, logdir, modes, outputs, profiling, run_check, traffic
+from parallel_tf.training import logdir, modes, outputs, profiling, run_check, run_summary, session, traffic
 from parallel_tf.training.checkpoints import Checkpoints
 from parallel_tf.training.op_check import OpCheck
 from parallel_tf.training.options.link import bits_per_second
 from parallel_tf.training.train_graph import with_join_fields
-
-# How often a worker that joined before the chief initialised the model asks again. Each ask is one
-# session on the cluster; at 0.5 s a joining worker idled most of a second (in-process clusters: 0.19 s
-# a run saved at 0.1, medians of 2 interleaved runs of the 21 composition pairs, 28.5 vs 24.6 s; 0.02
-# saved 13-18% more, 12 pairs twice interleaved, 4.38 and 4.68 s at 0.1 against 3.81 and 3.84 s).
-JOIN_POLL_SECS = 0.02
 
 
 def build_graph(recipe, dataset, settings):
@@ -91,10 +83,10 @@ class Trainer:
         with self.graph.as_default():  # for _named_params' trainable_variables()
             started = time.time()
             # Not `with`: on a failure the task exits at once (task.py); closing waits on peers that may be gone.
-            sess = self.join()
+            sess, self._rejoined = session.join(self.graph, train_graph, settings, self.checkpoints, self.target)
             first_step = int(sess.run(train_graph.position))
             writer = self._open_outputs(first_step) if settings.is_chief else None
-            background = _Background(train_graph.background, sess)
+            background = session.Background(train_graph.background, sess)
             train_seconds = self._train(sess, first_step, writer)
             bytes_per_step = self.traffic.mean(settings.train_steps - first_step)
             background.wait()
@@ -105,7 +97,7 @@ class Trainer:
             self._checkpoint(sess, settings.train_steps)
             summary = None
             if settings.is_chief:
-                summary = {**self._summarize(sess, train_seconds, time.time() - started), **bytes_per_step}
+                summary = {**run_summary.summarize(self, sess, train_seconds, time.time() - started), **bytes_per_step}
                 named = _named_params(sess)
                 summary["params_sha256"] = outputs.params_sha256(named)
                 writer.finish(summary, named)
@@ -120,46 +112,6 @@ class Trainer:
                 sess.run(self._done)
             sess.close()
             return summary
-
-    def join(self):
-        """A session on the cluster. The chief (worker 0) initialises the shared parameters, or restores
-        them from its latest checkpoint; a graph may initialise more of its own (a group chief's local
-        ps). The others wait until the model is ready. A chief restarted while its parameter servers
-        kept running finds the model ready and rejoins it as it is: those servers hold training that is
-        newer than any checkpoint, and the other workers are using it."""
-        settings, train_graph = self.settings, self.train_graph
-        manager = tf.train.SessionManager(
-            local_init_op=train_graph.local_init_op,
-            ready_op=train_graph.ready_op,
-            ready_for_local_init_op=train_graph.ready_for_local_init_op,
-            graph=self.graph,
-            recovery_wait_secs=JOIN_POLL_SECS,
-        )
-        filters = placement.worker_device_filters(settings.cluster, settings.task_index) if settings.cluster else None
-        config = devices.session_config(filters, settings.operation_timeout)
-        initialisers = [self.checkpoints.restore] if self.checkpoints else []
-        if train_graph.initialise_on_join:
-            initialisers.append(train_graph.initialise_on_join)
-        if not initialisers:
-            try:
-                return manager.wait_for_session(self.target, config=config, max_wait_secs=settings.startup_timeout)
-            except tf.errors.DeadlineExceededError:
-                raise chief_did_not_initialise(settings.startup_timeout) from None
-
-        if settings.cluster:
-            try:  # restarted alone (its pod, by a cluster manager): the servers still hold the live model
-                sess = manager.wait_for_session(self.target, config=config, max_wait_secs=0)
-                self._rejoined = True
-                return sess
-            except tf.errors.DeadlineExceededError:
-                pass  # not initialised yet: a new or restarted cluster, which this task initialises
-
-        def init_fn(sess):
-            for initialise in initialisers:
-                initialise(sess)
-
-        init_op = self.checkpoints.init_op if self.checkpoints else None
-        return manager.prepare_session(self.target, init_op=init_op, init_fn=init_fn, config=config)
 
     def _open_outputs(self, first_step):
         settings = self.settings
@@ -267,7 +219,7 @@ class Trainer:
         return {"eval_loss": float(loss), "eval_accuracy": float(accuracy)}
 
     def _log(self, writer, sess, step, loss, rate, bytes_per_step, held_out):
-        counts = self._read_counters(sess)
+        counts = run_summary.counters(sess, self.train_graph)
         writer.log_step(step, loss, rate, **bytes_per_step, **held_out, **counts)
         logging.info(
             "step %d/%d  loss %.6f  %.0f examples/sec%s",
@@ -298,80 +250,6 @@ class Trainer:
         if not self._diverged:
             self._diverged = True
             logging.warning("the loss is %s at %s: training has diverged (%s)", loss, at, _what_may_help(self.settings))
-
-    def _read_counters(self, sess):
-        """The graph's counters (e.g. updates by each async worker) as plain lists for JSON."""
-        if not self.train_graph.counters:
-            return {}
-        return {name: value.tolist() for name, value in sess.run(self.train_graph.counters).items()}
-
-    def _summarize(self, sess, train_seconds, wall_seconds):
-        """The run's results. final_loss is the final parameters' loss on the last global batch, in one
-        pass by the chief, so it compares models across worker counts without summation order."""
-        settings, dataset, model = self.settings, self.dataset, self.train_graph.model
-        self.train_graph.before_evaluation(sess)
-        eval_accuracy = sess.run(model.accuracy, {model.features: dataset.eval_x, model.labels: dataset.eval_y})
-        rows = self.sharder.global_batch(settings.train_steps - 1)
-        final_loss = sess.run(model.loss, {model.features: dataset.train_x[rows], model.labels: dataset.train_y[rows]})
-        steps = settings.train_steps
-        return {
-            "recipe": self.recipe.name,
-            "dataset": dataset.name,
-            "mode": settings.mode,
-            "num_workers": settings.num_workers,
-            "num_ps": settings.cluster.num_ps if settings.cluster else 0,
-            "variables_split_over": self.train_graph.model.split_over,  # pieces; 0: whole variables placed
-            "num_gpus": settings.num_gpus,
-            # what TensorFlow's GPU kernels were asked for; on CPUs it changes nothing
-            devices.DETERMINISTIC_OPS: os.environ.get(devices.DETERMINISTIC_OPS, ""),
-            "global_batch_size": settings.global_batch_size,
-            "train_steps": steps,
-            "learning_rate": settings.learning_rate,
-            "optimizer": settings.optimizer,
-            "seed": settings.seed,
-            "final_loss": float(final_loss),
-            "eval_accuracy": float(eval_accuracy),
-            "examples_per_sec": steps * settings.global_batch_size / train_seconds,
-            "ms_per_step": 1000.0 * train_seconds / steps,
-            "wall_seconds": wall_seconds,
-            "train_started": self.train_started,  # wall time of this process's first step (a study's clock starts here)
-            "tf_version": tf.VERSION,
-            # what the bits depend on besides the flags, and which of our kernels ran (not one of them)
-            "kernels": {**compat.kernel_path(), **products.portable_kernel_chosen()},
-            "techniques": list(settings.techniques),  # what ran, as check_run decided
-            "declared": settings.declared(),  # every technique and option on, and what it did
-            "session_runs": self.session_runs,
-            **({"one_step_a_run": settings.one_step_a_run} if settings.one_step_a_run else {}),
-            **({"straggler_pauses": self.pauses} if self.train_graph.pause_before_step else {}),
-            # the updates applied: the clock a schedule runs in (async: pushes, or softsync's updates)
-            "global_step": int(sess.run(tf.train.get_global_step())),
-            **settings.arithmetic_options(),
-            **self._read_counters(sess),
-        }
-
-
-class _Background:
-    """A graph's background work (`TrainGraph.background`) in a thread; `wait()` returns once it has
-    finished, and raises what it raised, so a task never closes its session under it."""
-
-    def __init__(self, work, sess):
-        self._error = None
-        self._thread = None
-        if work:
-            self._thread = threading.Thread(target=self._run, args=(work, sess), name="background", daemon=True)
-            self._thread.start()
-
-    def _run(self, work, sess):
-        try:
-            work(sess)
-        except Exception as e:  # handed to the main thread by wait()
-            self._error = e
-
-    def wait(self):
-        if self._thread:
-            self._thread.join()
-        if self._error:
-            raise self._error
 
 
 def _with_learning_rate(train_graph, settings):

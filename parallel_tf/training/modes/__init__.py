@@ -1,8 +1,8 @@
-"""The modes: each one module with its declaration (`MODE`, a rules.Mode) and its builder,
+"""The modes: each one module with its declaration (`MODE`, a declarations.Mode) and its builder,
 build(recipe, dataset, settings) -> TrainGraph (train_graph.py). This list is all that registers one;
 --mode's choices, the cluster's checks and the shape flags' scopes are derived from it, and the docs'
 modes table is checked against it (tests/test_docs.py). What every mode has (--eval_every, --link_rate,
---worker_delay_ms) a new mode has with no edit elsewhere (rules.EVERY_MODE). The trainer builds a run's
+--worker_delay_ms) a new mode has with no edit elsewhere (declarations.EVERY_MODE). The trainer builds a run's
 graph with its mode's builder (trainer.build_graph).
 """
 

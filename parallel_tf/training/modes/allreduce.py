@@ -21,7 +21,7 @@ from parallel_tf.graph.collectives import Collectives, Ring
 from parallel_tf.graph.model import StepReads, build_model
 from parallel_tf.graph.optimizers import scheduled
 from parallel_tf.graph.placement import worker_device
-from parallel_tf.training.rules import Mode
+from parallel_tf.training.declarations import Mode
 from parallel_tf.training.train_graph import Phase, StepReport, TrainGraph, drive, microbatch_passes
 
 

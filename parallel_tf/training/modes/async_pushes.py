@@ -43,7 +43,7 @@ class Pushes:
         with tf.device(self.on_worker):
             accumulate = self.gradient_sum.add(gradients)
         received = accumulate
-        for transmit in settings.hooks("transmit"):  # at most one (rules.SEAMS): a technique encodes it on the way
+        for transmit in settings.hooks("transmit"):  # at most one (SEAMS): a technique encodes it on the way
             received = transmit(accumulate, self.parameters, self.on_worker, settings.random_stream)
         sums, on_fetch = self._applied(received)
         recorded = self.histogram.record(staleness)  # before the push changes the global step
@@ -79,7 +79,7 @@ class Pushes:
     def _send(self, optimizer, sums, after):
         """The push, once op `after` has run: `optimizer` applies `sums` to the parameters at once, unless a
         technique sends them otherwise (softsync), given the run's optimizer for a push of any staleness."""
-        for send_push in self.settings.hooks("send_push"):  # at most one (rules.SEAMS)
+        for send_push in self.settings.hooks("send_push"):  # at most one (declarations.SEAMS)
 
             def optimizer_at_staleness(staleness):
                 return self._optimizer(self._learning_rate(staleness))

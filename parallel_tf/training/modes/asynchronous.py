@@ -39,9 +39,9 @@ from parallel_tf.compat import tf
 from parallel_tf.graph.model import LOCAL, StepReads, build_model_on_copies
 from parallel_tf.graph.placement import device_setter, worker_device
 from parallel_tf.graph.pushes import added_counters
+from parallel_tf.training.declarations import Mode
 from parallel_tf.training.modes import async_intervals
 from parallel_tf.training.modes.async_pushes import Pushes
-from parallel_tf.training.rules import Mode
 from parallel_tf.training.train_graph import CopiesGraph, Phase, drive, own_report
 
 

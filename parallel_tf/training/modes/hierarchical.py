@@ -26,8 +26,8 @@ from parallel_tf.graph.optimizers import DelegatingOptimizer, apply_then_step, m
 from parallel_tf.graph.placement import device_setter, server_cpu
 from parallel_tf.graph.pushes import GradientSum, push_counter
 from parallel_tf.graph.sync_replicas import sync_replicas
+from parallel_tf.training.declarations import Mode
 from parallel_tf.training.modes.hierarchical_groups import check, check_groups_by_host, define_flags
-from parallel_tf.training.rules import Mode
 from parallel_tf.training.train_graph import CopiesGraph, StepReport, once
 
 GLOBAL = ["variables"]  # tf.GraphKeys.GLOBAL_VARIABLES, without importing TensorFlow

@@ -7,7 +7,7 @@ from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import StepReads, build_model
 from parallel_tf.graph.optimizers import make_optimizer
-from parallel_tf.training.rules import NO_CLUSTER, Mode
+from parallel_tf.training.declarations import NO_CLUSTER, Mode
 from parallel_tf.training.train_graph import Phase, StepReport, TrainGraph, drive
 
 

@@ -20,7 +20,7 @@ from parallel_tf.graph.pipeline import Pipeline, worker_copies
 from parallel_tf.graph.placement import device_setter, server_cpu, worker_device
 from parallel_tf.graph.server_vectors import PackedReads, sent_packed
 from parallel_tf.graph.sync_replicas import sync_replicas
-from parallel_tf.training.rules import Mode
+from parallel_tf.training.declarations import Mode
 from parallel_tf.training.train_graph import Phase, StepReport, TrainGraph, drive, microbatch_passes, once
 
 
@@ -65,7 +65,7 @@ def _in_fixed_order(recipe, model, global_step, settings):
     on_worker = worker_device(task_index, settings.num_gpus)
     is_chief = task_index == 0
     variables = aggregator.variables
-    transmits = settings.hooks("transmit")  # at most one (rules.SEAMS): a technique sends each gradient its own way
+    transmits = settings.hooks("transmit")  # at most one (SEAMS): a technique sends each gradient its own way
 
     def step(model):
         """One step on `model`'s batch, its parameters read packed: (every worker's index and loss: the

@@ -1,5 +1,5 @@
 """Options: every flag outside the techniques that changes what a run computes, declared as a technique
-is (rules.Option) and written as one module: its flags (`define_flags`) and `OPTION`, which says the modes
+is (declarations.Option) and written as one module: its flags (`define_flags`) and `OPTION`, which says the modes
 it applies to, when it is on, what it requires and cannot run with (with the reason), and its check. The
 modes, the trainer and graph/ act on the options; rules.compose composes them with the techniques.
 
@@ -12,6 +12,7 @@ hand-computed test and its enabling values and observable in tests/test_composit
 
 from absl import flags
 
+from parallel_tf.training.declarations import NO_CLUSTER
 from parallel_tf.training.options import (
     aggregation,
     allreduce_buckets,
@@ -29,7 +30,6 @@ from parallel_tf.training.options import (
     strict_determinism,
     warmup,
 )
-from parallel_tf.training.rules import NO_CLUSTER
 
 OPTIONS = (
     warmup,

@@ -6,7 +6,7 @@ updates it applies (`accumulator_updates`)."""
 
 from absl import flags
 
-from parallel_tf.training.rules import Option
+from parallel_tf.training.declarations import Option
 
 OPTION = Option(
     name="aggregation",

@@ -10,7 +10,7 @@ default): one collective for all. `allreduce_buckets` in summary.json counts the
 from absl import flags
 
 from parallel_tf.cli import define_float
-from parallel_tf.training.rules import Option
+from parallel_tf.training.declarations import Option
 
 OPTION = Option(
     name="allreduce_buckets",

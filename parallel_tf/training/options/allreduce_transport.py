@@ -13,7 +13,7 @@ from absl import flags
 
 from parallel_tf import compat
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.rules import Option
+from parallel_tf.training.declarations import Option
 
 
 def check(values, cluster):

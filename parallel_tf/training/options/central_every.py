@@ -5,7 +5,7 @@ group's k steps only for plain SGD. `central_exchanges_by_group` counts the exch
 from absl import flags
 
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.rules import Option
+from parallel_tf.training.declarations import Option
 
 
 def check(values, cluster):

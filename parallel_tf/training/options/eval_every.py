@@ -4,7 +4,7 @@ parameters, not a worker's copy (async, hierarchical). With --steps_per_run it m
 
 from absl import flags
 
-from parallel_tf.training.rules import EVERY_MODE, Option
+from parallel_tf.training.declarations import EVERY_MODE, Option
 
 OPTION = Option(
     name="eval_every",

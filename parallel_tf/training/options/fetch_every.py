@@ -4,7 +4,7 @@ updates in between, unless --nolocal_updates). The trainer counts its session ru
 
 from absl import flags
 
-from parallel_tf.training.rules import Option
+from parallel_tf.training.declarations import Option
 
 OPTION = Option(
     name="fetch_every",

@@ -10,8 +10,8 @@ workers, whose update averages R of the N shards."""
 
 from absl import flags
 
+from parallel_tf.training.declarations import Option
 from parallel_tf.training.options.warmup import schedule_record
-from parallel_tf.training.rules import Option
 
 OPTION = Option(
     name="linear_scaling",

@@ -17,7 +17,7 @@ from absl import flags
 
 from parallel_tf.cli import define_float, validate_by_parsing
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.rules import EVERY_CLUSTER_MODE, Option
+from parallel_tf.training.declarations import EVERY_CLUSTER_MODE, Option
 
 UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 SHAPED_ENV = "PARALLEL_TF_SHAPED_LINK"  # the launcher's word to a task that its link is shaped at this rate

@@ -10,8 +10,8 @@ from absl import flags
 
 from parallel_tf.cli import define_float
 from parallel_tf.errors import ConfigError
+from parallel_tf.training.declarations import Option
 from parallel_tf.training.options.warmup import NOT_HIERARCHICAL, SCHEDULED_MODES, schedule_record
-from parallel_tf.training.rules import Option
 
 KINDS = ("constant", "step", "cosine")
 DECAY_RATE = 0.1  # --lr_decay_rate's default

@@ -10,7 +10,7 @@ parameter, then writes every gradient."""
 from absl import flags
 
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.rules import Option
+from parallel_tf.training.declarations import Option
 
 BY_PIECE = "the pipeline applies each piece as soon as its gradients are in"
 

@@ -5,7 +5,7 @@ step before, ahead of its fetch. The trainer counts its session runs (`session_r
 
 from absl import flags
 
-from parallel_tf.training.rules import Option
+from parallel_tf.training.declarations import Option
 
 OPTION = Option(
     name="prefetch",

@@ -4,7 +4,7 @@ the pushes."""
 
 from absl import flags
 
-from parallel_tf.training.rules import Option
+from parallel_tf.training.declarations import Option
 
 OPTION = Option(
     name="push_every",

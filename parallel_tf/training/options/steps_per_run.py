@@ -20,7 +20,7 @@ import math
 from absl import flags
 
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.rules import Option
+from parallel_tf.training.declarations import Option
 
 BETWEEN_RUNS = ("log_every", "checkpoint_every", "eval_every", "snapshot_every")
 # An automatic run trains at most this many steps: 10 take the digits MLP's sync step 1.35x faster at one

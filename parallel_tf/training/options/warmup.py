@@ -8,7 +8,7 @@ import dataclasses
 
 from absl import flags
 
-from parallel_tf.training.rules import Option
+from parallel_tf.training.declarations import Option
 
 SCHEDULED_MODES = ("single", "sync", "async", "allreduce")
 NOT_HIERARCHICAL = (

@@ -1,7 +1,7 @@
 """Techniques: variants of a mode, each switched on by flags of its own and written as one module.
 
 A technique module has
-    TECHNIQUE                   its declaration (training/rules.Technique): modes, flags, when it is on
+    TECHNIQUE                   its declaration (training/declarations.Technique): modes, flags, when it is on
                                 (`enabled`, where it is not "its first flag left its default"), the check
                                 of its flags' values if they need one, the flags it requires, what it
                                 cannot run with and why, its hooks, whether it builds the mode's graph,

@@ -15,7 +15,7 @@ from absl import flags
 from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
 from parallel_tf.graph import exact_math, exact_ops
-from parallel_tf.training.rules import Technique
+from parallel_tf.training.declarations import Technique
 from parallel_tf.training.techniques import delay_compensation
 
 MEAN_SQUARE_DECAY = 0.95

@@ -34,7 +34,7 @@ from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
 from parallel_tf.graph.model import build_model
 from parallel_tf.graph.optimizers import optimizer_at
 from parallel_tf.graph.placement import device_setter, worker_device
-from parallel_tf.training.rules import Technique
+from parallel_tf.training.declarations import Technique
 from parallel_tf.training.train_graph import StepReport, TrainGraph, once, own_report
 
 
@@ -129,7 +129,7 @@ def build(settings, recipe, dataset):
         step = tf.placeholder(tf.int64, [], name="step")
         slots = SlotAggregator(tf.trainable_variables(), num_workers)  # one row per worker
         (gradients,) = worker_gradients(recipe, model, 1, slots.variables)
-        for transmit in settings.hooks("transmit"):  # at most one (rules.SEAMS): a technique encodes them on the way
+        for transmit in settings.hooks("transmit"):  # at most one (SEAMS): a technique encodes them on the way
             gradients = transmit(gradients, slots.variables, on_worker, settings.random_stream)
         write = slots.write(task_index, [gradients])
         with tf.device(global_step.device):

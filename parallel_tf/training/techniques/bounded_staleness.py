@@ -26,7 +26,7 @@ from absl import flags
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.placement import worker_device
-from parallel_tf.training.rules import Technique
+from parallel_tf.training.declarations import Technique
 
 STATE = "parallel_tf_ssp"  # the graph collection holding the one _Clocks of a graph
 EVERY_STEP = "SSP's clocks count steps, and its read bound holds only if every step's update is pushed and read"

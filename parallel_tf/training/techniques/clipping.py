@@ -27,7 +27,7 @@ from parallel_tf.compat import tf
 from parallel_tf.graph import exact_math, exact_ops
 from parallel_tf.graph.optimizers import DelegatingOptimizer
 from parallel_tf.graph.pushes import add_counter, added_counters
-from parallel_tf.training.rules import Technique
+from parallel_tf.training.declarations import Technique
 
 TECHNIQUE = Technique(
     name="clipping",

@@ -27,7 +27,7 @@ from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import codecs, gathered_codes
 from parallel_tf.graph.collectives import Reducing, Reduction
-from parallel_tf.training.rules import Technique
+from parallel_tf.training.declarations import Technique
 
 
 def as_the_paper_does(values):

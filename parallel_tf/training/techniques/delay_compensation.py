@@ -14,7 +14,7 @@ from parallel_tf.backports import zip_strict
 from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
 from parallel_tf.graph.pushes import add_counter, count_one, push_counter
-from parallel_tf.training.rules import Technique
+from parallel_tf.training.declarations import Technique
 
 ONE_GRADIENT = "the compensation is for one gradient taken at the parameters the worker fetched"
 TECHNIQUE = Technique(

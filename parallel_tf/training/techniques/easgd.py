@@ -32,7 +32,7 @@ from parallel_tf.graph.exchange_steps import sends_after
 from parallel_tf.graph.model import LOCAL, build_model_on_copies, refresh_copies
 from parallel_tf.graph.placement import device_setter, worker_device
 from parallel_tf.graph.pushes import count_one, push_counter
-from parallel_tf.training.rules import Technique
+from parallel_tf.training.declarations import Technique
 from parallel_tf.training.techniques.local_sgd import EXCHANGE_RUNS, OWN_STEPS, build_exchanging, sgd_on_copies
 from parallel_tf.training.train_graph import CopiesGraph, StepReport, once, own_report
 

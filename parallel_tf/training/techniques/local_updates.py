@@ -21,7 +21,7 @@ from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.placement import worker_device
-from parallel_tf.training.rules import Technique
+from parallel_tf.training.declarations import Technique
 
 TECHNIQUE = Technique(
     name="local_updates",

@@ -46,7 +46,7 @@ from parallel_tf.graph.collectives import Reducing, Reduction
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.products import contract
 from parallel_tf.graph.worker_state import keep
-from parallel_tf.training.rules import Technique
+from parallel_tf.training.declarations import Technique
 
 
 def check_shapes(values, cluster, shapes):

@@ -29,7 +29,7 @@ from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.optimizers import apply_then_step
 from parallel_tf.graph.pushes import Send, add_counter
-from parallel_tf.training.rules import Technique
+from parallel_tf.training.declarations import Technique
 
 
 def check(values, cluster):

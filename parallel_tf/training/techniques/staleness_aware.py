@@ -10,7 +10,7 @@ from absl import flags
 
 from parallel_tf.compat import tf
 from parallel_tf.graph.pushes import add_counter
-from parallel_tf.training.rules import Technique
+from parallel_tf.training.declarations import Technique
 
 TECHNIQUE = Technique(
     name="staleness_aware",

@@ -13,7 +13,7 @@ from absl import flags
 
 from parallel_tf.cli import validate_by_parsing
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.rules import EVERY_CLUSTER_MODE, Technique
+from parallel_tf.training.declarations import EVERY_CLUSTER_MODE, Technique
 
 
 def check(values, cluster):
