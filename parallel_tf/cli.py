@@ -101,16 +101,25 @@ def validate_by_parsing(name, parse, flag_values=flags.FLAGS):
     flags.register_validator(name, parses, flag_values=flag_values)
 
 
-def define_float(name, default, help, lower_bound=None, upper_bound=None, flag_values=flags.FLAGS):
+def define_float(name, default, help, lower_bound=None, upper_bound=None, flag_values=flags.FLAGS, module_name=None):
     """absl's DEFINE_float that also refuses nan and inf at parse: a bound does not (nan compares false with
     everything), and either would train to NaN, or turn a check off, and exit 0."""
-    defined_by = sys._getframe(1).f_globals["__name__"]  # the caller's: --help groups flags by their module
+    defined_by = module_name or sys._getframe(1).f_globals["__name__"]  # --help groups flags by their module
     flags.DEFINE_float(name, default, help, lower_bound, upper_bound, flag_values=flag_values, module_name=defined_by)
     flags.register_validator(name, _finite, "must be a finite number", flag_values=flag_values)
 
 
 def _finite(value):
     return value is None or math.isfinite(value)
+
+
+def duration(seconds):
+    """'1.5 h', '2.0 min', '12 s', '0.467 ms': a time in the unit that shows it."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.3g} s" if seconds >= 1 else f"{seconds * 1000:.3g} ms"
 
 
 def counted(count, noun, plural=None):

@@ -32,6 +32,7 @@ from parallel_tf.errors import ConfigError
 from parallel_tf.graph import products
 from parallel_tf.training import declarations, modes, options, rules, run_check, run_flags, seams, techniques
 from parallel_tf.training import settings as settings_lib
+from parallel_tf.training.declarations import SEAMS
 from parallel_tf.training.recipe import Recipe
 
 STEPS, WORKERS, BATCH, DELAY_MS, RATE = 4, 2, 4, 20, 0.5
@@ -310,8 +311,8 @@ def test_an_option_with_a_hook_that_only_a_technique_s_module_is_asked_for_is_re
 def _defines_its_flags(module):
     declared = getattr(module, "TECHNIQUE", None) or module.OPTION
     scratch = flags.FlagValues()
-    module.define_flags(scratch)
-    assert set(scratch) == set(declared.flags)
+    declared.define_flags(module.__name__, scratch)  # owned by its module, where --help lists them
+    assert [flag.name for flag in scratch.flags_by_module_dict()[module.__name__]] == sorted(declared.flags)
     assert set(declared.requires) <= {*run_check.DECLARED_SCOPES, *run_flags.CORE_RUN_FLAGS}
     assert set(declared.conflicts) <= set(NAMES) - {declared.name}
     assert isinstance(declared.modes, declarations.EveryMode) or set(declared.modes) <= {
@@ -544,7 +545,7 @@ def _of_the_pair(mode, a, b):
 
 def _reasons(mode, declarations):
     """Every reason `declarations` give to refuse another in `mode`, and those of the seams and requirements."""
-    reasons = {"they do not go together", *(why.format(mode=mode) for why in declarations.SEAMS.values() if why)}
+    reasons = {"they do not go together", *(why.format(mode=mode) for why in SEAMS.values() if why)}
     for d in declarations:
         reasons |= {*d.conflicts.values(), *(why for _, why in d.requires.values()), *d.seams(mode)[1].values()}
     return reasons

@@ -10,8 +10,7 @@ from absl import flags
 
 from parallel_tf import compat
 from parallel_tf.errors import ConfigError
-from parallel_tf.training import logdir
-from parallel_tf.training import settings as settings_lib
+from parallel_tf.training import logdir, task_settings
 from parallel_tf.training.checkpoints import Checkpoints
 from parallel_tf.training.logdir import check_same_run, default_logdir, prepare_logdir, record_run
 
@@ -162,7 +161,7 @@ def test_the_recipes_flags_are_its_own_not_those_tensorflow_defines_as_it_loads(
         flag.name for module, defined in defined_by.items() if module.startswith("tensorflow.") for flag in defined
     }
     assert tensorflows, "TensorFlow loaded in this process (conftest) defines flags of its own"
-    assert not tensorflows & {name for name, _ in settings_lib.recipe_flags(flags.FLAGS)}
+    assert not tensorflows & {name for name, _ in task_settings.recipe_flags(flags.FLAGS)}
 
 
 def test_a_resume_that_switches_kernels_is_refused(tmp_path):

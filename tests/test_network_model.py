@@ -4,6 +4,7 @@ R·1448/1538/8: 117 685.3 bytes a millisecond at 1 Gbit/s."""
 
 import pytest
 
+from parallel_tf import cli
 from parallel_tf.tools.network_model import (
     PIPELINE_PIECES,
     break_even_gbits,
@@ -14,7 +15,6 @@ from parallel_tf.tools.network_model import (
     serial_ms,
     step_bytes,
 )
-from parallel_tf.training import trainer
 
 PER_MS_100MBIT = 1e8 * 1448 / 1514 / 8000  # 11 955.1
 ETHERNET_PER_MS_1GBIT = 1e9 * 1448 / 1538 / 8000  # 117 685.3
@@ -143,6 +143,6 @@ def test_the_pipeline_lowers_the_overlapped_bound_not_the_serial_one():
 def test_a_step_shorter_than_a_second_is_said_in_milliseconds():
     """PowerSGD's rank-4 step for the MLP sends 5,840 bytes: at 100 Mbit/s, 5840 · 8 / 10⁸ s = 0.467 ms, and
     1000 of them 467 ms; a line of "0.000 s" would say nothing."""
-    assert trainer._duration(5840 * 8 / 1e8) == "0.467 ms"
-    assert trainer._duration(1000 * 5840 * 8 / 1e8) == "467 ms"
-    assert [trainer._duration(s) for s in (2.5, 42, 150, 5400)] == ["2.5 s", "42 s", "2.5 min", "1.5 h"]
+    assert cli.duration(5840 * 8 / 1e8) == "0.467 ms"
+    assert cli.duration(1000 * 5840 * 8 / 1e8) == "467 ms"
+    assert [cli.duration(s) for s in (2.5, 42, 150, 5400)] == ["2.5 s", "42 s", "2.5 min", "1.5 h"]

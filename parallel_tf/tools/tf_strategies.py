@@ -66,7 +66,7 @@ def define_flags():
     )
     run_flags.define_recipe_flag()
     run_flags.define_run_flags()
-    link.define_flags()
+    link.OPTION.define_flags(link.__name__)
 
 
 def main(argv):

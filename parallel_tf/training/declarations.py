@@ -1,5 +1,5 @@
 """What a mode, technique or option says of itself (rules.py composes them): the seams of a step and the hooks
-that fill them, and the declarations, as data.
+that fill them, and the declarations, as data, their flags typed fields from which absl's are defined.
 """
 
 from __future__ import annotations
@@ -8,6 +8,10 @@ import dataclasses
 
 # typing's: subscripted at run time, as Python 3.7's abc's are not
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
+
+from absl import flags as absl_flags
+
+from parallel_tf import cli
 
 if TYPE_CHECKING:
     from parallel_tf.cluster.config import ClusterConfig
@@ -63,14 +67,52 @@ Values = Mapping[str, Any]  # {flag name: value} of a run, with "mode"
 
 
 @dataclasses.dataclass(frozen=True)
+class Flag:
+    """A declaration's flag as a typed field, from which its absl flag is defined (`define`), owned by the
+    declaration's module (--help groups flags by module). Its type is its default's (bool, int, float, str or a
+    list), or `kind` where the default is None; with `choices`, an enum of them."""
+
+    name: str
+    default: Any
+    help: str
+    lower_bound: float | None = None
+    upper_bound: float | None = None
+    choices: tuple = ()
+    kind: type | None = None
+    parse: Callable[[Any], object] | None = None  # raises ConfigError, naming the flag, for a bad value
+    valid: tuple = ()  # (predicate, what a value must be): absl's validator
+
+    def define(self, module, flag_values=absl_flags.FLAGS):
+        kind, owned = self.kind or type(self.default), {"flag_values": flag_values, "module_name": module}
+        bounds = {"lower_bound": self.lower_bound, "upper_bound": self.upper_bound}
+        if self.choices:
+            absl_flags.DEFINE_enum(self.name, self.default, list(self.choices), self.help, **owned)
+        elif kind is bool:
+            absl_flags.DEFINE_bool(self.name, self.default, self.help, **owned)
+        elif kind is int:
+            absl_flags.DEFINE_integer(self.name, self.default, self.help, **bounds, **owned)
+        elif kind is float:
+            cli.define_float(self.name, self.default, self.help, **bounds, **owned)
+        elif kind is list:
+            absl_flags.DEFINE_list(self.name, self.default, self.help, **owned)
+        else:
+            absl_flags.DEFINE_string(self.name, self.default, self.help, **owned)
+        if self.parse:
+            cli.validate_by_parsing(self.name, self.parse, flag_values)
+        if self.valid:
+            absl_flags.register_validator(self.name, self.valid[0], self.valid[1], flag_values=flag_values)
+
+
+@dataclasses.dataclass(frozen=True)
 class Declaration:
     """What a technique or option says of itself; `flags[0]` is the one that switches it on."""
 
     KIND: ClassVar[str] = "declaration"
 
     name: str
-    flags: tuple
     modes: tuple | EveryMode
+    defines: tuple = ()  # its flags (Flag), the first the one that switches it on
+    flags: tuple = ()  # their names (set from `defines`)
     # (values, cluster) -> whether a run with these values uses it; None: once flags[0] is not at its default
     enabled: Callable[[Values, ClusterConfig], bool] | None = None
     check: Callable[[Values, ClusterConfig], None] | None = None  # raises ConfigError for a bad value of its flags
@@ -106,6 +148,8 @@ class Declaration:
     closes: dict = dataclasses.field(default_factory=dict)  # {seam: why no other declaration may fill it}
 
     def __post_init__(self):
+        if self.defines:
+            object.__setattr__(self, "flags", tuple(flag.name for flag in self.defines))
         unknown = (set(self.fills) | set(self.closes)) - set(SEAMS)
         assert not unknown, f"{self.name}: unknown seams {sorted(unknown)}"
         unknown = set(self.hooks) - set(HOOKS)
@@ -125,6 +169,11 @@ class Declaration:
         """How the user switched it on, as flags: --softsync=2, --staleness_aware, --fetch_every=2 with
         --local_updates."""
         return " with ".join(as_flag(flag, values[flag]) for flag in self.named_by or self.flags[:1])
+
+    def define_flags(self, module, flag_values=absl_flags.FLAGS):
+        """absl's flags of `defines`, owned by `module` (the declaration's)."""
+        for flag in self.defines:
+            flag.define(module, flag_values)
 
     @property
     def switch(self):

@@ -12,7 +12,7 @@ import time
 import numpy as np
 from absl import logging
 
-from parallel_tf import compat
+from parallel_tf import cli, compat
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import GlobalBatchSharder
 from parallel_tf.errors import TaskFailure
@@ -83,7 +83,7 @@ class Trainer:
         with self.graph.as_default():  # for _named_params' trainable_variables()
             started = time.time()
             # Not `with`: on a failure the task exits at once (task.py); closing waits on peers that may be gone.
-            sess, self._rejoined = session.join(self.graph, train_graph, settings, self.checkpoints, self.target)
+            sess = self.join()
             first_step = int(sess.run(train_graph.position))
             writer = self._open_outputs(first_step) if settings.is_chief else None
             background = session.Background(train_graph.background, sess)
@@ -112,6 +112,11 @@ class Trainer:
                 sess.run(self._done)
             sess.close()
             return summary
+
+    def join(self):
+        """A session on the cluster (session.join), noting whether it rejoined a running one."""
+        sess, self._rejoined = session.join(self.graph, self.train_graph, self.settings, self.checkpoints, self.target)
+        return sess
 
     def _open_outputs(self, first_step):
         settings = self.settings
@@ -197,8 +202,8 @@ class Trainer:
             "the chief's link carries %d bytes a step each way at most: at %s, at least %s a step, %s for the %d steps",
             bits // 8,
             settings.options.link_rate,
-            _duration(seconds),
-            _duration(seconds * settings.train_steps),
+            cli.duration(seconds),
+            cli.duration(seconds * settings.train_steps),
             settings.train_steps,
         )
 
@@ -271,15 +276,6 @@ def _batch_loss(step_result):
     repeatable: the global batch's in sync mode, its group's in hierarchical, its own in async."""
     order = step_result["workers"].argsort()
     return float(step_result["losses"][order].astype("float64").mean())
-
-
-def _duration(seconds):
-    """'1.5 h', '2.0 min', '12 s', '0.467 ms': a time in the unit that shows it."""
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    if seconds >= 60:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.3g} s" if seconds >= 1 else f"{seconds * 1000:.3g} ms"
 
 
 def _what_may_help(settings):

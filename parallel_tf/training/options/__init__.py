@@ -1,7 +1,8 @@
 """Options: every flag outside the techniques that changes what a run computes, declared as a technique
-is (declarations.Option) and written as one module: its flags (`define_flags`) and `OPTION`, which says the modes
-it applies to, when it is on, what it requires and cannot run with (with the reason), and its check. The
-modes, the trainer and graph/ act on the options; rules.compose composes them with the techniques.
+is (declarations.Option) and written as one module: `OPTION`, its flags (`defines`: typed fields, absl's
+defined from them), the modes it applies to, when it is on, what it requires and cannot run with (with the
+reason), and its check. The modes, the trainer and graph/ act on the options; rules.compose composes them with
+the techniques.
 
 An option whose modes include "single" (the one plain process) is a run option: it applies without a
 cluster. The others are mode options: recorded in run.json (a resume must match) and summary.json.
@@ -59,7 +60,7 @@ def define_flags(run_options, flag_values=flags.FLAGS):
     """The flags of the run options (`run_options`) or of the mode options."""
     for option in OPTIONS:
         if is_run_option(option) == run_options:
-            option.define_flags(flag_values)
+            option.OPTION.define_flags(option.__name__, flag_values)
 
 
 def flag_scopes(run_options):

@@ -4,23 +4,18 @@ TensorFlow's SyncReplicasOptimizer (Chen et al., "Revisiting Distributed Synchro
 TensorFlow built it), which adds them in arrival order: kept to compare against. Its chief counts the
 updates it applies (`accumulator_updates`)."""
 
-from absl import flags
-
-from parallel_tf.training.declarations import Option
+from parallel_tf.training.declarations import Flag, Option
 
 OPTION = Option(
     name="aggregation",
-    flags=("aggregation",),
     modes=("sync",),
+    defines=(
+        Flag(
+            "aggregation",
+            "ordered",
+            "sync: sum gradients in a fixed order (bitwise repeats at any worker count), or in arrival order "
+            "with SyncReplicasOptimizer.",
+            choices=("ordered", "accumulator"),
+        ),
+    ),
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_enum(
-        "aggregation",
-        "ordered",
-        ["ordered", "accumulator"],
-        "sync: sum gradients in a fixed order (bitwise repeats at any worker count), or in arrival order "
-        "with SyncReplicasOptimizer.",
-        flag_values=flag_values,
-    )

@@ -7,25 +7,19 @@ each element's sum is a + b whatever its bucket, so the run equals the one-colle
 more, the ring adds an element in an order set by its place in its bucket, which buckets move. 0 (the
 default): one collective for all. `allreduce_buckets` in summary.json counts them."""
 
-from absl import flags
-
-from parallel_tf.cli import define_float
-from parallel_tf.training.declarations import Option
+from parallel_tf.training.declarations import Flag, Option
 
 OPTION = Option(
     name="allreduce_buckets",
-    flags=("allreduce_bucket_mb",),
     modes=("allreduce",),
+    defines=(
+        Flag(
+            "allreduce_bucket_mb",
+            0.0,
+            "allreduce: one collective per bucket of about this many MB of gradients, last layer first, each sent "
+            "as soon as its gradients exist; 0: one collective for all.",
+            lower_bound=0.0,
+        ),
+    ),
     fills=("ring",),
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    define_float(
-        "allreduce_bucket_mb",
-        0.0,
-        "allreduce: one collective per bucket of about this many MB of gradients, last layer first, each sent "
-        "as soon as its gradients exist; 0: one collective for all.",
-        lower_bound=0.0,
-        flag_values=flag_values,
-    )

@@ -9,11 +9,9 @@ near it fits where their sum would not, but a mean above it overflows (the NaN g
 transport); bfloat16 has float32's range and 8 bits of precision. It is the baseline a compression result
 on all-reduce should beat: half the bytes for a cast."""
 
-from absl import flags
-
 from parallel_tf import compat
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import Option
+from parallel_tf.training.declarations import Flag, Option
 
 
 def check(values, cluster):
@@ -34,18 +32,15 @@ def check(values, cluster):
 
 OPTION = Option(
     name="allreduce_transport",
-    flags=("allreduce_transport",),
     modes=("allreduce",),
+    defines=(
+        Flag(
+            "allreduce_transport",
+            "float32",
+            "allreduce: the type the gradients cross the ring in (float16, bfloat16: half the bytes, summed in it).",
+            choices=("float32", "float16", "bfloat16"),
+        ),
+    ),
     check=check,
     fills=("ring",),
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_enum(
-        "allreduce_transport",
-        "float32",
-        ["float32", "float16", "bfloat16"],
-        "allreduce: the type the gradients cross the ring in (float16, bfloat16: half the bytes, summed in it).",
-        flag_values=flag_values,
-    )

@@ -2,10 +2,8 @@
 every k group steps (modes/hierarchical.py). The central ps applies the sum as one step, which is the
 group's k steps only for plain SGD. `central_exchanges_by_group` counts the exchanges."""
 
-from absl import flags
-
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import Option
+from parallel_tf.training.declarations import Flag, Option
 
 
 def check(values, cluster):
@@ -20,17 +18,14 @@ def check(values, cluster):
 
 OPTION = Option(
     name="central_every",
-    flags=("central_every",),
     modes=("hierarchical",),
+    defines=(
+        Flag(
+            "central_every",
+            1,
+            "hierarchical: a group sends its update to the central ps every k steps.",
+            lower_bound=1,
+        ),
+    ),
     check=check,
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_integer(
-        "central_every",
-        1,
-        "hierarchical: a group sends its update to the central ps every k steps.",
-        lower_bound=1,
-        flag_values=flag_values,
-    )

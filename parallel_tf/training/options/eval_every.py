@@ -2,23 +2,18 @@
 and after the last, logging eval_loss and eval_accuracy with that step's metrics. It reads the
 parameters, not a worker's copy (async, hierarchical). With --steps_per_run it must fall between runs."""
 
-from absl import flags
-
-from parallel_tf.training.declarations import EVERY_MODE, Option
+from parallel_tf.training.declarations import EVERY_MODE, Flag, Option
 
 OPTION = Option(
     name="eval_every",
-    flags=("eval_every",),
-    modes=EVERY_MODE,  # the trainer evaluates, whatever the mode
+    modes=EVERY_MODE,
+    defines=(
+        Flag(
+            "eval_every",
+            0,
+            "The chief evaluates the parameters on the held-out split every this many steps (and after the last), "
+            "logging eval_loss and eval_accuracy with that step's metrics. 0: only at the end.",
+            lower_bound=0,
+        ),
+    ),  # the trainer evaluates, whatever the mode
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_integer(
-        "eval_every",
-        0,
-        "The chief evaluates the parameters on the held-out split every this many steps (and after the last), "
-        "logging eval_loss and eval_accuracy with that step's metrics. 0: only at the end.",
-        lower_bound=0,
-        flag_values=flag_values,
-    )

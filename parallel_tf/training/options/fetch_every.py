@@ -2,22 +2,17 @@
 NIPS 2012): a worker refreshes its copy of the parameters every n steps (with Downpour's local
 updates in between, unless --nolocal_updates). The trainer counts its session runs."""
 
-from absl import flags
-
-from parallel_tf.training.declarations import Option
+from parallel_tf.training.declarations import Flag, Option
 
 OPTION = Option(
     name="fetch_every",
-    flags=("fetch_every",),
     modes=("async",),
+    defines=(
+        Flag(
+            "fetch_every",
+            1,
+            "async: refresh a worker's copy of the parameters every n steps (n_fetch).",
+            lower_bound=1,
+        ),
+    ),
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_integer(
-        "fetch_every",
-        1,
-        "async: refresh a worker's copy of the parameters every n steps (n_fetch).",
-        lower_bound=1,
-        flag_values=flag_values,
-    )

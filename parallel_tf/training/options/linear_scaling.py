@@ -8,15 +8,21 @@ async push applies one worker's B/N examples (summed over --push_every steps), a
 group's step its group's, so k = B/b would scale them N times too far; refused there, and with backup
 workers, whose update averages R of the N shards."""
 
-from absl import flags
-
-from parallel_tf.training.declarations import Option
+from parallel_tf.training.declarations import Flag, Option
 from parallel_tf.training.options.warmup import schedule_record
 
 OPTION = Option(
     name="linear_scaling",
-    flags=("linear_scaling_batch",),
     modes=("single", "sync", "allreduce"),
+    defines=(
+        Flag(
+            "linear_scaling_batch",
+            0,
+            "The linear scaling rule (Goyal et al. 2017): the rate is --learning_rate times --global_batch_size "
+            "over this batch size. 0: off.",
+            lower_bound=0,
+        ),
+    ),
     why_not_other_modes="the rule scales the rate with the batch an update averages, the global batch only in "
     "lockstep; an async push is one worker's, a hierarchical group's step its group's",
     conflicts={
@@ -25,14 +31,3 @@ OPTION = Option(
     },
     record=schedule_record,
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_integer(
-        "linear_scaling_batch",
-        0,
-        "The linear scaling rule (Goyal et al. 2017): the rate is --learning_rate times --global_batch_size "
-        "over this batch size. 0: off.",
-        lower_bound=0,
-        flag_values=flag_values,
-    )

@@ -13,11 +13,8 @@ what delayed it, run.json the one a run started on (logdir.DESCRIBED: a resume m
 import os
 import re
 
-from absl import flags
-
-from parallel_tf.cli import define_float, validate_by_parsing
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import EVERY_CLUSTER_MODE, Option
+from parallel_tf.training.declarations import EVERY_CLUSTER_MODE, Flag, Option
 
 UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 SHAPED_ENV = "PARALLEL_TF_SHAPED_LINK"  # the launcher's word to a task that its link is shaped at this rate
@@ -59,40 +56,35 @@ def check(values, cluster):
 
 OPTION = Option(
     name="link",
-    flags=("link_rate", "link_delay", "link_loss"),
     modes=EVERY_CLUSTER_MODE,
+    defines=(
+        Flag(
+            "link_rate",
+            "",
+            "Local clusters: every simulated host's network interface shaped at this rate each way (100mbit, 1gbit, "
+            "...); each task on a host of its own unless --simulate_hosts lays them out. Empty: an unshaped network.",
+            parse=lambda rate: rate and bits_per_second(rate),
+        ),
+        Flag(
+            "link_delay",
+            0.0,
+            "With --link_rate: one-way delay in milliseconds added to what every host sends (netem where the kernel "
+            "has it, else a delay line of netfilter queues, which needs iptables), so a round trip is twice it.",
+            lower_bound=0.0,
+        ),
+        Flag(
+            "link_loss",
+            0.0,
+            "With --link_rate: the share of packets every host's interface drops as they arrive, at random (0.01: "
+            "1%; iptables' statistic match). TCP sends them again, so only the time changes.",
+            lower_bound=0.0,
+            upper_bound=0.5,
+        ),
+    ),
     check=check,
     record=record,
     timing_only=True,
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_string(
-        "link_rate",
-        "",
-        "Local clusters: every simulated host's network interface shaped at this rate each way (100mbit, 1gbit, "
-        "...); each task on a host of its own unless --simulate_hosts lays them out. Empty: an unshaped network.",
-        flag_values=flag_values,
-    )
-    validate_by_parsing("link_rate", lambda rate: rate and bits_per_second(rate), flag_values)
-    define_float(
-        "link_delay",
-        0.0,
-        "With --link_rate: one-way delay in milliseconds added to what every host sends (netem where the kernel "
-        "has it, else a delay line of netfilter queues, which needs iptables), so a round trip is twice it.",
-        lower_bound=0.0,
-        flag_values=flag_values,
-    )
-    define_float(
-        "link_loss",
-        0.0,
-        "With --link_rate: the share of packets every host's interface drops as they arrive, at random (0.01: "
-        "1%; iptables' statistic match). TCP sends them again, so only the time changes.",
-        lower_bound=0.0,
-        upper_bound=0.5,
-        flag_values=flag_values,
-    )
 
 
 def check_shaped(settings, environ):

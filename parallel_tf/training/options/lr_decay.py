@@ -6,11 +6,8 @@ count their drops from epoch 0); cosine (Loshchilov and Hutter, "SGDR", ICLR 201
 clock: global steps, or in async mode the pushes applied (so the default cosine length is the run's
 pushes). The chief logs the rate (`scheduled_rate`); summary.json records the schedule and its clock."""
 
-from absl import flags
-
-from parallel_tf.cli import define_float
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import Option
+from parallel_tf.training.declarations import Flag, Option
 from parallel_tf.training.options.warmup import NOT_HIERARCHICAL, SCHEDULED_MODES, schedule_record
 
 KINDS = ("constant", "step", "cosine")
@@ -28,58 +25,47 @@ def check(values, cluster):
         raise ConfigError("--lr_decay_rate applies only with --lr_schedule=step; cosine decays to 0")
 
 
-OPTION = Option(
-    name="lr_decay",
-    flags=("lr_schedule", "lr_decay_steps", "lr_decay_rate", "lr_decay_milestones"),
-    modes=SCHEDULED_MODES,
-    check=check,
-    switched_on_by="--lr_schedule=step or cosine",
-    why_not_other_modes=NOT_HIERARCHICAL,
-    record=schedule_record,
-)
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_enum(
-        "lr_schedule",
-        "constant",
-        list(KINDS),
-        "The learning rate's decay: constant, step (times --lr_decay_rate every --lr_decay_steps updates, or "
-        "at --lr_decay_milestones, from the first update) or cosine (to 0 over --lr_decay_steps after warm-up, "
-        "default the rest of the run). Not hierarchical.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "lr_decay_steps",
-        0,
-        "step: the interval of each decay; cosine: its length (0: to the last update).",
-        lower_bound=0,
-        flag_values=flag_values,
-    )
-    define_float(
-        "lr_decay_rate",
-        DECAY_RATE,
-        "step: the factor of each decay.",
-        lower_bound=0.0,
-        upper_bound=1.0,
-        flag_values=flag_values,
-    )
-    flags.DEFINE_list(
-        "lr_decay_milestones",
-        [],
-        "step: the updates at which the rate is multiplied by --lr_decay_rate, e.g. 3000,6000,8000 (increasing).",
-        flag_values=flag_values,
-    )
-    flags.register_validator(
-        "lr_decay_milestones",
-        _whole_and_increasing,
-        "must be positive whole numbers in increasing order",
-        flag_values=flag_values,
-    )
-
-
 def _whole_and_increasing(values):
     if not all(v.strip().isdigit() and int(v) > 0 for v in values):
         return False
     numbers = [int(v) for v in values]
     return all(a < b for a, b in zip(numbers, numbers[1:]))
+
+
+OPTION = Option(
+    name="lr_decay",
+    modes=SCHEDULED_MODES,
+    defines=(
+        Flag(
+            "lr_schedule",
+            "constant",
+            "The learning rate's decay: constant, step (times --lr_decay_rate every --lr_decay_steps updates, or "
+            "at --lr_decay_milestones, from the first update) or cosine (to 0 over --lr_decay_steps after warm-up, "
+            "default the rest of the run). Not hierarchical.",
+            choices=KINDS,
+        ),
+        Flag(
+            "lr_decay_steps",
+            0,
+            "step: the interval of each decay; cosine: its length (0: to the last update).",
+            lower_bound=0,
+        ),
+        Flag(
+            "lr_decay_rate",
+            DECAY_RATE,
+            "step: the factor of each decay.",
+            lower_bound=0.0,
+            upper_bound=1.0,
+        ),
+        Flag(
+            "lr_decay_milestones",
+            [],
+            "step: the updates at which the rate is multiplied by --lr_decay_rate, e.g. 3000,6000,8000 (increasing).",
+            valid=(_whole_and_increasing, "must be positive whole numbers in increasing order"),
+        ),
+    ),
+    check=check,
+    switched_on_by="--lr_schedule=step or cosine",
+    why_not_other_modes=NOT_HIERARCHICAL,
+    record=schedule_record,
+)

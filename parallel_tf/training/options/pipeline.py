@@ -7,10 +7,8 @@ updates are the plain step's, so the bits are too, at any p and server count, an
 worker computes on its own copy of the parameters, which its pulls fill. 0 (the default): a step reads every
 parameter, then writes every gradient."""
 
-from absl import flags
-
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import Option
+from parallel_tf.training.declarations import Flag, Option
 
 BY_PIECE = "the pipeline applies each piece as soon as its gradients are in"
 
@@ -25,8 +23,17 @@ def check(values, cluster):
 
 OPTION = Option(
     name="pipeline",
-    flags=("pipeline_pieces",),
     modes=("sync",),
+    defines=(
+        Flag(
+            "pipeline_pieces",
+            0,
+            "sync (ordered): cut each parameter server's share into this many pieces, each applied as soon as every "
+            "worker's gradients of it are in and pulled at once, while the later pieces are still pushed (BytePS's "
+            "pipeline); the same bits. 0: a step reads every parameter, then writes every gradient.",
+            lower_bound=0,
+        ),
+    ),
     check=check,
     requires={"aggregation": ("ordered", "SyncReplicasOptimizer applies every variable at once, in arrival order")},
     conflicts={
@@ -38,15 +45,3 @@ OPTION = Option(
     },
     timing_only=True,  # the same bits, whatever p
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_integer(
-        "pipeline_pieces",
-        0,
-        "sync (ordered): cut each parameter server's share into this many pieces, each applied as soon as every "
-        "worker's gradients of it are in and pulled at once, while the later pieces are still pushed (BytePS's "
-        "pipeline); the same bits. 0: a step reads every parameter, then writes every gradient.",
-        lower_bound=0,
-        flag_values=flag_values,
-    )

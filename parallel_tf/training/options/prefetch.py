@@ -3,23 +3,18 @@ push is sent, so a step is one run instead of two (modes/asynchronous.py). The t
 read as a step begins (a straggler's pause, a local update) settle --noprefetch; SSP's gate is part of the
 step before, ahead of its fetch. The trainer counts its session runs (`session_runs`)."""
 
-from absl import flags
-
-from parallel_tf.training.declarations import Option
+from parallel_tf.training.declarations import Flag, Option
 
 OPTION = Option(
     name="prefetch",
-    flags=("prefetch",),
     modes=("async",),
+    defines=(
+        Flag(
+            "prefetch",
+            True,
+            "async: refresh a worker's copy for its next step at the end of this step's run, once its push is "
+            "sent, so a step is one session run, not two; --noprefetch: at the start of the next step.",
+        ),
+    ),
     enabled=lambda values, cluster: values["prefetch"],
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_bool(
-        "prefetch",
-        True,
-        "async: refresh a worker's copy for its next step at the end of this step's run, once its push is "
-        "sent, so a step is one session run, not two; --noprefetch: at the start of the next step.",
-        flag_values=flag_values,
-    )

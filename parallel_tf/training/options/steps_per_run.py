@@ -17,10 +17,8 @@ so a resume may run with another."""
 import functools
 import math
 
-from absl import flags
-
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import Option
+from parallel_tf.training.declarations import Flag, Option
 
 BETWEEN_RUNS = ("log_every", "checkpoint_every", "eval_every", "snapshot_every")
 # An automatic run trains at most this many steps: 10 take the digits MLP's sync step 1.35x faster at one
@@ -52,8 +50,19 @@ def check(values, cluster):
 
 OPTION = Option(
     name="steps_per_run",
-    flags=("steps_per_run",),
     modes=("single", "sync", "allreduce", "async"),
+    defines=(
+        Flag(
+            "steps_per_run",
+            None,
+            "single, sync (ordered), allreduce and async: train this many steps in one session run (a tf.while_loop), "
+            "paying a run's RPC rounds once for all of them; the same parameters, bit for bit. Logs, checkpoints and "
+            "evaluations come between runs, so their intervals must be multiples of it. Default: the most, up to "
+            f"{AUTOMATIC_MOST}, that divide those intervals, where the run can loop; 1 elsewhere.",
+            lower_bound=1,
+            kind=int,
+        ),
+    ),
     enabled=lambda values, cluster: (values["steps_per_run"] or 1) > 1,
     check=check,
     requires={
@@ -67,16 +76,3 @@ OPTION = Option(
     },
     timing_only=True,  # the same bits, whatever k
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_integer(
-        "steps_per_run",
-        None,
-        "single, sync (ordered), allreduce and async: train this many steps in one session run (a tf.while_loop), "
-        "paying a run's RPC rounds once for all of them; the same parameters, bit for bit. Logs, checkpoints and "
-        "evaluations come between runs, so their intervals must be multiples of it. Default: the most, up to "
-        f"{AUTOMATIC_MOST}, that divide those intervals, where the run can loop; 1 elsewhere.",
-        lower_bound=1,
-        flag_values=flag_values,
-    )

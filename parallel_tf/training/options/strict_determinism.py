@@ -8,12 +8,10 @@ It costs M/2 times the ring's bytes on all-reduce: each worker sends its M/N row
 rows from, the others, where the ring moves 2(N−1)/N of one vector each way (8 microbatches, 4 workers:
 6 models each way against 1.5)."""
 
-from absl import flags
-
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.aggregation import gathered_in_fixed_order
 from parallel_tf.graph.collectives import Reducing, Reduction
-from parallel_tf.training.declarations import Option
+from parallel_tf.training.declarations import Flag, Option
 
 
 def check(values, cluster):
@@ -41,26 +39,22 @@ def reduce(settings, recipe, ring, variables):
 
 OPTION = Option(
     name="strict_determinism",
-    flags=("strict_determinism", "microbatches"),
     modes=("sync", "allreduce"),
+    defines=(
+        Flag(
+            "strict_determinism",
+            False,
+            "sync and allreduce: the same parameters, bitwise, for every worker count that divides --microbatches.",
+        ),
+        Flag(
+            "microbatches",
+            8,
+            "With --strict_determinism: the global batch is always cut into this many.",
+            lower_bound=1,
+        ),
+    ),
     check=check,
     requires={"aggregation": ("ordered", "it sums in a fixed order")},
     hooks=("reduce",),
     closes={"ring": "strict determinism gathers whole float32 microbatch gradients, to equal sync strict bitwise"},
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_bool(
-        "strict_determinism",
-        False,
-        "sync and allreduce: the same parameters, bitwise, for every worker count that divides --microbatches.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "microbatches",
-        8,
-        "With --strict_determinism: the global batch is always cut into this many.",
-        lower_bound=1,
-        flag_values=flag_values,
-    )

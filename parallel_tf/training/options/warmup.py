@@ -6,9 +6,7 @@ clock: global steps, or in async mode the pushes applied. The chief logs the rat
 
 import dataclasses
 
-from absl import flags
-
-from parallel_tf.training.declarations import Option
+from parallel_tf.training.declarations import Flag, Option
 
 SCHEDULED_MODES = ("single", "sync", "async", "allreduce")
 NOT_HIERARCHICAL = (
@@ -29,19 +27,16 @@ def schedule_record(settings):
 
 OPTION = Option(
     name="warmup",
-    flags=("warmup_steps",),
     modes=SCHEDULED_MODES,
+    defines=(
+        Flag(
+            "warmup_steps",
+            0,
+            "The rate rises linearly over this many updates: from 0 to --learning_rate, or with "
+            "--linear_scaling_batch from --learning_rate to the scaled rate (Goyal et al. 2017). Not hierarchical.",
+            lower_bound=0,
+        ),
+    ),
     why_not_other_modes=NOT_HIERARCHICAL,
     record=schedule_record,
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_integer(
-        "warmup_steps",
-        0,
-        "The rate rises linearly over this many updates: from 0 to --learning_rate, or with "
-        "--linear_scaling_batch from --learning_rate to the scaled rate (Goyal et al. 2017). Not hierarchical.",
-        lower_bound=0,
-        flag_values=flag_values,
-    )

@@ -1,13 +1,13 @@
 """Techniques: variants of a mode, each switched on by flags of its own and written as one module.
 
 A technique module has
-    TECHNIQUE                   its declaration (training/declarations.Technique): modes, flags, when it is on
+    TECHNIQUE                   its declaration (training/declarations.Technique): modes, flags (`defines`:
+                                typed fields, absl's defined from them), when it is on
                                 (`enabled`, where it is not "its first flag left its default"), the check
                                 of its flags' values if they need one, the flags it requires, what it
                                 cannot run with and why, its hooks, whether it builds the mode's graph,
                                 the workers a run may lose (`spare_workers`). How declarations compose is
                                 rules.py's to say.
-    define_flags(flag_values=FLAGS)  the absl definitions of TECHNIQUE.flags
 and the hooks it declares: functions of the module named after the seam each fills, with that seam's signature
 (training/seams.py: build, wrap, transmit, optimizer, push_learning_rate, push_gradients, send_push, after_push,
 and all-reduce's reduce), which a step calls as Settings.hooks gives them, and a line in TECHNIQUES. A declared
@@ -54,7 +54,7 @@ BY_NAME = {t.TECHNIQUE.name: t for t in TECHNIQUES}
 
 def define_flags(flag_values=flags.FLAGS):
     for technique in TECHNIQUES:
-        technique.define_flags(flag_values)
+        technique.TECHNIQUE.define_flags(technique.__name__, flag_values)
 
 
 def flag_scopes():

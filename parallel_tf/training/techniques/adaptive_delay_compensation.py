@@ -10,20 +10,27 @@ different workers update it as they arrive, without a lock, as every async push 
 The requirements and conflicts are DC-ASGD's: the two compensate the same way, so a run uses one.
 """
 
-from absl import flags
-
-from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
 from parallel_tf.graph import exact_math, exact_ops
-from parallel_tf.training.declarations import Technique
+from parallel_tf.training.declarations import Flag, Technique
 from parallel_tf.training.techniques import delay_compensation
 
 MEAN_SQUARE_DECAY = 0.95
 EPSILON = 1e-7
+
+
 TECHNIQUE = Technique(
     name="adaptive_delay_compensation",
-    flags=("adaptive_delay_compensation",),
     modes=("async",),
+    defines=(
+        Flag(
+            "adaptive_delay_compensation",
+            0.0,
+            "async: DC-ASGD-a's λ0 (Zheng et al., ICML 2017): DC-ASGD with λ = λ0/√(a moving average of g·g), "
+            "per element, on the parameter servers; 0: off.",
+            valid=(lambda scale: scale >= 0, "λ0 must be 0 (off) or more"),
+        ),
+    ),
     hooks=("push_gradients",),
     requires=delay_compensation.TECHNIQUE.requires,
     conflicts={
@@ -32,19 +39,6 @@ TECHNIQUE = Technique(
         "choose one",
     },
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    define_float(
-        "adaptive_delay_compensation",
-        0.0,
-        "async: DC-ASGD-a's λ0 (Zheng et al., ICML 2017): DC-ASGD with λ = λ0/√(a moving average of g·g), "
-        "per element, on the parameter servers; 0: off.",
-        flag_values=flag_values,
-    )
-    flags.register_validator(
-        "adaptive_delay_compensation", lambda scale: scale >= 0, "λ0 must be 0 (off) or more", flag_values=flag_values
-    )
 
 
 def push_gradients(settings, parameters, sums):

@@ -26,15 +26,13 @@ each), `gradients_applied` (R a step) and `stale_gradients_dropped` (sent but no
 
 import dataclasses
 
-from absl import flags
-
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
 from parallel_tf.graph.model import build_model
 from parallel_tf.graph.optimizers import optimizer_at
 from parallel_tf.graph.placement import device_setter, worker_device
-from parallel_tf.training.declarations import Technique
+from parallel_tf.training.declarations import Flag, Technique
 from parallel_tf.training.train_graph import StepReport, TrainGraph, once, own_report
 
 
@@ -47,8 +45,17 @@ def check(values, cluster):
 
 TECHNIQUE = Technique(
     name="backup_workers",
-    flags=("replicas_to_aggregate",),
     modes=("sync",),
+    defines=(
+        Flag(
+            "replicas_to_aggregate",
+            0,
+            "sync: backup workers (Chen et al. 2016): apply each step once this many workers' gradients for it are "
+            "in, the first from distinct workers; later ones are dropped and counted, and training goes on if the "
+            "others die. 0: all workers. Gives up bitwise repeats.",
+            lower_bound=0,
+        ),
+    ),
     enabled=lambda values, cluster: 0 < values["replicas_to_aggregate"] < cluster.num_workers,
     check=check,
     spare_workers=lambda values, cluster: cluster.num_workers - values["replicas_to_aggregate"],  # N - R
@@ -60,18 +67,6 @@ TECHNIQUE = Technique(
     },
     conflicts={"steps_per_run": "the chief picks each step's first R gradients as they arrive, in Python between runs"},
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_integer(
-        "replicas_to_aggregate",
-        0,
-        "sync: backup workers (Chen et al. 2016): apply each step once this many workers' gradients for it are "
-        "in, the first from distinct workers; later ones are dropped and counted, and training goes on if the "
-        "others die. 0: all workers. Gives up bitwise repeats.",
-        lower_bound=0,
-        flag_values=flag_values,
-    )
 
 
 @dataclasses.dataclass(frozen=True)

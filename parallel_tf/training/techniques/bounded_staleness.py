@@ -21,19 +21,27 @@ update a worker holds back or a copy it does not refresh would break it silently
 
 import dataclasses
 
-from absl import flags
-
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.placement import worker_device
-from parallel_tf.training.declarations import Technique
+from parallel_tf.training.declarations import Flag, Technique
 
 STATE = "parallel_tf_ssp"  # the graph collection holding the one _Clocks of a graph
 EVERY_STEP = "SSP's clocks count steps, and its read bound holds only if every step's update is pushed and read"
+
+
 TECHNIQUE = Technique(
     name="bounded_staleness",
-    flags=("max_staleness",),
     modes=("async",),
+    defines=(
+        Flag(
+            "max_staleness",
+            -1,
+            "async: bounded staleness (SSP, Ho et al., NIPS 2013): a worker starts step c only once every worker "
+            "has finished c - s steps; 0 is lockstep. -1: unbounded (plain async).",
+            lower_bound=-1,
+        ),
+    ),
     hooks=("wrap", "after_push"),
     requires={"push_every": (1, EVERY_STEP), "fetch_every": (1, EVERY_STEP)},
     conflicts={
@@ -41,17 +49,6 @@ TECHNIQUE = Technique(
         "clocks SSP says it sees",
     },
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_integer(
-        "max_staleness",
-        -1,
-        "async: bounded staleness (SSP, Ho et al., NIPS 2013): a worker starts step c only once every worker "
-        "has finished c - s steps; 0 is lockstep. -1: unbounded (plain async).",
-        lower_bound=-1,
-        flag_values=flag_values,
-    )
 
 
 def _shared(settings):

@@ -19,36 +19,32 @@ SGD, EASGD) do not call the hook, so the rules refuse them with it.
 
 import dataclasses
 
-from absl import flags
-
 from parallel_tf.backports import zip_strict
-from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
 from parallel_tf.graph import exact_math, exact_ops
 from parallel_tf.graph.optimizers import DelegatingOptimizer
 from parallel_tf.graph.pushes import add_counter, added_counters
-from parallel_tf.training.declarations import Technique
+from parallel_tf.training.declarations import Flag, Technique
 
-TECHNIQUE = Technique(
-    name="clipping",
-    flags=("clip_norm",),
-    whole_variables=True,  # the norm sums each variable's squares: pieces would sum them in another order
-    effect="clipped_updates",
-    modes=("sync", "async", "allreduce"),
-    hooks=("optimizer", "wrap"),
-)
 COUNTER = "clipped_updates"
 
 
-def define_flags(flag_values=flags.FLAGS):
-    define_float(
-        "clip_norm",
-        0.0,
-        "sync, async and allreduce: clip each update's gradients to this global norm (Pascanu et al., ICML 2013) "
-        "before the optimizer applies them; 0: off.",
-        lower_bound=0.0,
-        flag_values=flag_values,
-    )
+TECHNIQUE = Technique(
+    name="clipping",
+    whole_variables=True,  # the norm sums each variable's squares: pieces would sum them in another order
+    effect="clipped_updates",
+    modes=("sync", "async", "allreduce"),
+    defines=(
+        Flag(
+            "clip_norm",
+            0.0,
+            "sync, async and allreduce: clip each update's gradients to this global norm (Pascanu et al., ICML 2013) "
+            "before the optimizer applies them; 0: off.",
+            lower_bound=0.0,
+        ),
+    ),
+    hooks=("optimizer", "wrap"),
+)
 
 
 def optimizer(settings, optimizer):

@@ -19,15 +19,13 @@ determinism across worker counts does not hold (each worker's residual depends o
 
 import dataclasses
 
-from absl import flags
-
 from parallel_tf.backports import zip_strict
-from parallel_tf.cli import counted, validate_by_parsing
+from parallel_tf.cli import counted
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import codecs, gathered_codes
 from parallel_tf.graph.collectives import Reducing, Reduction
-from parallel_tf.training.declarations import Technique
+from parallel_tf.training.declarations import Flag, Technique
 
 
 def as_the_paper_does(values):
@@ -79,10 +77,31 @@ def reduce(settings, recipe, ring, variables):
     return [Reducing(0, gathered)]
 
 
+PAYLOADS = "gradient_payloads"  # graph collection: the tensors that cross to the parameter servers
+
+
 TECHNIQUE = Technique(
     name="compression",
-    flags=("gradient_compression", "error_feedback"),
     modes=("sync", "async", "allreduce"),
+    defines=(
+        Flag(
+            "gradient_compression",
+            "none",
+            "sync (ordered), async and allreduce (codes gathered): send gradients as 8bit (int8 and a scale), "
+            "1bit (signs and a scale), topk:K (the K largest, with indices), qsgd:S[:B] (QSGD's unbiased random "
+            "rounding to S levels, a norm per bucket of B, default 128) or terngrad (TernGrad's ternary levels), "
+            "decoded where they arrive.",
+            parse=codecs.parse,
+        ),
+        Flag(
+            "error_feedback",
+            None,
+            "With --gradient_compression: keep what the encoding lost on the worker and add it to the next "
+            "gradient (--noerror_feedback: drop it). Default: as the codec's paper does: on for 8bit, 1bit and "
+            "topk, off for qsgd and terngrad.",
+            kind=bool,
+        ),
+    ),
     hooks=("transmit", "wrap", "reduce"),  # all-reduce's reduce gathers the codes
     closes={"ring": "the codes cross in their own types, gathered whole, in one gather per type"},
     requires={
@@ -98,28 +117,6 @@ TECHNIQUE = Technique(
     whole_variables=True,  # a codec encodes each variable with a scale (a norm, a top-k) of its own
     check_shapes=check_shapes,
 )
-PAYLOADS = "gradient_payloads"  # graph collection: the tensors that cross to the parameter servers
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_string(
-        "gradient_compression",
-        "none",
-        "sync (ordered), async and allreduce (codes gathered): send gradients as 8bit (int8 and a scale), 1bit "
-        "(signs and a scale), topk:K (the K largest, with indices), qsgd:S[:B] (QSGD's unbiased random rounding to "
-        "S levels, a norm per bucket of B, default 128) or terngrad (TernGrad's ternary levels), decoded where they "
-        "arrive.",
-        flag_values=flag_values,
-    )
-    validate_by_parsing("gradient_compression", codecs.parse, flag_values)
-    flags.DEFINE_bool(
-        "error_feedback",
-        None,
-        "With --gradient_compression: keep what the encoding lost on the worker and add it to the next "
-        "gradient (--noerror_feedback: drop it). Default: as the codec's paper does: on for 8bit, 1bit and "
-        "topk, off for qsgd and terngrad.",
-        flag_values=flag_values,
-    )
 
 
 def transmit(settings, tensors, destinations, device, stream):

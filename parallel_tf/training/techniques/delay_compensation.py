@@ -8,36 +8,30 @@ a locally updated copy, is neither). With --gradient_compression, g is the decod
 parameter server received. `compensated_pushes` counts the pushes it corrected, by worker.
 """
 
-from absl import flags
-
 from parallel_tf.backports import zip_strict
-from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
 from parallel_tf.graph.pushes import add_counter, count_one, push_counter
-from parallel_tf.training.declarations import Technique
+from parallel_tf.training.declarations import Flag, Technique
 
 ONE_GRADIENT = "the compensation is for one gradient taken at the parameters the worker fetched"
+COUNTER = "compensated_pushes"
+
+
 TECHNIQUE = Technique(
     name="delay_compensation",
-    flags=("delay_compensation",),
     modes=("async",),
+    defines=(
+        Flag(
+            "delay_compensation",
+            0.0,
+            "async: DC-ASGD's λ (Zheng et al., ICML 2017): push g + λ·g·g·(w − w at the worker's fetch); 0: off.",
+            valid=(lambda scale: scale >= 0, "λ must be 0 (off) or more"),
+        ),
+    ),
     hooks=("push_gradients",),
     requires={"push_every": (1, ONE_GRADIENT), "fetch_every": (1, ONE_GRADIENT)},
     conflicts={"softsync": "softsync applies a push later, after other updates, not at the w it was compensated for"},
 )
-COUNTER = "compensated_pushes"
-
-
-def define_flags(flag_values=flags.FLAGS):
-    define_float(
-        "delay_compensation",
-        0.0,
-        "async: DC-ASGD's λ (Zheng et al., ICML 2017): push g + λ·g·g·(w − w at the worker's fetch); 0: off.",
-        flag_values=flag_values,
-    )
-    flags.register_validator(
-        "delay_compensation", lambda scale: scale >= 0, "λ must be 0 (off) or more", flag_values=flag_values
-    )
 
 
 def push_gradients(settings, parameters, sums):

@@ -19,8 +19,6 @@ it covers). Synchronous EASGD (easgd.py) trains the same way with another exchan
 
 import dataclasses
 
-from absl import flags
-
 from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph.aggregation import SlotAggregator, tree_sum
@@ -28,7 +26,7 @@ from parallel_tf.graph.barrier import gather_at_chief, release_workers
 from parallel_tf.graph.exchange_steps import sends_after
 from parallel_tf.graph.model import LOCAL, build_model_on_copies, refresh_copies
 from parallel_tf.graph.placement import device_setter, worker_device
-from parallel_tf.training.declarations import Technique
+from parallel_tf.training.declarations import Flag, Technique
 from parallel_tf.training.train_graph import CopiesGraph, StepReport, once, own_report
 
 OWN_STEPS = (
@@ -36,10 +34,20 @@ OWN_STEPS = (
     "for them yet"
 )
 EXCHANGE_RUNS = "an exchange every few steps is a session run of its own kind, between the local steps' runs"
+
+
 TECHNIQUE = Technique(
     name="local_sgd",
-    flags=("local_steps",),
     modes=("sync",),
+    defines=(
+        Flag(
+            "local_steps",
+            1,
+            "sync: each worker takes this many plain SGD steps on its own copy, then the copies are averaged "
+            "in a fixed order (local SGD). 1: every step is synchronous.",
+            lower_bound=1,
+        ),
+    ),
     hooks=("build",),  # sends parameters every H steps, not gradients: calls none of sync's hooks
     requires={
         "aggregation": ("ordered", "the copies are averaged in the fixed order of ordered aggregation"),
@@ -50,17 +58,6 @@ TECHNIQUE = Technique(
     },
     conflicts={"steps_per_run": EXCHANGE_RUNS},
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_integer(
-        "local_steps",
-        1,
-        "sync: each worker takes this many plain SGD steps on its own copy, then the copies are averaged "
-        "in a fixed order (local SGD). 1: every step is synchronous.",
-        lower_bound=1,
-        flag_values=flag_values,
-    )
 
 
 def build(settings, recipe, dataset):

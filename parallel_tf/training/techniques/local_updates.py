@@ -15,18 +15,24 @@ logs `local_updates_applied`, its own count.
 
 import dataclasses
 
-from absl import flags
-
 from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.placement import worker_device
-from parallel_tf.training.declarations import Technique
+from parallel_tf.training.declarations import Flag, Technique
 
 TECHNIQUE = Technique(
     name="local_updates",
-    flags=("local_updates",),
     modes=("async",),
+    defines=(
+        Flag(
+            "local_updates",
+            True,
+            "async: between fetches, apply each gradient to the worker's own copy with plain SGD (Downpour's "
+            "local update), so the --fetch_every steps between fetches do not all compute at the same point. "
+            "--nolocal_updates: sum them at the fetched point.",
+        ),
+    ),
     enabled=lambda values, cluster: values["local_updates"] and values["fetch_every"] > 1,
     named_by=("fetch_every", "local_updates"),
     hooks=("wrap", "after_push"),
@@ -40,17 +46,6 @@ TECHNIQUE = Technique(
         "its copy holds and staleness cannot be counted; give --nolocal_updates or --fetch_every=1"
     },
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_bool(
-        "local_updates",
-        True,
-        "async: between fetches, apply each gradient to the worker's own copy with plain SGD (Downpour's "
-        "local update), so the --fetch_every steps between fetches do not all compute at the same point. "
-        "--nolocal_updates: sum them at the fetched point.",
-        flag_values=flag_values,
-    )
 
 
 def after_push(settings, read_step):

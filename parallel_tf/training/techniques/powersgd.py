@@ -35,10 +35,7 @@ train 1000 steps in all. --powersgd_start_step=1000 gives DDP's.
 
 import dataclasses
 
-from absl import flags
-
 from parallel_tf.backports import prod, zip_strict
-from parallel_tf.cli import define_float
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import exact_math
@@ -46,7 +43,7 @@ from parallel_tf.graph.collectives import Reducing, Reduction
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.products import contract
 from parallel_tf.graph.worker_state import keep
-from parallel_tf.training.declarations import Technique
+from parallel_tf.training.declarations import Flag, Technique
 
 
 def check_shapes(values, cluster, shapes):
@@ -90,36 +87,31 @@ def wrap(settings, graph):
 
 TECHNIQUE = Technique(
     name="powersgd",
-    flags=("powersgd_rank", "powersgd_start_step", "powersgd_min_compression"),
     modes=("allreduce",),
+    defines=(
+        Flag(
+            "powersgd_rank",
+            0,
+            "allreduce: every matrix gradient sent as two rank-r factors (PowerSGD, error feedback); 0: off.",
+            lower_bound=0,
+        ),
+        Flag(
+            "powersgd_start_step",
+            0,
+            "With --powersgd_rank: plain all-reduce for the first this many steps (DDP's start_powerSGD_iter).",
+            lower_bound=0,
+        ),
+        Flag(
+            "powersgd_min_compression",
+            2.0,
+            "With --powersgd_rank: only matrices whose factors are this many times smaller go as factors.",
+            lower_bound=1.0,
+        ),
+    ),
     hooks=("wrap", "reduce"),
     worker_state=lambda values: True,  # each worker's error, e = M − P Qᵀ
     check_shapes=check_shapes,
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_integer(
-        "powersgd_rank",
-        0,
-        "allreduce: every matrix gradient sent as two rank-r factors (PowerSGD, error feedback); 0: off.",
-        lower_bound=0,
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "powersgd_start_step",
-        0,
-        "With --powersgd_rank: plain all-reduce for the first this many steps (DDP's start_powerSGD_iter).",
-        lower_bound=0,
-        flag_values=flag_values,
-    )
-    define_float(
-        "powersgd_min_compression",
-        2.0,
-        "With --powersgd_rank: only matrices whose factors are this many times smaller go as factors.",
-        lower_bound=1.0,
-        flag_values=flag_values,
-    )
 
 
 def as_matrix(shape):

@@ -22,14 +22,12 @@ cluster is killed is lost. `softsync_pushes` counts the pushes queued.
 import functools
 import math
 
-from absl import flags
-
 from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.optimizers import apply_then_step
 from parallel_tf.graph.pushes import Send, add_counter
-from parallel_tf.training.declarations import Technique
+from parallel_tf.training.declarations import Flag, Technique
 
 
 def check(values, cluster):
@@ -40,22 +38,19 @@ def check(values, cluster):
 
 TECHNIQUE = Technique(
     name="softsync",
-    flags=("softsync",),
     modes=("async",),
+    defines=(
+        Flag(
+            "softsync",
+            0,
+            "async: n-softsync (Zhang et al., IJCAI 2016): apply the average of every floor(N/n) pushes, late ones "
+            "included; 1 waits for all N workers, N applies each push. 0: off.",
+            lower_bound=0,
+        ),
+    ),
     check=check,
     hooks=("send_push",),
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_integer(
-        "softsync",
-        0,
-        "async: n-softsync (Zhang et al., IJCAI 2016): apply the average of every floor(N/n) pushes, late ones "
-        "included; 1 waits for all N workers, N applies each push. 0: off.",
-        lower_bound=0,
-        flag_values=flag_values,
-    )
 
 
 def send_push(settings, optimizer, sums, parameters, global_step, after, optimizer_at):

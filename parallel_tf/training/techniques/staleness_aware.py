@@ -6,29 +6,24 @@ the worker's copy is missing (async mode's docstring says how). `staleness_aware
 updates applied at such a rate (with softsync, its averaged updates, at σ = n).
 """
 
-from absl import flags
-
 from parallel_tf.compat import tf
 from parallel_tf.graph.pushes import add_counter
-from parallel_tf.training.declarations import Technique
+from parallel_tf.training.declarations import Flag, Technique
 
 TECHNIQUE = Technique(
     name="staleness_aware",
-    flags=("staleness_aware",),
     effect="staleness_aware_pushes",
     modes=("async",),
+    defines=(
+        Flag(
+            "staleness_aware",
+            False,
+            "async: apply each push with learning rate / max(staleness, 1), staleness being the updates applied "
+            "since the pushing worker fetched (Zhang et al., IJCAI 2016).",
+        ),
+    ),
     hooks=("push_learning_rate",),
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_bool(
-        "staleness_aware",
-        False,
-        "async: apply each push with learning rate / max(staleness, 1), staleness being the updates applied "
-        "since the pushing worker fetched (Zhang et al., IJCAI 2016).",
-        flag_values=flag_values,
-    )
 
 
 def push_learning_rate(settings, learning_rate, staleness):

@@ -9,11 +9,8 @@ A straggler's summary.json counts its pauses (`straggler_pauses`).
 import dataclasses
 import math
 
-from absl import flags
-
-from parallel_tf.cli import validate_by_parsing
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import EVERY_CLUSTER_MODE, Technique
+from parallel_tf.training.declarations import EVERY_CLUSTER_MODE, Flag, Technique
 
 
 def check(values, cluster):
@@ -23,23 +20,20 @@ def check(values, cluster):
 
 TECHNIQUE = Technique(
     name="stragglers",
-    flags=("worker_delay_ms",),
-    modes=EVERY_CLUSTER_MODE,  # it changes only when a worker starts a step
+    modes=EVERY_CLUSTER_MODE,
+    defines=(
+        Flag(
+            "worker_delay_ms",
+            "",
+            "Stragglers for studies: I:MS[,I:MS...] makes worker I pause MS milliseconds before each step.",
+            parse=lambda text: delays(text, math.inf),
+        ),
+    ),  # it changes only when a worker starts a step
     check=check,
     hooks=("wrap",),
     requires={"prefetch": (False, "an async straggler pauses before it reads its copy, as its step begins")},
     conflicts={"steps_per_run": "a straggler's pause is a sleep in Python before each step's session run"},
 )
-
-
-def define_flags(flag_values=flags.FLAGS):
-    flags.DEFINE_string(
-        "worker_delay_ms",
-        "",
-        "Stragglers for studies: I:MS[,I:MS...] makes worker I pause MS milliseconds before each step.",
-        flag_values=flag_values,
-    )
-    validate_by_parsing("worker_delay_ms", lambda text: delays(text, math.inf), flag_values)
 
 
 def delays(text, num_workers):
