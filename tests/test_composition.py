@@ -312,7 +312,7 @@ def _defines_its_flags(module):
     declared = getattr(module, "TECHNIQUE", None) or module.OPTION
     scratch = flags.FlagValues()
     declared.define_flags(module.__name__, scratch)  # owned by its module, where --help lists them
-    assert [flag.name for flag in scratch.flags_by_module_dict()[module.__name__]] == sorted(declared.flags)
+    assert sorted(flag.name for flag in scratch.flags_by_module_dict()[module.__name__]) == sorted(declared.flags)
     assert set(declared.requires) <= {*run_check.DECLARED_SCOPES, *run_flags.CORE_RUN_FLAGS}
     assert set(declared.conflicts) <= set(NAMES) - {declared.name}
     assert isinstance(declared.modes, declarations.EveryMode) or set(declared.modes) <= {

@@ -54,7 +54,8 @@ def functions_by_test_module():
 def defined_flags():
     """Every absl flag the package and the recipes define (a boolean also as --noNAME)."""
     sources = [*(REPO / "parallel_tf").rglob("*.py"), *(REPO / "recipes").glob("*.py")]
-    definer = r'(?:DEFINE_\w+|define_float)\(\s*"(\w+)"'  # define_float: absl's float, finite (cli.py)
+    # define_float: absl's float, finite (cli.py); Flag: a declaration's typed field, absl's defined from it
+    definer = r'(?:DEFINE_\w+|define_float|\bFlag)\(\s*"(\w+)"'
     names = {name for path in sources for name in re.findall(definer, path.read_text())}
     return names | {f"no{name}" for name in names}
 
