@@ -14,7 +14,7 @@ to more than the step's wall time, which is logged beside them.
 It also lists the step's cross-task edges, from the partition graphs TensorFlow ran
 (RunOptions.output_partition_graphs): each tensor one task received from another is one RecvTensor
 RPC, a round the step may wait on. An edge is "data" when an op reads the value, "control" when it
-only orders ops (TensorFlow still sends a tensor for it); its bytes are what the receiver allocated.
+only orders ops (TensorFlow still sends a tensor for it); its bytes are the size of the tensor sent.
 `partition_edges` in trace_breakdown.jsonl lists them, and the log line counts them.
 
 In a pipelined sync step (--pipeline_pieces, graph/pipeline.py) `pieces` gives each piece's moments, in ms from
@@ -32,8 +32,7 @@ from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 
 KINDS = ("compute", "transfer", "wait", "update", "other")
-RECV_OPS = ("_Recv", "_HostRecv")
-RECV_TENSOR = re.compile(r"\[(\d+)B\] \[[^]]*\] (\S+) from ")  # a RecvTensor RPC's label
+RECV_OPS, SEND_OPS = ("_Recv", "_HostRecv"), ("_Send", "_HostSend")
 TASK = re.compile(r"/job:([^/]+)/(?:replica:\d+/)?task:(\d+)")
 TRANSFER = re.compile(r"^_(Host)?(Send|Recv)$|^RecvTensor$|^Collective")  # a collective: waiting and moving
 WAIT = re.compile(r"^Queue(Enqueue|Dequeue)")
@@ -123,14 +122,7 @@ class Edge:
 
 def cross_task_edges(partition_graphs, step_stats):
     """The step's Edges between tasks: one per receive whose sender is on another task."""
-    labels = [
-        node.timeline_label
-        for device in step_stats.dev_stats
-        for node in device.node_stats
-        if node.node_name == "RecvTensor"
-    ]
-    # from the RPCs' own stats, labelled '[<bytes>B] [<rate>] <edge's tensor> from <device>'
-    received_bytes = {match[2]: int(match[1]) for match in map(RECV_TENSOR.match, labels) if match}
+    sent_bytes = _sent_bytes(partition_graphs, step_stats)
     edges = []
     for graph in partition_graphs:
         uses = _uses(graph)
@@ -141,8 +133,28 @@ def cross_task_edges(partition_graphs, step_stats):
             if sender != receiver:
                 kind = "data" if _read_as_data(node.name, uses) else "control"
                 tensor = node.attr["tensor_name"].s.decode()
-                edges.append(Edge(sender, receiver, tensor, kind, received_bytes.get(tensor, 0)))
+                edges.append(Edge(sender, receiver, tensor, kind, sent_bytes.get(tensor, 0)))
     return edges
+
+
+def _sent_bytes(partition_graphs, step_stats):
+    """{edge's tensor: its size}, from the sender's record of the output its _Send took. Not from the RPC's
+    own log: TensorFlow turns RPC logging on with an asynchronous request, best effort, so a receive issued
+    at a traced step's start can go unlogged (a sync step's gradient on the ps did, now and then)."""
+    output_bytes = {
+        (device.device, node.node_name, output.slot): output.tensor_description.allocation_description.requested_bytes
+        for device in step_stats.dev_stats
+        for node in device.node_stats
+        for output in node.output
+    }
+    sent = {}
+    for graph in partition_graphs:
+        for node in graph.node:
+            if node.op in SEND_OPS:
+                name, _, slot = node.input[0].partition(":")
+                key = (node.attr["send_device"].s.decode(), name, int(slot or 0))
+                sent[node.attr["tensor_name"].s.decode()] = output_bytes.get(key, 0)
+    return sent
 
 
 def _uses(graph):
