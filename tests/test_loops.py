@@ -221,6 +221,22 @@ def test_left_unset_the_steps_a_run_are_automatic_where_a_loop_composes_and_one_
     assert _settings("single").options.steps_per_run == 10  # the one process: the reference loops as the clusters do
 
 
+@pytest.mark.parametrize("mode, steps", [("sync", 1), ("async", 10), ("allreduce", 10)])
+def test_on_a_delayed_link_sync_runs_a_step_a_run_and_the_others_loop(mode, steps):
+    """The automatic steps a run on a link of 10 ms one way: where the bench measured each faster (BENCHMARKS.md,
+    "Latency"), a run of one step for sync, with why, the loop for async and all-reduce; a delay of 0 loops."""
+    delayed = _settings(mode, link_rate="100mbit", link_delay=10.0)
+    assert delayed.options.steps_per_run == steps
+    assert delayed.one_step_a_run == (
+        "--link_delay=10: on a delayed link a sync step inside a loop waits on one more one-way delay than a run of "
+        "one step"
+        if steps == 1
+        else ""
+    )
+    assert _settings(mode, link_rate="100mbit", link_delay=0.0).options.steps_per_run == 10
+    assert _settings(mode, link_rate="100mbit", link_delay=10.0, steps_per_run=5).options.steps_per_run == 5
+
+
 TECHNIQUE_LOOPS = {  # (mode, workers, flags, an observable of the technique's that must move)
     "sync 8-bit codes, error feedback": ("sync", 2, {"gradient_compression": "8bit"}, "bytes_per_push"),
     "sync clipping": ("sync", 2, {"clip_norm": 0.5}, "clipped_updates"),

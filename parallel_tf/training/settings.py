@@ -202,8 +202,9 @@ def run_settings(given=frozenset(), **fields):
     settings = Settings(options=Options(**declared), **fields)
     looped = declared["steps_per_run"] is None and settings.mode in run_check.DECLARED_SCOPES["steps_per_run"]
     if looped:  # automatic: as many steps a run as fit between the trainer's boundaries, where they compose
-        declared["steps_per_run"] = steps_per_run.automatic(_values(settings))
-        settings = dataclasses.replace(settings, options=Options(**declared))
+        slower = steps_per_run.one_step_a_run(_values(settings))
+        declared["steps_per_run"] = 1 if slower else steps_per_run.automatic(_values(settings))
+        settings = dataclasses.replace(settings, options=Options(**declared), one_step_a_run=slower)
     try:
         composition = _composition(settings, given)
     except ConfigError as refusal:  # the automatic k with this run: one step a run, and why

@@ -11,8 +11,9 @@ Left unset, it is automatic: the most steps, up to AUTOMATIC_MOST, that divide e
 trainer acts at between runs (BETWEEN_RUNS), so a run ends at each log line, evaluation, checkpoint and
 snapshot, as Keras's steps_per_execution would if it chose for itself; where k steps a run do not compose
 with the rest of the run (a technique that needs Python between steps, the accumulator, --trace_steps, a mode
-without a loop), one, and summary.json says why. It changes when things can happen, not what is computed,
-so a resume may run with another."""
+without a loop), one, and summary.json says why; one too where a loop is slower: sync on a delayed link
+(one_step_a_run below). It changes when things can happen, not what is computed, so a resume may run with
+another."""
 
 import functools
 import math
@@ -31,6 +32,19 @@ def automatic(values):
     divide every interval of BETWEEN_RUNS it has (0: none)."""
     intervals = functools.reduce(math.gcd, (values.get(name) or 0 for name in BETWEEN_RUNS), 0)  # 0 where none
     return max(k for k in range(1, AUTOMATIC_MOST + 1) if intervals % k == 0)
+
+
+def one_step_a_run(values):
+    """Why a run that can loop is faster at one step a run, or "". Sync on a delayed link: each step inside
+    the loop waits on one more one-way delay (tools/network_model.py), and the bench measured a run of one
+    step 1.05x, 1.12x and 1.12x faster at 2, 10 and 20 ms one way (BENCHMARKS.md, "Latency"); async's and
+    all-reduce's loops stay as fast or faster there."""
+    if values.get("mode") == "sync" and values.get("link_delay"):
+        return (
+            f"--link_delay={values['link_delay']:g}: on a delayed link a sync step inside a loop waits on one more "
+            "one-way delay than a run of one step"
+        )
+    return ""
 
 
 def check(values, cluster):
@@ -58,7 +72,8 @@ OPTION = Option(
             "single, sync (ordered), allreduce and async: train this many steps in one session run (a tf.while_loop), "
             "paying a run's RPC rounds once for all of them; the same parameters, bit for bit. Logs, checkpoints and "
             "evaluations come between runs, so their intervals must be multiples of it. Default: the most, up to "
-            f"{AUTOMATIC_MOST}, that divide those intervals, where the run can loop; 1 elsewhere.",
+            f"{AUTOMATIC_MOST}, that divide those intervals, where the run can loop; 1 elsewhere and in sync on a "
+            "delayed link (--link_delay), where a run of one step is faster.",
             lower_bound=1,
             kind=int,
         ),
