@@ -97,6 +97,20 @@ def test_links_rows_compare_with_the_peer_on_the_same_link_and_bound_ours_by_the
     assert rows["allreduce", "100mbit/5ms"]["predicted"] == pytest.approx((carried_ms + 20, 22.0 + 2 * carried_ms))
 
 
+@pytest.mark.parametrize("steps_per_run, delays_ms", [({"steps_per_run": 10}, 30), (None, 25)])
+def test_a_delayed_sync_row_counts_the_delays_of_its_steps_a_run(steps_per_run, delays_ms):
+    """5 ms one way, nothing sent: in a loop of ten (summary.json's declared steps_per_run) a sync step waits on
+    6 crossings, 30 ms, at one step a run (none declared) on 5, 25: both bounds, over the unshaped 4 ms."""
+    summary = {"bytes_sent_per_step": 0, "bytes_received_per_step": 0, "num_ps": 1}
+    summary["declared"] = {"steps_per_run": steps_per_run}
+    runs = {
+        ("mlp", "sync", 2, link): [{"ms_per_step": 4.0, "summary": summary}]
+        for link in (bench_links.UNSHAPED, "100mbit/5ms")
+    }
+    (row,) = [row for row in bench_links.table_rows("mlp", runs) if row["link"] != bench_links.UNSHAPED]
+    assert row["predicted"] == pytest.approx((delays_ms, 4.0 + delays_ms))
+
+
 def test_steady_state_leaves_out_the_first_logged_interval(tmp_path):
     lines = [{"step": 10, "wall_time": 100.0}, {"step": 20, "wall_time": 100.5}, {"step": 30, "wall_time": 100.9}]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))

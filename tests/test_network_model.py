@@ -55,12 +55,18 @@ def test_an_async_step_is_bound_by_the_busier_of_its_own_link_and_the_ps():
     assert overlapped_ms(10.0, "async", 2, 1, 38400, 38400, 1e8) == 10.0
 
 
-def test_a_delay_adds_once_per_one_way_crossing():
-    """A ps step waits on three transfers, each a round trip (the receiver asks, the sender answers): 6
-    crossings; a ring of 4 passes chunks on 2·3 times, each a round trip: 12."""
-    assert network_ms("sync", 1, 1, 0, 0, 1e8, delay_ms=5) == 30
-    assert network_ms("async", 2, 1, 0, 0, 1e8, delay_ms=5) == 30
+def test_a_delay_adds_once_per_one_way_crossing_it_waits_on():
+    """In a loop of steps (--steps_per_run=10) a ps step waits on three transfers, each a round trip (the
+    receiver asks, the sender answers): 6 crossings, 30 ms at 5 ms one way; a run of one step, on 5 in sync
+    (25 ms) and 7 in async (35 ms), the bench's slopes; a ring of 4 passes chunks on 2·3 times, each a round
+    trip: 12, 60 ms, loop or not. The serial bound adds the same to the unshaped step."""
+    assert network_ms("sync", 1, 1, 0, 0, 1e8, delay_ms=5, steps_per_run=10) == 30
+    assert network_ms("async", 2, 1, 0, 0, 1e8, delay_ms=5, steps_per_run=10) == 30
+    assert network_ms("sync", 1, 1, 0, 0, 1e8, delay_ms=5) == 25
+    assert network_ms("async", 2, 1, 0, 0, 1e8, delay_ms=5) == 35
     assert network_ms("allreduce", 4, 0, 0, 0, 1e8, delay_ms=5) == 60
+    assert network_ms("allreduce", 4, 0, 0, 0, 1e8, delay_ms=5, steps_per_run=10) == 60
+    assert serial_ms(10, "sync", 2, 1, 0, 0, 1e8, delay_ms=5) == 35
 
 
 def test_a_hierarchical_step_waits_on_its_groups_four_round_trips_and_its_share_of_an_exchanges_four():

@@ -83,12 +83,18 @@ def table_rows(model, results):
             unshaped = medians[m, system, workers, UNSHAPED]
             share, pieces = busiest_server_share(summary), pipeline_pieces(summary)
             delays = {"delay_ms": delay_ms, "server_share": share, "exchange_every": summary.get("central_every", 1)}
+            delays["steps_per_run"] = steps_a_run(summary)
             row["predicted"] = (
                 network_model.overlapped_ms(unshaped, *shape, pieces=pieces, **delays),
                 network_model.serial_ms(unshaped, *shape, **delays),
             )
         rows.append(row)
     return rows
+
+
+def steps_a_run(summary):
+    """The steps each session run of the run trained (--steps_per_run, automatic or given; 1 where it had none)."""
+    return (summary.get("declared", {}).get("steps_per_run") or {}).get("steps_per_run", 1)
 
 
 def pipeline_pieces(summary):

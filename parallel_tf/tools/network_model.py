@@ -36,18 +36,20 @@ outside).
 A link carries TCP at a share of its rate: 1448 bytes of payload in every frame. tc counts a frame's
 1514 bytes (the links of launch/hosts.py: TC_GOODPUT); a physical Ethernet link also spends its frame
 check, preamble and gap, 1538 bytes (ETHERNET_GOODPUT: the tables beyond this machine). A one-way delay d
-adds a round trip, 2d, for each transfer a step waits on, as TensorFlow's receiver asks for every tensor and
-the sender answers (RecvTensor, and a collective's RecvBuf): a parameter-server step (sync, async and a
-hierarchical group's) waits on three, the parameters to the worker, its gradient to the server and the
-server's answer back (6d); a ring of N on its 2(N−1) steps, 4(N−1)d. A hierarchical step is two tiers: a
-group's SyncReplicasOptimizer step waits on four round trips (8d: the parameters read from the local ps, the
-gradients into its accumulators, the token its chief's queue runner gives back once they are applied, and the
-group's barrier), and every --central_every=k steps the group chief's exchange on four more (8d: its sum
-applied on the central ps, the exchange counted there, the local ps reading the central values and answering
-the chief), 8d + 8d/k a step. Measured with the delay line at 5, 10 and 20 ms on 100mbit (BENCHMARKS.md,
-"Latency"), sync and async land inside the bounds at every delay and the ring of 2 within 9% below them (a
-chunk's request overlaps the last answer); hierarchical's slopes, 7.2-7.5 ms a ms of delay with k = 100 and
-14.9-15.8 with k = 1, against the model's 8 and 16.
+adds the crossings a step waits on, in turn: counts fitted to the bench's slopes from 2 to 20 ms of delay
+(BENCHMARKS.md, "Latency"), not derived. A sync step inside a loop of steps (--steps_per_run) waits on 6d, a
+round trip for each transfer (the parameters to the worker, its gradient to the server, the server's answer
+back: TensorFlow's receiver asks for every tensor and the sender answers, RecvTensor), and a run of one step
+on 5d: its requests go out as the run starts, so a traced one crossed four times (the run reaching the ps,
+the parameters, the gradients, the report), and the fifth is measured, not explained. Async is the other way
+round: 6d in its loop, 7d a run of one step. A ring of N waits on its 2(N−1) steps, a round trip each,
+4(N−1)d, loop or not; the ring of 2 lands 6-9% below it (a chunk's request overlaps the last answer). A
+hierarchical step is two tiers: a group's SyncReplicasOptimizer step waits on four round trips (8d: the
+parameters read from the local ps, the gradients into its accumulators, the token its chief's queue runner
+gives back once they are applied, and the group's barrier), and every --central_every=k steps the group
+chief's exchange on four more (8d: its sum applied on the central ps, the exchange counted there, the local
+ps reading the central values and answering the chief), 8d + 8d/k a step; its slopes, 7.2-7.5 ms a ms of
+delay with k = 100 and 14.9-15.8 with k = 1, against the model's 8 and 16.
 """
 
 from __future__ import annotations
@@ -59,13 +61,13 @@ TC_GOODPUT = 1448 / 1514
 ETHERNET_GOODPUT = 1448 / 1538
 MODES = ("sync", "hierarchical", "async", "allreduce")  # the modes the model has a formula for
 GROUP_STEP_DELAYS, EXCHANGE_DELAYS = 8, 8  # hierarchical's two tiers, one-way delays each
-# One-way delays a step waits on, given the workers and hierarchical's --central_every: a round trip for each
-# transfer it waits on in turn
+# One-way delays a step waits on, given the workers, hierarchical's --central_every and whether the step is
+# one of a loop of steps (--steps_per_run > 1)
 DELAYS_A_STEP = {
-    "sync": lambda workers, exchange_every: 6,
-    "hierarchical": lambda workers, exchange_every: GROUP_STEP_DELAYS + EXCHANGE_DELAYS / exchange_every,
-    "async": lambda workers, exchange_every: 6,
-    "allreduce": lambda workers, exchange_every: 4 * (workers - 1),
+    "sync": lambda workers, exchange_every, looped: 6 if looped else 5,
+    "hierarchical": lambda workers, exchange_every, looped: GROUP_STEP_DELAYS + EXCHANGE_DELAYS / exchange_every,
+    "async": lambda workers, exchange_every, looped: 6 if looped else 7,
+    "allreduce": lambda workers, exchange_every, looped: 4 * (workers - 1),
 }
 
 
@@ -96,12 +98,29 @@ def busiest_bytes(mode, workers, num_ps, sent, received, pieces=0, server_share=
 
 
 def network_ms(
-    mode, workers, num_ps, sent, received, bits_per_second, delay_ms=0.0, pieces=0, server_share=None, exchange_every=1
+    mode,
+    workers,
+    num_ps,
+    sent,
+    received,
+    bits_per_second,
+    delay_ms=0.0,
+    pieces=0,
+    server_share=None,
+    exchange_every=1,
+    steps_per_run=1,
 ):
     """What the busiest interface takes a step (busiest_bytes at tc's goodput), and its delays (`exchange_every`:
-    hierarchical's --central_every)."""
+    hierarchical's --central_every; `steps_per_run`: the steps of a session run)."""
     carried = busiest_bytes(mode, workers, num_ps, sent, received, pieces, server_share)  # refuses a mode it lacks
-    return carried / payload_bytes_per_ms(bits_per_second) + DELAYS_A_STEP[mode](workers, exchange_every) * delay_ms
+    return carried / payload_bytes_per_ms(bits_per_second) + delays_ms(
+        mode, workers, delay_ms, exchange_every, steps_per_run
+    )
+
+
+def delays_ms(mode, workers, delay_ms, exchange_every=1, steps_per_run=1):
+    """The one-way delays a step waits on (DELAYS_A_STEP), in ms."""
+    return DELAYS_A_STEP[mode](workers, exchange_every, steps_per_run > 1) * delay_ms
 
 
 def overlapped_ms(unshaped_ms, *shape, **options):
@@ -121,13 +140,14 @@ def serial_ms(
     delay_ms=0.0,
     server_share=None,
     exchange_every=1,
+    steps_per_run=1,
 ):
     """The serial bound: the unshaped step, then every direction of the busiest interface in turn. A pipelined
     step (--pipeline_pieces) has the same: at worst its pieces all land together and are pulled after."""
     if mode not in MODES:
         raise ValueError(f"the network model has no formula for --mode={mode}")
     bytes_per_ms = payload_bytes_per_ms(bits_per_second)
-    delays = DELAYS_A_STEP[mode](workers, exchange_every) * delay_ms
+    delays = delays_ms(mode, workers, delay_ms, exchange_every, steps_per_run)
     if mode == "allreduce":
         return unshaped_ms + (sent + received) / bytes_per_ms + delays
     share = 1 / num_ps if server_share is None else server_share
