@@ -12,7 +12,6 @@ from typing import Any, Optional  # Optional[kind], not kind | None: evaluated a
 from absl import flags
 
 from parallel_tf.cluster import config as cluster_lib
-from parallel_tf.errors import ConfigError
 from parallel_tf.graph.optimizers import Schedule
 from parallel_tf.training import modes, run_check, techniques
 from parallel_tf.training.options import steps_per_run
@@ -201,18 +200,15 @@ def run_settings(given=frozenset(), **fields):
     declared.update({name: fields.pop(name) for name in list(fields) if name in declared})
     settings = Settings(options=Options(**declared), **fields)
     looped = declared["steps_per_run"] is None and settings.mode in run_check.DECLARED_SCOPES["steps_per_run"]
-    if looped:  # automatic: as many steps a run as fit between the trainer's boundaries, where they compose
-        slower = steps_per_run.one_step_a_run(_values(settings))
-        declared["steps_per_run"] = 1 if slower else steps_per_run.automatic(_values(settings))
-        settings = dataclasses.replace(settings, options=Options(**declared), one_step_a_run=slower)
-    try:
-        composition = _composition(settings, given)
-    except ConfigError as refusal:  # the automatic k with this run: one step a run, and why
-        if not looped or settings.options.steps_per_run == 1:
-            raise
+    if looped:  # composed at one step a run first: the declarations on then say whether a loop composes
         declared["steps_per_run"] = 1
-        settings = dataclasses.replace(settings, options=Options(**declared), one_step_a_run=str(refusal))
-        composition = _composition(settings, given)
+        settings = dataclasses.replace(settings, options=Options(**declared))
+    composition = _composition(settings, given)
+    if looped:  # automatic: as many steps a run as fit between the trainer's boundaries, where a loop composes
+        declared["steps_per_run"], why = _automatic_steps_a_run(settings, composition)
+        settings = dataclasses.replace(settings, options=Options(**declared), one_step_a_run=why)
+        if declared["steps_per_run"] > 1:
+            composition = _composition(settings, given)
     settled = composition.settled
     return dataclasses.replace(
         settings,
@@ -221,6 +217,20 @@ def run_settings(given=frozenset(), **fields):
         options=Options(**{**declared, **{name: value for name, value in settled.items() if name in declared}}),
         **{name: value for name, value in settled.items() if name not in declared},
     )
+
+
+def _automatic_steps_a_run(settings, composition):
+    """(the automatic steps a run, "" or why it is one) of `settings`, composed at one step a run as `composition`:
+    the most that fit between the trainer's boundaries, or one where a loop would be slower or a declaration on
+    refuses it (options/steps_per_run.py)."""
+    values = {**_values(settings), **composition.settled}
+    steps = steps_per_run.automatic(values)
+    on = [d for d in run_check.DECLARATIONS if d.name in (*composition.names, *composition.options)]
+    looping = {**values, "steps_per_run": steps}
+    why = steps_per_run.one_step_a_run(values) or (
+        steps_per_run.loop_refusal(on, looping, settings.cluster) if steps > 1 else ""
+    )
+    return (1, why) if why else (steps, "")
 
 
 def _composition(settings, given):

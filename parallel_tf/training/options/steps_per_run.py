@@ -19,7 +19,7 @@ import functools
 import math
 
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import Flag, Option
+from parallel_tf.training.declarations import Flag, Option, as_flag
 
 BETWEEN_RUNS = ("log_every", "checkpoint_every", "eval_every", "snapshot_every")
 # An automatic run trains at most this many steps: 10 take the digits MLP's sync step 1.35x faster at one
@@ -44,6 +44,25 @@ def one_step_a_run(values):
             f"--link_delay={values['link_delay']:g}: on a delayed link a sync step inside a loop waits on one more "
             "one-way delay than a run of one step"
         )
+    return ""
+
+
+def loop_refusal(on, values, cluster):
+    """Why a run whose declarations `on` (composed at one step a run) cannot train values["steps_per_run"] steps
+    a run, as the refusal of an explicit k would say it, or "": one of them needs Python between steps (its
+    `conflicts` name steps_per_run), the run has a flag at another value than the loop requires, or check
+    refuses it (--trace_steps)."""
+    for declaration in on:
+        why = declaration.conflicts.get(OPTION.name)
+        if why:
+            return f"{declaration.describe(values)} does not go with {OPTION.describe(values)}: {why}"
+    for flag, (value, why) in OPTION.requires.items():
+        if flag in values and values[flag] != value:
+            return f"{OPTION.describe(values)} needs {as_flag(flag, value)}, not {as_flag(flag, values[flag])}: {why}"
+    try:
+        check(values, cluster)
+    except ConfigError as refusal:
+        return str(refusal)
     return ""
 
 
