@@ -1,6 +1,6 @@
-"""A step reads in few places (issue 57): the modules docs/architecture.md lists for one all-reduce step with
-PowerSGD and one sync step on 4 servers are those the step's code runs in, traced; no mode module is over 150
-lines, no function of training/ over 60; no mode names --steps_per_run."""
+"""A step reads in few places (issues 57 and 80): the modules docs/architecture.md lists for one all-reduce step
+with PowerSGD and one sync step on 4 servers are those a reader opens following the step's build, traced; no mode
+module is over 150 lines, no function of training/ over 60; no mode names --steps_per_run."""
 
 import ast
 import re
@@ -21,14 +21,6 @@ pytestmark = pytest.mark.inprocess
 
 PACKAGE = Path(modes.__file__).parents[2]
 ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
-# The model's own, read apart as nanoGPT's model.py is: the recipe's layers, their kernels, its variables' initial
-# values, its loss's exact arithmetic. And the run's values, read as their names say: TensorFlow (compat), the
-# cluster spec, the data, files, and the standard library's newer functions (backports).
-THE_MODEL = (
-    *("graph/layers.py", "graph/products.py", "graph/portable_kernel.py", "graph/initial_values.py"),
-    "graph/exact_math.py",
-)
-VALUES = ("compat.py", "backports.py", "errors.py", "files.py", "cluster/", "data/")
 CASES = {  # the docs' heading: (mode, parameter servers, flags)
     "All-reduce with PowerSGD": ("allreduce", 0, {"powersgd_rank": 1}),
     "Sync on 4 parameter servers": ("sync", 4, {}),
@@ -37,25 +29,20 @@ CASES = {  # the docs' heading: (mode, parameter servers, flags)
 
 def _modules_a_step_reads(mode, num_ps, flags):
     """The trainer, which runs the step (TrainGraph.runs and the driver's Steps, train_graph.py), and every
-    package module a function of which runs while trainer.build_graph builds worker 0's step, less VALUES, and less
-    whatever runs beneath a function of THE_MODEL (its kernels' first load reads the CPU's extensions) or of
-    Settings (a value, whatever it calls to compute one: the hooks filling a seam, run_check.hook)."""
+    package module a function of which runs while trainer.build_graph builds worker 0's step: issue 80's count,
+    as a reader opens them, Settings and what it calls, the model's layers and kernels, compat and the data's
+    sharding included (the recipe is not the package's)."""
     workers = [f"127.0.0.1:{port}" for port in (1, 2)]
     servers = {"ps": [f"127.0.0.1:{3 + i}" for i in range(num_ps)]} if num_ps else {}
     cluster = cluster_lib.parse({"cluster": {**servers, "worker": workers}}, "test")
     fields = {**FLAGS, "global_batch_size": 120, "collective_group": 1, **flags}
     settings = worker_settings(mode, cluster, 0, None, fields)
-    read, beneath = {"training/trainer.py"}, [0]
+    read = {"training/trainer.py"}
 
     def profile(frame, event, _):
         path = frame.f_code.co_filename
-        if not path.startswith(f"{PACKAGE}/"):
-            return
-        name = removeprefix(path, f"{PACKAGE}/")
-        if name in (*THE_MODEL, "training/settings.py"):
-            beneath[0] += {"call": 1, "return": -1}.get(event, 0)
-        elif event == "call" and not beneath[0] and not name.startswith(VALUES):
-            read.add(name)
+        if event == "call" and path.startswith(f"{PACKAGE}/"):
+            read.add(removeprefix(path, f"{PACKAGE}/"))
 
     with tf.Graph().as_default():
         sys.setprofile(profile)
