@@ -181,8 +181,9 @@ def test_allreduce_keeps_every_variable_on_the_workers_gpu_and_talks_through_one
 def test_an_ssp_workers_fetch_at_the_end_of_a_step_reads_after_the_next_steps_gate():
     """SSP's promise is about reads: with --prefetch the fetch for step c + 1 ends step c's run, so it must wait
     for the gate that step c's push opens (after_push), not only for the push. The process's first fetch is a
-    run of its own, after its first gate's (a run before it: test_loops.py counts it)."""
-    graph, _ = build("async", 0, {"max_staleness": 0})
+    run of its own, after its first gate's (a run before it: test_loops.py counts it). One step a run, so each is
+    built once."""
+    graph, _ = build("async", 0, {"max_staleness": 0, "steps_per_run": 1})
     gates = [op for op in graph.get_operations() if op.type == "ScatterMax"]  # the largest gap, at each gate
     fetches = [
         op

@@ -205,6 +205,7 @@ def run_settings(given=frozenset(), **fields):
         settings = dataclasses.replace(settings, options=Options(**declared))
     composition = _composition(settings, given)
     if looped:  # automatic: as many steps a run as fit between the trainer's boundaries, where a loop composes
+        declared.update({name: value for name, value in composition.settled.items() if name in declared})
         declared["steps_per_run"], why = _automatic_steps_a_run(settings, composition)
         settings = dataclasses.replace(settings, options=Options(**declared), one_step_a_run=why)
         if declared["steps_per_run"] > 1:
