@@ -25,7 +25,7 @@ from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError, TaskFailure
 from parallel_tf.graph import codecs, gathered_codes
 from parallel_tf.graph.collectives import Collectives
-from parallel_tf.training.options import allreduce_transport
+from parallel_tf.training.modes.allreduce import allreduce_transport
 from parallel_tf.training.techniques import compression
 
 pytestmark = pytest.mark.inprocess

@@ -57,17 +57,17 @@ ENABLE = {
     "lr_decay": {"lr_schedule": "step", "lr_decay_steps": DECAY_EVERY, "lr_decay_rate": DECAY},
     "linear_scaling": {"linear_scaling_batch": SCALED_FROM},  # k = 4 / 2
     "eval_every": {"eval_every": 2},
-    "aggregation": {"aggregation": "accumulator"},
     "strict_determinism": {"strict_determinism": True, "microbatches": 4},
     "steps_per_run": {"steps_per_run": 2},
+    "link": {"link_rate": "100mbit"},
+    "aggregation": {"aggregation": "accumulator"},
+    "pipeline": {"pipeline_pieces": 2},
     "push_every": {"push_every": 2},
     "fetch_every": {"fetch_every": 2},
     "prefetch": {"prefetch": True},  # async's default, given: a pair that cannot prefetch is refused
-    "pipeline": {"pipeline_pieces": 2},
     "central_every": {"central_every": 2},
     "allreduce_buckets": {"allreduce_bucket_mb": 1e-6},  # a bucket a variable: the matrix's one
     "allreduce_transport": {"allreduce_transport": "float16"},
-    "link": {"link_rate": "100mbit"},
 }
 
 
@@ -233,17 +233,17 @@ OBSERVE = {
     "lr_decay": _scheduled_rate,
     "linear_scaling": _scheduled_rate,
     "eval_every": _evaluated_every_2_steps,
-    "aggregation": _accumulated,
     "strict_determinism": _microbatched,
     "steps_per_run": _one_session_run_per_2_steps,
+    "link": None,  # only the launcher shapes a link: tests/test_links.py observes it there
+    "aggregation": _accumulated,
+    "pipeline": _pulled_piece_by_piece,
     "push_every": _pushed_every_2_steps,
     "fetch_every": _fetched_every_2_steps,
     "prefetch": _one_session_run_a_step,
-    "pipeline": _pulled_piece_by_piece,
     "central_every": _central_every_2_steps,
     "allreduce_buckets": _a_bucket_for_each_tensor_summed,
     "allreduce_transport": _half_the_gradient_bytes,
-    "link": None,  # only the launcher shapes a link: tests/test_links.py observes it there
 }
 OF_THE_RUN = {_evaluated_every_2_steps}  # observables that read the whole run (its metrics), not its summary
 DECLARATIONS = run_check.DECLARATIONS
@@ -292,13 +292,23 @@ def test_every_hook_takes_its_seam_s_arguments(declared):
         assert list(inspect.signature(function).parameters) == wanted, f"{declared.name}.{function.__name__}"
 
 
-@pytest.mark.parametrize("option", options.OPTIONS, ids=[o.OPTION.name for o in options.OPTIONS])
+@pytest.mark.parametrize("option", run_flags.OPTIONS, ids=[o.OPTION.name for o in run_flags.OPTIONS])
 def test_an_option_s_declaration_says_what_its_module_defines(option):
     """As a technique's: its hooks (all-reduce's reduce, where it has one) are the module's functions."""
     assert {hook for hook in declarations.HOOKS if inspect.isfunction(getattr(option, hook, None))} == set(
         option.OPTION.hooks
     )
     _defines_its_flags(option)
+
+
+@pytest.mark.parametrize("mode", modes.CLUSTER_MODES, ids=[m.MODE.name for m in modes.CLUSTER_MODES])
+def test_a_mode_s_own_options_are_of_that_mode_alone_and_live_in_its_package(mode):
+    """An option one mode takes is its mode's (Mode.options, in its package); options/ keeps those modes share."""
+    for option in mode.MODE.options:
+        assert option.OPTION.modes == (mode.MODE.name,) and option.__name__.startswith(f"{mode.__name__}.")
+    of_one = [o for o in options.OPTIONS if not isinstance(o.OPTION.modes, declarations.EveryMode)]
+    shared = [o.OPTION.name for o in of_one if len(o.OPTION.modes) == 1]
+    assert not shared, shared
 
 
 def test_an_option_with_a_hook_that_only_a_technique_s_module_is_asked_for_is_refused_where_it_is_declared():

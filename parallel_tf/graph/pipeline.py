@@ -3,7 +3,7 @@ pipeline (Jiang et al., "A Unified Architecture for Accelerating Distributed DNN
 GPU/CPU Clusters", OSDI 2020), each piece pushed as soon as backprop has made its gradients (P3's order:
 Jayarajan et al., "Priority-based Parameter Propagation for Distributed DNN Training", SysML 2019).
 
-A plain sync step (modes/sync.py) reads every parameter, computes, writes every gradient and waits until the
+A plain sync step (modes/sync/__init__.py) reads every parameter, computes, writes every gradient and waits until the
 chief has applied them all, so a worker's link carries the model in, and then the model out. Here each server's
 share is cut into p pieces of about equal bytes (`rounds`: round r is the r-th piece of every server), and a
 step ends, piece by piece:

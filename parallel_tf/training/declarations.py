@@ -236,6 +236,7 @@ class Mode:
     check_layout: Callable[[bool, str, object], None] | None = None
     # (settings) -> (what the global step counts, the updates the run applies): a schedule's clock; default the steps
     clock: Callable[[object], tuple] | None = None
+    options: tuple = ()  # the modules of the options it owns (an Option each, of this mode only), in their order
 
     @property
     def parameter_servers(self):

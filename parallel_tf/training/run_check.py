@@ -16,17 +16,23 @@ from parallel_tf.backports import cache
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
 from parallel_tf.training import modes, options, rules, techniques
-from parallel_tf.training.run_flags import CORE_RUN_FLAGS, define_mode_option_flags, define_run_flags, given_flags
+from parallel_tf.training.run_flags import (
+    CORE_RUN_FLAGS,
+    OPTIONS,
+    define_mode_option_flags,
+    define_run_flags,
+    given_flags,
+)
 
 FLAGS = flags.FLAGS
 NO_CLUSTER = modes.SINGLE.name
-MODE_OPTION_SCOPES = {**options.flag_scopes(run_options=False), **techniques.flag_scopes()}
-RUN_OPTION_SCOPES = options.flag_scopes(run_options=True)
+MODE_OPTION_SCOPES = {**options.flag_scopes(OPTIONS, run_options=False), **techniques.flag_scopes()}
+RUN_OPTION_SCOPES = options.flag_scopes(OPTIONS, run_options=True)
 DECLARED_SCOPES = {**MODE_OPTION_SCOPES, **RUN_OPTION_SCOPES}
 FLAG_SCOPES = {"job_name": modes.NAMES, "task_index": modes.NAMES, "mode": modes.NAMES, **DECLARED_SCOPES}
-DECLARATIONS = (*(t.TECHNIQUE for t in techniques.TECHNIQUES), *(o.OPTION for o in options.OPTIONS))
+DECLARATIONS = (*(t.TECHNIQUE for t in techniques.TECHNIQUES), *(o.OPTION for o in OPTIONS))
 DECLARED_BY = {name: declaration for declaration in DECLARATIONS for name in declaration.flags}
-MODULE_OF = {**techniques.BY_NAME, **options.BY_NAME}  # {declaration's name: the module it declares}
+MODULE_OF = {**techniques.BY_NAME, **{o.OPTION.name: o for o in OPTIONS}}  # {declaration's name: its module}
 
 
 def hook(declaration, seam):

@@ -27,6 +27,7 @@ from parallel_tf.graph.optimizers import OPTIMIZERS
 from parallel_tf.training import cluster_flags, modes, options, profiling, rules, techniques
 
 FLAGS = flags.FLAGS
+OPTIONS = (*options.OPTIONS, *modes.OPTIONS)  # every option's module: those modes share, then each mode's own
 MAX_INTRA_OP_THREADS = 1024  # more is a typo: TensorFlow would start that many threads in every task
 
 # The run flags of every mode, besides the run options.
@@ -71,7 +72,7 @@ LAUNCHER_HINTS = {
 def help_sections():
     """--help's sections (cli.HELP_SECTIONS) of the flags defined here and by the modes, options and techniques."""
     declared = {
-        "options": [(o.OPTION, o.__name__) for o in options.OPTIONS],
+        "options": [(o.OPTION, o.__name__) for o in OPTIONS],
         "techniques": [(t.TECHNIQUE, t.__name__) for t in techniques.TECHNIQUES],
     }
     return [
@@ -142,7 +143,7 @@ def define_recipe_flag(flag_values=FLAGS):
 
 def define_mode_option_flags(flag_values=FLAGS):
     """The options of the modes (options/) and every technique's flags (techniques/)."""
-    options.define_flags(run_options=False, flag_values=flag_values)
+    options.define_flags(OPTIONS, run_options=False, flag_values=flag_values)
     techniques.define_flags(flag_values)
 
 
@@ -185,7 +186,7 @@ def define_run_flags(flag_values=FLAGS):
         flag_values=flag_values,
     )
     _define_task_flags(flag_values)
-    options.define_flags(run_options=True, flag_values=flag_values)
+    options.define_flags(OPTIONS, run_options=True, flag_values=flag_values)
 
 
 def _define_task_flags(flag_values):

@@ -16,6 +16,7 @@ SINGLE = single.MODE  # no cluster: the one plain process
 BY_NAME = {m.name: m for m in (SINGLE, *(module.MODE for module in CLUSTER_MODES))}
 NAMES = tuple(module.MODE.name for module in CLUSTER_MODES)
 LOCKSTEP = tuple(name for name in NAMES if BY_NAME[name].lockstep)  # resume on any worker count
+OPTIONS = tuple(option for module in CLUSTER_MODES for option in module.MODE.options)  # each mode's own options
 # {flag: the modes it applies to} of the cluster shape flags: each mode's own, then --num_ps
 SHAPE_FLAGS = {
     **{flag: tuple(n for n in NAMES if flag in BY_NAME[n].flags) for n in NAMES for flag in BY_NAME[n].flags},

@@ -22,6 +22,7 @@ from parallel_tf.graph.model import StepReads, build_model
 from parallel_tf.graph.optimizers import scheduled
 from parallel_tf.graph.placement import worker_device
 from parallel_tf.training.declarations import Mode
+from parallel_tf.training.modes.allreduce import allreduce_buckets, allreduce_transport
 from parallel_tf.training.train_graph import Phase, StepReport, TrainGraph, drive, microbatch_passes
 
 
@@ -81,6 +82,7 @@ MODE = Mode(
     workers_alone="all-reduce their gradients among themselves",
     lockstep=True,
     offers=("optimizer", "reduce", "ring"),
+    options=(allreduce_buckets, allreduce_transport),
 )
 
 

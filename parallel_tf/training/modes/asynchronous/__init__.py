@@ -25,7 +25,7 @@ servers do with it (a staleness-dependent rate, a compensation, a queue) acts on
 Where every step pushes and prefetches (the default), the steps are all alike: one is built for the driver
 (train_graph.drive), which runs it once a session run or k times in one: each reads the copies the last step
 fetched, pushes, and fetches for the next, the run's last too (one fetch more than the training needs). Other
-intervals make steps of several kinds, a run each (async_intervals.py), and the training's last step does not
+intervals make steps of several kinds, a run each (intervals.py), and the training's last step does not
 fetch.
 
 No barrier and no tokens: a worker never waits for another, so the order in which updates
@@ -40,8 +40,8 @@ from parallel_tf.graph.model import LOCAL, StepReads, build_model_on_copies
 from parallel_tf.graph.placement import device_setter, worker_device
 from parallel_tf.graph.pushes import added_counters
 from parallel_tf.training.declarations import Mode
-from parallel_tf.training.modes import async_intervals
-from parallel_tf.training.modes.async_pushes import Pushes
+from parallel_tf.training.modes.asynchronous import fetch_every, intervals, prefetch, push_every
+from parallel_tf.training.modes.asynchronous.pushes import Pushes
 from parallel_tf.training.train_graph import CopiesGraph, Phase, drive, own_report
 
 
@@ -64,7 +64,7 @@ def build(recipe, dataset, settings):
         else:  # runs of one step, each its kind: a run's last step does not fetch, nor one before a step that
             # fetches at its start, and a push may wait n steps
             gradients = _gradients(model.loss, list(pushes.copies))
-            built = async_intervals.stepwise(model, settings, gradients, pushes)
+            built = intervals.stepwise(model, settings, gradients, pushes)
     fetched = [False]  # whether this process has fetched yet: its first step must, wherever it starts
 
     def plan(step):
@@ -110,7 +110,7 @@ def _one_kind_of_step(recipe, model, settings, pushes):
 
     steps = drive(settings, recipe, model, [Phase(0, step)], lambda: StepReads(copy_of))
     fetch = pushes.fetch_after([])
-    return async_intervals.Stepwise(steps, lambda step, first: [fetch] * first + [steps.report(step)], [], fetch)
+    return intervals.Stepwise(steps, lambda step, first: [fetch] * first + [steps.report(step)], [], fetch)
 
 
 def _gradients(loss, copies):
@@ -135,4 +135,5 @@ MODE = Mode(
     build=build,
     clock=clock,
     offers=("transmit", "optimizer", "push_learning_rate", "push_gradients", "send_push", "after_push"),
+    options=(push_every, fetch_every, prefetch),
 )

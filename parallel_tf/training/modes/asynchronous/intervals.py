@@ -21,7 +21,7 @@ class Stepwise:
 
 def stepwise(model, settings, gradients, pushes):
     """The Stepwise of a worker: each kind of step built once, on `model` and its `gradients` of the copies, by
-    the worker's `pushes` (async_pushes.Pushes)."""
+    the worker's `pushes` (pushes.Pushes)."""
     accumulate, pushed = pushes.push(gradients, pushes.read_step)
     report = own_report(settings.task_index, model.loss)
     by_push = {True: StepReport(**report, train=pushed), False: StepReport(**report, train=tf.group(*accumulate))}

@@ -1,5 +1,5 @@
 """--prefetch (async, on by default): a step's fetch ends the previous step's session run, once its
-push is sent, so a step is one run instead of two (modes/asynchronous.py). The techniques that must
+push is sent, so a step is one run instead of two (modes/asynchronous/__init__.py). The techniques that must
 read as a step begins (a straggler's pause, a local update) settle --noprefetch; SSP's gate is part of the
 step before, ahead of its fetch. The trainer counts its session runs (`session_runs`)."""
 

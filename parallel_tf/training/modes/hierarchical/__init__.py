@@ -27,7 +27,8 @@ from parallel_tf.graph.placement import device_setter, server_cpu
 from parallel_tf.graph.pushes import GradientSum, push_counter
 from parallel_tf.graph.sync_replicas import sync_replicas
 from parallel_tf.training.declarations import Mode
-from parallel_tf.training.modes.hierarchical_groups import check, check_groups_by_host, define_flags
+from parallel_tf.training.modes.hierarchical import central_every
+from parallel_tf.training.modes.hierarchical.groups import check, check_groups_by_host, define_flags
 from parallel_tf.training.train_graph import CopiesGraph, StepReport, once
 
 GLOBAL = ["variables"]  # tf.GraphKeys.GLOBAL_VARIABLES, without importing TensorFlow
@@ -140,5 +141,6 @@ MODE = Mode(
     flags=("num_groups", "groups"),
     check=check,
     check_layout=check_groups_by_host,
+    options=(central_every,),
 )
-__all__ = ["MODE", "build", "define_flags"]  # define_flags: the groups' flags, hierarchical_groups.py's
+__all__ = ["MODE", "build", "define_flags"]  # define_flags: the groups' flags, groups.py's

@@ -1,5 +1,5 @@
 """--central_every=k (hierarchical): a group sends its summed update to the central parameter servers
-every k group steps (modes/hierarchical.py). The central ps applies the sum as one step, which is the
+every k group steps (modes/hierarchical/__init__.py). The central ps applies the sum as one step, which is the
 group's k steps only for plain SGD. `central_exchanges_by_group` counts the exchanges."""
 
 from parallel_tf.errors import ConfigError

@@ -21,6 +21,7 @@ from parallel_tf.graph.placement import device_setter, server_cpu, worker_device
 from parallel_tf.graph.server_vectors import PackedReads, sent_packed
 from parallel_tf.graph.sync_replicas import sync_replicas
 from parallel_tf.training.declarations import Mode
+from parallel_tf.training.modes.sync import aggregation, pipeline
 from parallel_tf.training.train_graph import Phase, StepReport, TrainGraph, drive, microbatch_passes, once
 
 
@@ -35,7 +36,7 @@ def build(recipe, dataset, settings):
         )
 
 
-MODE = Mode(name="sync", build=build, lockstep=True, offers=("transmit", "optimizer"))
+MODE = Mode(name="sync", build=build, lockstep=True, offers=("transmit", "optimizer"), options=(aggregation, pipeline))
 
 
 def _split_over(settings):
