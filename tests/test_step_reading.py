@@ -74,7 +74,7 @@ def test_a_step_reads_in_the_modules_the_docs_list(heading):
 def test_no_mode_names_the_steps_a_run():
     """A mode says how one step is built; how many run in one session run is the driver's, read from the run's
     settings (train_graph.drive), so no mode module branches on k or passes it on."""
-    named = [path.name for path in Path(modes.__file__).parent.glob("*.py") if "steps_per_run" in path.read_text()]
+    named = [path.name for path in Path(modes.__file__).parent.rglob("*.py") if "steps_per_run" in path.read_text()]
     assert not named, named
 
 
@@ -82,7 +82,7 @@ def test_no_mode_names_the_steps_a_run():
 def test_a_step_reads_in_short_pieces():
     """The sizes issue 57 set for reading a step: no mode module over 150 lines, no function of training/ over 60."""
     training = Path(modes.__file__).parents[1]
-    lengths = {p.name: len(p.read_text().splitlines()) for p in training.glob("modes/*.py")}
+    lengths = {str(p.relative_to(training)): len(p.read_text().splitlines()) for p in training.glob("modes/**/*.py")}
     long_modes = {name: n for name, n in lengths.items() if n > 150}
     long_functions = {
         f"{path.relative_to(training)}:{node.name}": node.end_lineno - node.lineno + 1
