@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO, alive, launcher_command
 
 from parallel_tf.launch import delay_line, hosts
-from parallel_tf.tools.network_model import network_ms
+from parallel_tf.tools.network_model import Latency, network_ms
 
 TIMEOUT = 180
 PROBE = str(REPO / "tests" / "link_probe.py")
@@ -140,7 +140,7 @@ def test_a_sync_step_on_a_delayed_lossy_link_pays_the_models_delays_and_the_run_
     assert f"10 ms one way by {declared['link_delay_by']}, 1.00% of the packets lost" in done.stdout
     assert [summaries[name]["session_runs"] for name in ("plain", "delayed")] == [3, 30]
     assert summaries["delayed"]["one_step_a_run"].startswith("--link_delay=10: on a delayed link a sync step")
-    delays = network_ms("sync", 2, 1, 0, 0, 1e8, delay_ms=10.0)
+    delays = network_ms("sync", 2, 1, 0, 0, 1e8, latency=Latency(10.0))
     assert delays == 50.0
     assert summaries["delayed"]["ms_per_step"] - summaries["plain"]["ms_per_step"] >= 0.85 * delays, summaries
 

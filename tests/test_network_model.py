@@ -7,6 +7,7 @@ import pytest
 from parallel_tf import cli
 from parallel_tf.tools.network_model import (
     PIPELINE_PIECES,
+    Latency,
     break_even_gbits,
     busiest_bytes,
     communication_ms,
@@ -60,21 +61,21 @@ def test_a_delay_adds_once_per_one_way_crossing_it_waits_on():
     receiver asks, the sender answers): 6 crossings, 30 ms at 5 ms one way; a run of one step, on 5 in sync
     (25 ms) and 7 in async (35 ms), the bench's slopes; a ring of 4 passes chunks on 2·3 times, each a round
     trip: 12, 60 ms, loop or not. The serial bound adds the same to the unshaped step."""
-    assert network_ms("sync", 1, 1, 0, 0, 1e8, delay_ms=5, steps_per_run=10) == 30
-    assert network_ms("async", 2, 1, 0, 0, 1e8, delay_ms=5, steps_per_run=10) == 30
-    assert network_ms("sync", 1, 1, 0, 0, 1e8, delay_ms=5) == 25
-    assert network_ms("async", 2, 1, 0, 0, 1e8, delay_ms=5) == 35
-    assert network_ms("allreduce", 4, 0, 0, 0, 1e8, delay_ms=5) == 60
-    assert network_ms("allreduce", 4, 0, 0, 0, 1e8, delay_ms=5, steps_per_run=10) == 60
-    assert serial_ms(10, "sync", 2, 1, 0, 0, 1e8, delay_ms=5) == 35
+    assert network_ms("sync", 1, 1, 0, 0, 1e8, latency=Latency(5, steps_per_run=10)) == 30
+    assert network_ms("async", 2, 1, 0, 0, 1e8, latency=Latency(5, steps_per_run=10)) == 30
+    assert network_ms("sync", 1, 1, 0, 0, 1e8, latency=Latency(5)) == 25
+    assert network_ms("async", 2, 1, 0, 0, 1e8, latency=Latency(5)) == 35
+    assert network_ms("allreduce", 4, 0, 0, 0, 1e8, latency=Latency(5)) == 60
+    assert network_ms("allreduce", 4, 0, 0, 0, 1e8, latency=Latency(5, steps_per_run=10)) == 60
+    assert serial_ms(10, "sync", 2, 1, 0, 0, 1e8, latency=Latency(5)) == 35
 
 
 def test_a_hierarchical_step_waits_on_its_groups_four_round_trips_and_its_share_of_an_exchanges_four():
     """A group's step, 4 round trips (8 crossings), and the central exchange's 4 more every --central_every=k
     steps: at 5 ms, 80 ms a step with an exchange every step, 8·5 + 8·5/4 = 50 with one every fourth."""
-    assert network_ms("hierarchical", 2, 1, 0, 0, 1e8, delay_ms=5) == 80
-    assert network_ms("hierarchical", 2, 1, 0, 0, 1e8, delay_ms=5, exchange_every=4) == 50
-    assert serial_ms(10, "hierarchical", 2, 1, 0, 0, 1e8, delay_ms=5, exchange_every=4) == 60
+    assert network_ms("hierarchical", 2, 1, 0, 0, 1e8, latency=Latency(5)) == 80
+    assert network_ms("hierarchical", 2, 1, 0, 0, 1e8, latency=Latency(5, exchange_every=4)) == 50
+    assert serial_ms(10, "hierarchical", 2, 1, 0, 0, 1e8, latency=Latency(5, exchange_every=4)) == 60
 
 
 def test_a_mode_without_a_formula_is_refused_not_modelled_as_sync():

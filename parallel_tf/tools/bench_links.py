@@ -82,11 +82,10 @@ def table_rows(model, results):
             shape = (mode, sharing, summary["num_ps"] or 1, row["sent"], row["received"], bits_per_second(rate))
             unshaped = medians[m, system, workers, UNSHAPED]
             share, pieces = busiest_server_share(summary), pipeline_pieces(summary)
-            delays = {"delay_ms": delay_ms, "server_share": share, "exchange_every": summary.get("central_every", 1)}
-            delays["steps_per_run"] = steps_a_run(summary)
+            latency = network_model.Latency(delay_ms, summary.get("central_every", 1), steps_a_run(summary))
             row["predicted"] = (
-                network_model.overlapped_ms(unshaped, *shape, pieces=pieces, **delays),
-                network_model.serial_ms(unshaped, *shape, **delays),
+                network_model.overlapped_ms(unshaped, *shape, pieces=pieces, server_share=share, latency=latency),
+                network_model.serial_ms(unshaped, *shape, server_share=share, latency=latency),
             )
         rows.append(row)
     return rows

@@ -97,30 +97,24 @@ def busiest_bytes(mode, workers, num_ps, sent, received, pieces=0, server_share=
     return max(server, sent + received)
 
 
-def network_ms(
-    mode,
-    workers,
-    num_ps,
-    sent,
-    received,
-    bits_per_second,
-    delay_ms=0.0,
-    pieces=0,
-    server_share=None,
-    exchange_every=1,
-    steps_per_run=1,
-):
-    """What the busiest interface takes a step (busiest_bytes at tc's goodput), and its delays (`exchange_every`:
-    hierarchical's --central_every; `steps_per_run`: the steps of a session run)."""
+@dataclasses.dataclass(frozen=True)
+class Latency:
+    """What a step waits on besides its bytes: the link's one-way delay, hierarchical's --central_every (how often
+    a group exchanges with the central ps) and the steps of a session run (--steps_per_run)."""
+
+    delay_ms: float = 0.0
+    exchange_every: int = 1
+    steps_per_run: int = 1
+
+    def step_ms(self, mode, workers):
+        """The one-way delays a step of `mode` waits on (DELAYS_A_STEP), in ms."""
+        return DELAYS_A_STEP[mode](workers, self.exchange_every, self.steps_per_run > 1) * self.delay_ms
+
+
+def network_ms(mode, workers, num_ps, sent, received, bits_per_second, pieces=0, server_share=None, latency=Latency()):
+    """What the busiest interface takes a step (busiest_bytes at tc's goodput), and its delays."""
     carried = busiest_bytes(mode, workers, num_ps, sent, received, pieces, server_share)  # refuses a mode it lacks
-    return carried / payload_bytes_per_ms(bits_per_second) + delays_ms(
-        mode, workers, delay_ms, exchange_every, steps_per_run
-    )
-
-
-def delays_ms(mode, workers, delay_ms, exchange_every=1, steps_per_run=1):
-    """The one-way delays a step waits on (DELAYS_A_STEP), in ms."""
-    return DELAYS_A_STEP[mode](workers, exchange_every, steps_per_run > 1) * delay_ms
+    return carried / payload_bytes_per_ms(bits_per_second) + latency.step_ms(mode, workers)
 
 
 def overlapped_ms(unshaped_ms, *shape, **options):
@@ -130,24 +124,14 @@ def overlapped_ms(unshaped_ms, *shape, **options):
 
 
 def serial_ms(
-    unshaped_ms,
-    mode,
-    workers,
-    num_ps,
-    sent,
-    received,
-    bits_per_second,
-    delay_ms=0.0,
-    server_share=None,
-    exchange_every=1,
-    steps_per_run=1,
+    unshaped_ms, mode, workers, num_ps, sent, received, bits_per_second, server_share=None, latency=Latency()
 ):
     """The serial bound: the unshaped step, then every direction of the busiest interface in turn. A pipelined
     step (--pipeline_pieces) has the same: at worst its pieces all land together and are pulled after."""
     if mode not in MODES:
         raise ValueError(f"the network model has no formula for --mode={mode}")
     bytes_per_ms = payload_bytes_per_ms(bits_per_second)
-    delays = delays_ms(mode, workers, delay_ms, exchange_every, steps_per_run)
+    delays = latency.step_ms(mode, workers)
     if mode == "allreduce":
         return unshaped_ms + (sent + received) / bytes_per_ms + delays
     share = 1 / num_ps if server_share is None else server_share
