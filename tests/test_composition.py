@@ -30,7 +30,17 @@ from parallel_tf.compat import tf
 from parallel_tf.data.sharding import Dataset
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import products
-from parallel_tf.training import declarations, modes, options, rules, run_check, run_flags, seams, techniques
+from parallel_tf.training import (
+    declarations,
+    hook_types,
+    modes,
+    options,
+    rules,
+    run_check,
+    run_flags,
+    seams,
+    techniques,
+)
 from parallel_tf.training import settings as settings_lib
 from parallel_tf.training.declarations import SEAMS
 from parallel_tf.training.recipe import Recipe
@@ -288,8 +298,21 @@ def test_every_hook_takes_its_seam_s_arguments(declared):
     name, in order: a hook written against another signature fails here, not in the run that first calls it."""
     for seam in declared.hooks:
         function = run_check.hook(declared, seam)
-        wanted = list(inspect.signature(seams.INTERFACES[seam].__call__).parameters)[1:]  # without self
+        wanted = list(inspect.signature(getattr(seams.INTERFACES[seam], seam)).parameters)[1:]  # without self
         assert list(inspect.signature(function).parameters) == wanted, f"{declared.name}.{function.__name__}"
+
+
+def test_mypy_sees_every_hook_bound_to_its_seam_s_interface():
+    """training/hook_types.py binds <declaration>_<seam> to the seam's Protocol for every hook a declaration names,
+    and nothing else, so mypy checks each one (deleting clipping's wrap fails it: 'expression has type Module,
+    variable has type "Wrap"')."""
+    wanted = {
+        f"{d.name}_{seam}": (seams.INTERFACES[seam], run_check.MODULE_OF[d.name])
+        for d in DECLARATIONS
+        for seam in d.hooks
+    }
+    bound = {name: (kind, getattr(hook_types, name)) for name, kind in hook_types.__annotations__.items()}
+    assert bound == wanted
 
 
 @pytest.mark.parametrize("option", run_flags.OPTIONS, ids=[o.OPTION.name for o in run_flags.OPTIONS])

@@ -1,6 +1,7 @@
 """The type checker of ./run_tests.sh (mypy, pyproject.toml's [tool.mypy]) holds a codec to graph/codecs.py's Codec
-Protocol: a copy of the package whose top-k codec lacks payload_bytes fails it, naming the codec's table entry,
-where the package as it is passes."""
+Protocol and a technique's module to the Protocols of the seams it fills (training/seams.py, bound in
+training/hook_types.py): a copy of the package whose top-k codec lacks payload_bytes, or whose clipping lacks its
+wrap, fails it, naming what is short, where the package as it is passes."""
 
 import shutil
 import subprocess
@@ -23,12 +24,16 @@ def _mypy(package_root):
     )
 
 
-def test_a_codec_short_of_a_protocol_method_fails_the_type_checker(tmp_path):
+def _copy(tmp_path):
     pytest.importorskip("mypy", reason="the type checker is in the dev extra (./run_tests.sh installs it)")
     shutil.copytree(
         REPO / "parallel_tf", tmp_path / "parallel_tf", ignore=shutil.ignore_patterns("build", "__pycache__")
     )
     shutil.copy(REPO / "pyproject.toml", tmp_path)
+
+
+def test_a_codec_short_of_a_protocol_method_fails_the_type_checker(tmp_path):
+    _copy(tmp_path)
     assert _mypy(tmp_path).returncode == 0
     codecs = tmp_path / "parallel_tf" / "graph" / "codecs.py"
     source = codecs.read_text()
@@ -39,3 +44,16 @@ def test_a_codec_short_of_a_protocol_method_fails_the_type_checker(tmp_path):
     checked = _mypy(tmp_path)
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert '"tuple[type[TopK], tuple[Argument]]"; expected "str": "tuple[type[Codec]' in checked.stdout
+
+
+def test_a_technique_short_of_a_hook_it_declares_fails_the_type_checker(tmp_path):
+    _copy(tmp_path)
+    clipping = tmp_path / "parallel_tf" / "training" / "techniques" / "clipping.py"
+    source = clipping.read_text()
+    assert source.count("\ndef wrap(settings, graph):") == 1
+    clipping.write_text(source.replace("\ndef wrap(settings, graph):", "\ndef wrapped(settings, graph):"))
+    checked = _mypy(tmp_path)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert (
+        "hook_types.py" in checked.stdout and '(expression has type Module, variable has type "Wrap")' in checked.stdout
+    )

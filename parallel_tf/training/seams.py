@@ -1,9 +1,12 @@
 """The seams of a step that a technique or option fills (declarations.SEAMS), as typed interfaces.
 
 A declaration's hook is the function of its module named after the seam, with that seam's signature here (an
-option has only all-reduce's reduce). tests/test_composition.py checks every one against its interface.
-Each takes the run's Settings first, which Settings.hooks gives it: a step calls the hooks of a seam with the
-rest. Which seams take one owner, and which chain, is declarations.SEAMS's to say.
+option has only all-reduce's reduce): each interface is a Protocol a module meets by having that function, and
+training/hook_types.py binds every declaration's module to the interface of each seam it fills, so mypy
+(./run_tests.sh) fails on a hook deleted or written to another signature; tests/test_composition.py checks the
+bindings cover every hook declared, and each hook's parameter names. Each takes the run's Settings first, which
+Settings.hooks gives it: a step calls the hooks of a seam with the rest. Which seams take one owner, and which
+chain, is declarations.SEAMS's to say.
 """
 
 from __future__ import annotations  # the types name TensorFlow's and the package's, never imported here
@@ -23,60 +26,60 @@ class Build(Protocol):
     """The mode's graph, built by the technique instead of the mode; of the mode hooks of the other techniques on
     (Settings.hooks), it calls those its declaration's `calls` lists."""
 
-    def __call__(self, settings: Settings, recipe, dataset) -> TrainGraph: ...
+    def build(self, settings: Settings, recipe, dataset) -> TrainGraph: ...
 
 
 class Wrap(Protocol):
     """The graph built, with the technique's variables, ops, counters or pauses added."""
 
-    def __call__(self, settings: Settings, graph: TrainGraph) -> TrainGraph: ...
+    def wrap(self, settings: Settings, graph: TrainGraph) -> TrainGraph: ...
 
 
 class Transmit(Protocol):
     """Gradients of this worker (on `device`) as the parameter servers receive them, each next to its variable in
     `destinations`; `stream` numbers the worker and the run's seed, for random draws. Sync and async."""
 
-    def __call__(self, settings: Settings, tensors: list, destinations: list, device: str, stream: int) -> list: ...
+    def transmit(self, settings: Settings, tensors: list, destinations: list, device: str, stream: int) -> list: ...
 
 
 class Optimizer(Protocol):
     """The optimizer that applies each update, as the technique changes it. Every mode that applies updates."""
 
-    def __call__(self, settings: Settings, optimizer): ...
+    def optimizer(self, settings: Settings, optimizer): ...
 
 
 class PushLearningRate(Protocol):
     """Async: the rate a push of `staleness` (an int64 tensor) is applied with."""
 
-    def __call__(self, settings: Settings, learning_rate, staleness): ...
+    def push_learning_rate(self, settings: Settings, learning_rate, staleness): ...
 
 
 class PushGradients(Protocol):
     """Async: (what a push applies to `parameters` instead of the received `sums`, on_fetch(after): the ops to run
     with each fetch once ops `after` have)."""
 
-    def __call__(self, settings: Settings, parameters: list, sums: list) -> tuple: ...
+    def push_gradients(self, settings: Settings, parameters: list, sums: list) -> tuple: ...
 
 
 class SendPush(Protocol):
     """Async: how a push reaches the parameters once op `after` has run; optimizer_at(staleness) is the run's
     optimizer for a push of that staleness."""
 
-    def __call__(self, settings: Settings, optimizer, sums, parameters, global_step, after, optimizer_at) -> Send: ...
+    def send_push(self, settings: Settings, optimizer, sums, parameters, global_step, after, optimizer_at) -> Send: ...
 
 
 class AfterPush(Protocol):
     """Async: the ops a push runs once sent, before any fetch after it reads: local updates count the worker's own
     push as in its copy; SSP tells the worker's clock and gates its next step."""
 
-    def __call__(self, settings: Settings, read_step) -> list: ...
+    def after_push(self, settings: Settings, read_step) -> list: ...
 
 
 class Reduce(Protocol):
     """All-reduce: the ways of reducing a step's gradients, each from its first step on (a phase of the driver),
     made once before any step, with any state they keep."""
 
-    def __call__(self, settings: Settings, recipe, ring: Ring, variables: list) -> list[Reducing]: ...
+    def reduce(self, settings: Settings, recipe, ring: Ring, variables: list) -> list[Reducing]: ...
 
 
 # {seam: its interface}, for the seams a module's function fills

@@ -1,0 +1,43 @@
+"""Every declaration's module bound to the interface of each seam it fills (seams.py): mypy, which ./run_tests.sh
+runs, checks that the module has the hook and that its signature is the seam's, so a hook deleted or written to
+another signature fails there rather than in the run that first calls it. tests/test_composition.py holds these
+bindings to the hooks the declarations name: one for each, named <declaration>_<seam>, and no other."""
+
+from parallel_tf.training import seams
+from parallel_tf.training.options import strict_determinism
+from parallel_tf.training.techniques import (
+    adaptive_delay_compensation,
+    backup_workers,
+    bounded_staleness,
+    clipping,
+    compression,
+    delay_compensation,
+    easgd,
+    local_sgd,
+    local_updates,
+    powersgd,
+    softsync,
+    staleness_aware,
+    stragglers,
+)
+
+backup_workers_build: seams.Build = backup_workers
+local_updates_wrap: seams.Wrap = local_updates
+local_updates_after_push: seams.AfterPush = local_updates
+staleness_aware_push_learning_rate: seams.PushLearningRate = staleness_aware
+softsync_send_push: seams.SendPush = softsync
+bounded_staleness_wrap: seams.Wrap = bounded_staleness
+bounded_staleness_after_push: seams.AfterPush = bounded_staleness
+delay_compensation_push_gradients: seams.PushGradients = delay_compensation
+adaptive_delay_compensation_push_gradients: seams.PushGradients = adaptive_delay_compensation
+local_sgd_build: seams.Build = local_sgd
+easgd_build: seams.Build = easgd
+compression_transmit: seams.Transmit = compression
+compression_wrap: seams.Wrap = compression
+compression_reduce: seams.Reduce = compression
+powersgd_wrap: seams.Wrap = powersgd
+powersgd_reduce: seams.Reduce = powersgd
+clipping_optimizer: seams.Optimizer = clipping
+clipping_wrap: seams.Wrap = clipping
+stragglers_wrap: seams.Wrap = stragglers
+strict_determinism_reduce: seams.Reduce = strict_determinism
