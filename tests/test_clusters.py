@@ -506,7 +506,7 @@ def test_a_resume_under_another_environment_that_moves_the_bits_is_refused_befor
     refusals = {
         "ONEDNN_MAX_CPU_ISA=AVX2": f"--logdir={logdir} holds a run finished at step 10 that this command is not: "
         "environment.ONEDNN_MAX_CPU_ISA unset, here AVX2; a resume may change --train_steps, --num_workers, "
-        "--num_ps, --steps_per_run, --pipeline_pieces, --link_rate, --link_delay or --link_loss, nothing else: "
+        "--num_ps, --steps_per_run, --link_rate, --link_delay, --link_loss or --pipeline_pieces, nothing else: "
         "give its flags, another --logdir, or --fresh to start over",
         # "false", not "0": this test process loaded TensorFlow with "0", which its children take for its pin
         "TF_ENABLE_ONEDNN_OPTS=false": "TF_ENABLE_ONEDNN_OPTS=false in the environment asks for portable's kernels, "
