@@ -91,7 +91,7 @@ def test_links_rows_compare_with_the_peer_on_the_same_link_and_bound_ours_by_the
     peer = rows["mirrored", "100mbit"]
     assert peer["predicted"] is None and peer["x_peer"] is None  # the peers count no bytes to predict from
     assert bench_links._links_cells(peer)[5:] == ["", "", "", "", ""]  # no ratio, bounds or bytes to show
-    # 5 ms one way: the ring of 2 waits on 2(N-1) = 2 transfers a step, a round trip each, 20 ms more on both bounds
+    # 5 ms one way: the ring of 2 waits on 2N = 4 one-way delays a step (network_model), 20 ms more on both bounds
     delayed = {**LINKED, ("mlp", "allreduce", 2, "100mbit/5ms"): on_link(16.0, 15.0, 17.0, sent=38000)}
     rows = {(row["system"], row["link"]): row for row in bench_links.table_rows("mlp", delayed)}
     assert rows["allreduce", "100mbit/5ms"]["predicted"] == pytest.approx((carried_ms + 20, 22.0 + 2 * carried_ms))

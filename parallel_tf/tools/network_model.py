@@ -42,8 +42,10 @@ round trip for each transfer (the parameters to the worker, its gradient to the 
 back: TensorFlow's receiver asks for every tensor and the sender answers, RecvTensor), and a run of one step
 on 5d: its requests go out as the run starts, so a traced one crossed four times (the run reaching the ps,
 the parameters, the gradients, the report), and the fifth is measured, not explained. Async is the other way
-round: 6d in its loop, 7d a run of one step. A ring of N waits on its 2(N−1) steps, a round trip each,
-4(N−1)d, loop or not; the ring of 2 lands 6-9% below it (a chunk's request overlaps the last answer). A
+round: 6d in its loop, 7d a run of one step. A ring of N waits on 2Nd, loop or not, fitted too: the slopes
+were 3.4-3.6 ms a ms of delay at 2 workers and 7.5-7.9 at 4 (its 2(N−1) steps, each crossing once with its
+request sent ahead, and the rest of a round trip to start); a round trip for each step, 4(N−1)d, put the ring
+of 4 31% under its bounds. A
 hierarchical step is two tiers: a group's SyncReplicasOptimizer step waits on four round trips (8d: the
 parameters read from the local ps, the gradients into its accumulators, the token its chief's queue runner
 gives back once they are applied, and the group's barrier), and every --central_every=k steps the group
@@ -67,7 +69,7 @@ DELAYS_A_STEP = {
     "sync": lambda workers, exchange_every, looped: 6 if looped else 5,
     "hierarchical": lambda workers, exchange_every, looped: GROUP_STEP_DELAYS + EXCHANGE_DELAYS / exchange_every,
     "async": lambda workers, exchange_every, looped: 6 if looped else 7,
-    "allreduce": lambda workers, exchange_every, looped: 4 * (workers - 1),
+    "allreduce": lambda workers, exchange_every, looped: 2 * workers,
 }
 
 
