@@ -45,13 +45,12 @@ the parameters, the gradients, the report), and the fifth is measured, not expla
 round: 6d in its loop, 7d a run of one step. A ring of N waits on 2Nd, loop or not, fitted too: the slopes
 were 3.4-3.6 ms a ms of delay at 2 workers and 7.5-7.9 at 4 (its 2(N−1) steps, each crossing once with its
 request sent ahead, and the rest of a round trip to start); a round trip for each step, 4(N−1)d, put the ring
-of 4 31% under its bounds. A
-hierarchical step is two tiers: a group's SyncReplicasOptimizer step waits on four round trips (8d: the
-parameters read from the local ps, the gradients into its accumulators, the token its chief's queue runner
-gives back once they are applied, and the group's barrier), and every --central_every=k steps the group
-chief's exchange on four more (8d: its sum applied on the central ps, the exchange counted there, the local
-ps reading the central values and answering the chief), 8d + 8d/k a step; its slopes, 7.2-7.5 ms a ms of
-delay with k = 100 and 14.9-15.8 with k = 1, against the model's 8 and 16.
+of 4 31% under its bounds. A hierarchical step is two tiers: a group's SyncReplicasOptimizer step waits on
+four round trips (8d: the parameters read from the local ps, the gradients into its accumulators, the token
+its chief's queue runner gives back once they are applied, and the group's barrier), and every
+--central_every=k steps the group chief's exchange on four more (8d: its sum applied on the central ps, the
+exchange counted there, the local ps reading the central values and answering the chief), 8d + 8d/k a step;
+its slopes, 7.2-7.5 ms a ms of delay with k = 100 and 14.9-15.8 with k = 1, against the model's 8 and 16.
 """
 
 from __future__ import annotations
