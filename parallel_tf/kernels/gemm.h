@@ -268,10 +268,11 @@ void gemm_block(const A& a, const B& b, int64_t k, float* c, int64_t ldc, int64_
   packed_a.resize(std::max<size_t>(packed_a.size(), KC * MC));
   alignas(32) float edge_c[MR * NR];
   const bool wide = portable::wide();
+  const int64_t blocks = (k + KC - 1) / KC, step = (k + blocks - 1) / blocks;  // k in equal blocks of at most KC
   for (int64_t jc = j0; jc < j1; jc += NC) {
     const int64_t nc = std::min(NC, j1 - jc);
-    for (int64_t pc = 0; pc < k; pc += KC) {
-      const int64_t kc = std::min(KC, k - pc);
+    for (int64_t pc = 0; pc < k; pc += step) {
+      const int64_t kc = std::min(step, k - pc);
       const bool first = pc == 0;
       for (int64_t jr = 0; jr < nc; jr += NR) {
         const int64_t cols = std::min(NR, nc - jr);
