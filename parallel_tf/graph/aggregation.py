@@ -17,7 +17,7 @@ strict:   the global batch is always cut into the same M microbatches (--microba
 from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph.collectives import pack
-from parallel_tf.graph.model import SCRATCH, microbatch_gradients
+from parallel_tf.graph.model import SCRATCH
 
 
 def tree_sum(tensors):
@@ -79,22 +79,16 @@ class SlotAggregator:
         return optimizer.apply_gradients(pairs, global_step=global_step)
 
 
-def worker_gradients(recipe, model, microbatches_per_worker, variables):
-    """This worker's gradients, one list per microbatch: of its whole shard when it has one."""
-    if microbatches_per_worker == 1:
-        return [tf.gradients(model.loss, variables)]
-    return microbatch_gradients(recipe, model, microbatches_per_worker, variables)
-
-
-def gathered_in_fixed_order(recipe, model, variables, collectives, microbatches):
+def gathered_in_fixed_order(gradients, collectives, microbatches):
     """(the mean gradient of every variable over all `microbatches`, summed by the tree above in microbatch
-    order, every worker's loss): all-reduce's strict reduction, from one gather of each worker's microbatch
-    gradients and its loss, so every worker count that divides M sums as sync strict does."""
+    order, every worker's loss): all-reduce's strict reduction of a step's `gradients` (collectives.StepGradients,
+    a pass a microbatch), from one gather of each worker's microbatch gradients and its loss, so every worker
+    count that divides M sums as sync strict does."""
     per_worker = microbatches // collectives.num_workers
     rows = []
-    for gradients in worker_gradients(recipe, model, per_worker, variables):
-        flat, unpack = pack(gradients)
-        rows.append(tf.concat([flat, tf.reshape(model.loss, [1])], axis=0))
+    for passed in gradients.passes:
+        flat, unpack = pack(passed)
+        rows.append(tf.concat([flat, tf.reshape(gradients.loss, [1])], axis=0))
     gathered = collectives.gather(tf.stack(rows))  # [M, size + 1]: worker 0's microbatches first
     size = flat.shape.as_list()[0]
     return unpack(tree_sum(tf.unstack(gathered[:, :size])) / float(microbatches)), gathered[::per_worker, size]

@@ -13,6 +13,7 @@ gather puts the pieces in worker order, which a fixed-order sum needs.
 from __future__ import annotations  # the tf.Tensor annotations below must not import TensorFlow
 
 import dataclasses
+from typing import Callable
 
 from parallel_tf.backports import prod, zip_strict
 from parallel_tf.compat import tf
@@ -110,14 +111,31 @@ def buckets(tensors, bucket_mb):
 
 
 @dataclasses.dataclass(frozen=True)
+class StepGradients:
+    """What a way of reducing is handed for one step: this worker's gradients of the variables as the step read
+    them, a list a pass (one pass of its whole shard, or the Reducing's `passes` microbatches of it, each with a
+    forward and backward pass of its own), and the worker's loss."""
+
+    passes: list[list[tf.Tensor]]
+    loss: tf.Tensor
+
+    @property
+    def whole(self) -> list[tf.Tensor]:
+        """The gradients of the one pass over the whole shard."""
+        (gradients,) = self.passes
+        return gradients
+
+
+@dataclasses.dataclass(frozen=True)
 class Reducing:
-    """A way of reducing a step's gradients (all-reduce's reduce hook), from step `first` on: `reduce(model, read)`
-    builds one step's Reduction of the gradients of `model`'s loss with respect to `read`, the variables as the
-    step read them. A step is built once a phase (and once in a loop of steps): its state is made before."""
+    """A way of reducing a step's gradients (all-reduce's reduce hook), from step `first` on: `reduce(gradients)`
+    builds one step's Reduction of the StepGradients the mode hands it, `passes` of them a worker. A step is built
+    once a phase (and once in a loop of steps): its state is made before."""
 
     first: int
-    reduce: object  # (model of the step, [each variable as the step read it]) -> Reduction
+    reduce: Callable[[StepGradients], Reduction]
     buckets: int = 0  # the collectives a step sums its floats in (--allreduce_bucket_mb's counter)
+    passes: int = 1  # the forward and backward passes a worker makes of its shard a step
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,8 +162,8 @@ class Ring:
         bucket."""
         return Reducing(0, self.reduce, self.count_buckets(variables))
 
-    def reduce(self, model, variables):
-        means, losses = self.means(tf.gradients(model.loss, variables), riding=self.loss_slots(model.loss))
+    def reduce(self, gradients):
+        means, losses = self.means(gradients.whole, riding=self.loss_slots(gradients.loss))
         return Reduction(means, losses)
 
     def count_buckets(self, tensors):

@@ -113,6 +113,13 @@ def model_on(recipe, features, labels, num_classes, custom_getter=None, reuse=No
     return ModelGraph(features, labels, loss, accuracy, num_classes, custom_getter, split_over)
 
 
+def worker_gradients(recipe, model, microbatches_per_worker, variables):
+    """This worker's gradients, one list per microbatch: of its whole shard when it has one."""
+    if microbatches_per_worker == 1:
+        return [tf.gradients(model.loss, variables)]
+    return microbatch_gradients(recipe, model, microbatches_per_worker, variables)
+
+
 def microbatch_gradients(recipe, model, count, variables):
     """Gradients of each of `count` equal slices of the fed batch, one list per slice.
 

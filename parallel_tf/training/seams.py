@@ -79,7 +79,7 @@ class Reduce(Protocol):
     """All-reduce: the ways of reducing a step's gradients, each from its first step on (a phase of the driver),
     made once before any step, with any state they keep."""
 
-    def reduce(self, settings: Settings, recipe, ring: Ring, variables: list) -> list[Reducing]: ...
+    def reduce(self, settings: Settings, ring: Ring, variables: list) -> list[Reducing]: ...
 
 
 # {seam: its interface}, for the seams a module's function fills

@@ -28,13 +28,14 @@ def check(values, cluster):
         )
 
 
-def reduce(settings, recipe, ring, variables):
+def reduce(settings, ring, variables):
     """All-reduce's reduce hook: every microbatch's gradient gathered whole, summed in microbatch order."""
+    microbatches = settings.options.microbatches
 
-    def gathered(model, read):
-        return Reduction(*gathered_in_fixed_order(recipe, model, read, ring.collectives, settings.options.microbatches))
+    def gathered(gradients):
+        return Reduction(*gathered_in_fixed_order(gradients, ring.collectives, microbatches))
 
-    return [Reducing(0, gathered)]
+    return [Reducing(0, gathered, passes=microbatches // ring.collectives.num_workers)]
 
 
 OPTION = Option(

@@ -28,8 +28,8 @@ import dataclasses
 
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
-from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
-from parallel_tf.graph.model import build_model
+from parallel_tf.graph.aggregation import SlotAggregator
+from parallel_tf.graph.model import build_model, worker_gradients
 from parallel_tf.graph.optimizers import optimizer_at
 from parallel_tf.graph.placement import device_setter, worker_device
 from parallel_tf.training.declarations import Flag, Technique

@@ -61,18 +61,17 @@ def record(settings):
     }
 
 
-def reduce(settings, recipe, ring, variables):
+def reduce(settings, ring, variables):
     """All-reduce's reduce hook: every worker's codes gathered and decoded by all, the losses summed in
     float32. A random codec draws for variable i at step t from (t, stream·2¹⁶ + i), as on the servers."""
     codec, feedback = codecs.parse(settings.options.gradient_compression), settings.options.error_feedback
 
-    def gathered(model, read):
-        seeds = codecs.seeds(tf.train.get_global_step().read_value(), settings.random_stream, len(read))
-        gradients = tf.gradients(model.loss, read)
-        means, sent = gathered_codes.mean_of_codes(gradients, ring.collectives, codec, feedback, seeds)
+    def gathered(step):
+        seeds = codecs.seeds(tf.train.get_global_step().read_value(), settings.random_stream, len(step.whole))
+        means, sent = gathered_codes.mean_of_codes(step.whole, ring.collectives, codec, feedback, seeds)
         for part in sent:
             tf.add_to_collection(PAYLOADS, part)  # what `wrap` counts
-        return Reduction(means, ring.collectives.sum(ring.loss_slots(model.loss)))
+        return Reduction(means, ring.collectives.sum(ring.loss_slots(step.loss)))
 
     return [Reducing(0, gathered)]
 

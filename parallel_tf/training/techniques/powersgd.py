@@ -56,7 +56,7 @@ def check_shapes(values, cluster, shapes):
         )
 
 
-def reduce(settings, recipe, ring, variables):
+def reduce(settings, ring, variables):
     """All-reduce's reduce hook: two phases, the plain ring's steps up to --powersgd_start_step, PowerSGD's from
     there (each kind of step a graph of its own, so what a step sends is counted by its kind)."""
     low_rank = LowRank(
@@ -64,12 +64,12 @@ def reduce(settings, recipe, ring, variables):
     )
     whole = [i for i in range(len(variables)) if i not in low_rank.indices]
 
-    def factored(model, read):
-        gradients = tf.gradients(model.loss, read)
+    def factored(step):
+        gradients = step.whole
         means = dict(zip_strict(low_rank.indices, low_rank.means([gradients[i] for i in low_rank.indices], ring)))
-        whole_means, losses = ring.means([gradients[i] for i in whole], riding=ring.loss_slots(model.loss))
+        whole_means, losses = ring.means([gradients[i] for i in whole], riding=ring.loss_slots(step.loss))
         means.update(zip_strict(whole, whole_means))
-        return Reduction([means[i] for i in range(len(read))], losses)
+        return Reduction([means[i] for i in range(len(gradients))], losses)
 
     ps, qs = low_rank.factor_specs()
     buckets = ring.count_buckets(ps) + ring.count_buckets(qs) + ring.count_buckets([variables[i] for i in whole])

@@ -17,8 +17,8 @@ from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.errors import TaskFailure
 from parallel_tf.graph import worker_state
-from parallel_tf.graph.collectives import Collectives, Ring
-from parallel_tf.graph.model import StepReads, build_model
+from parallel_tf.graph.collectives import Collectives, Ring, StepGradients
+from parallel_tf.graph.model import StepReads, build_model, worker_gradients
 from parallel_tf.graph.optimizers import scheduled
 from parallel_tf.graph.placement import worker_device
 from parallel_tf.training.declarations import Mode
@@ -36,7 +36,7 @@ def build(recipe, dataset, settings):
         ring = Ring(collectives, settings.options.allreduce_transport, settings.options.allreduce_bucket_mb)
         variables = tf.trainable_variables()
         reducers = settings.hooks("reduce")  # at most one (rules.py): its ways of reducing, or the plain ring's
-        reducings = reducers[0](recipe, ring, variables) if reducers else [ring.reducing(variables)]
+        reducings = reducers[0](ring, variables) if reducers else [ring.reducing(variables)]
         # one for every phase: the run's slots
         optimizer = scheduled(settings.optimizer, settings.schedule, global_step, settings.hooks("optimizer"))
 
@@ -45,7 +45,9 @@ def build(recipe, dataset, settings):
                 """Every worker's loss, once the mean of its step's gradients is applied. No update starts before
                 every mean is in, so none changes a variable backprop still reads (a bucket's collective may
                 overlap backprop; with one worker it is no wait at all)."""
-                reduction = reducing.reduce(model, model.reads.of(variables))
+                read = model.reads.of(variables)
+                passes = worker_gradients(recipe, model, reducing.passes, read)
+                reduction = reducing.reduce(StepGradients(passes, model.loss))
                 with tf.control_dependencies(reduction.means):
                     train_op = optimizer.apply_gradients(zip_strict(reduction.means, variables), global_step)
                 with tf.control_dependencies([train_op]):

@@ -12,9 +12,9 @@ kept for comparison, with a step barrier after each step, which its tokens make 
 
 from parallel_tf.compat import tf
 from parallel_tf.graph import worker_state
-from parallel_tf.graph.aggregation import SlotAggregator, worker_gradients
+from parallel_tf.graph.aggregation import SlotAggregator
 from parallel_tf.graph.barrier import gather_at_chief, release_workers, step_barrier
-from parallel_tf.graph.model import StepReads, build_model
+from parallel_tf.graph.model import StepReads, build_model, worker_gradients
 from parallel_tf.graph.optimizers import CountingOptimizer, scheduled
 from parallel_tf.graph.pipeline import Pipeline, worker_copies
 from parallel_tf.graph.placement import device_setter, server_cpu, worker_device
