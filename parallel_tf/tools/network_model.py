@@ -40,8 +40,9 @@ adds the crossings a step waits on, in turn: counts fitted to the bench's slopes
 (BENCHMARKS.md, "Latency"), not derived. A sync step inside a loop of steps (--steps_per_run) waits on 6d, a
 round trip for each transfer (the parameters to the worker, its gradient to the server, the server's answer
 back: TensorFlow's receiver asks for every tensor and the sender answers, RecvTensor), and a run of one step
-on 5d: its requests go out as the run starts, so a traced one crossed four times (the run reaching the ps,
-the parameters, the gradients, the report), and the fifth is measured, not explained. Async is the other way
+on 5d: traced (BENCHMARKS.md, "Latency"), the run reaches the ps (d), the worker's pull of the parameters starts
+then and takes a round trip (2d), the gradients cross (d), the report comes back (d); one earlier trace had the
+pull at one crossing, so the fifth is not always where it lies. Async is the other way
 round: 6d in its loop, 7d a run of one step. A ring of N waits on 2Nd, loop or not, fitted too: the slopes
 were 3.4-3.6 ms a ms of delay at 2 workers and 7.5-7.9 at 4 (its 2(N−1) steps, each crossing once with its
 request sent ahead, and the rest of a round trip to start); a round trip for each step, 4(N−1)d, put the ring
