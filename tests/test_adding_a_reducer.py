@@ -57,14 +57,19 @@ def _steps():
 
 
 def _follow(package):
-    """Steps 2 and 3 of the section, each one line where the section says, to `package`."""
+    """Steps 2 and 3 of the section, each one line where the section says (and its import), to `package`."""
     techniques = package / "training" / "techniques" / "__init__.py"
-    source = techniques.read_text()
-    source = source.replace("    stragglers,\n)\n", "    stragglers,\n    halved,\n)\n", 1)
-    techniques.write_text(source.replace("TECHNIQUES = (\n", "TECHNIQUES = (\n    halved,\n", 1))
+    _write_after(techniques, "from parallel_tf.training.techniques import (\n", "    halved,\n")
+    _write_after(techniques, "TECHNIQUES = (\n", "    halved,\n")
     bindings = package / "training" / "hook_types.py"
-    source = bindings.read_text().replace("    stragglers,\n)\n", "    stragglers,\n    halved,\n)\n", 1)
-    bindings.write_text(source + "halved_reduce: seams.Reduce = halved\n")
+    _write_after(bindings, "from parallel_tf.training.techniques import (\n", "    halved,\n")
+    bindings.write_text(bindings.read_text() + "halved_reduce: seams.Reduce = halved\n")
+
+
+def _write_after(path, anchor, line):
+    source = path.read_text()
+    assert source.count(anchor) == 1, f"{path}: {anchor!r}"
+    path.write_text(source.replace(anchor, anchor + line))
 
 
 def _changed(copy):
