@@ -10,7 +10,7 @@ from models import CIFAR10, CNN, DEFAULTS, DIGITS, MLP
 
 from parallel_tf.compat import tf
 from parallel_tf.data import datasets
-from parallel_tf.graph import exact_math, exact_ops, optimizers
+from parallel_tf.graph import exact_math, exact_ops, layers, optimizers
 from parallel_tf.training import op_check
 from parallel_tf.training.recipe import Recipe
 
@@ -64,6 +64,30 @@ def test_a_recipe_with_tensorflows_own_product_is_refused(tmp_path):
     )
     with pytest.raises(AssertionError, match=r"executes MatMul \(node model\w*/MatMul\): TensorFlow's own product"):
         train(recipe, DIGITS, tmp_path, "single", **ONE_STEP)
+
+
+def test_tensorflows_bias_gradient_is_refused(tmp_path):
+    """tf.nn.bias_add with TensorFlow's gradient: BiasAddGrad, whose sum the thread count cuts."""
+
+    def model(x, n):
+        weights = tf.get_variable("w", [x.shape[1], n], initializer=tf.zeros_initializer())
+        return tf.nn.bias_add(layers.matmul(x, weights), tf.get_variable("b", [n], initializer=tf.zeros_initializer()))
+
+    recipe = Recipe(name="own_bias", model_fn=model, datasets={})
+    with pytest.raises(AssertionError, match=r"executes BiasAddGrad \(node \S+\): TensorFlow's bias gradient cuts"):
+        train(recipe, DIGITS, tmp_path, "single", **ONE_STEP)
+
+
+def test_a_bias_gradient_is_summed_in_order():
+    """Upstream gradients 1e8, 1, -1e8, 1 at four positions (2 images x 2 pixels) of one channel: in order,
+    1e8 + 1 rounds to 1e8 (float32's spacing there is 8), + -1e8 gives 0, + 1 gives 1. Summed in two halves
+    (a tree or a cut by threads), (1e8 + 1) + (-1e8 + 1) = 1e8 - 1e8 = 0. The second channel's 1, 2, 3, 4 are 10."""
+    upstream = np.float32([1e8, 1, 1, 2, -1e8, 3, 1, 4]).reshape(2, 2, 1, 2)
+    with tf.Graph().as_default(), tf.Session() as sess:
+        outputs, biases = tf.zeros([2, 2, 1, 2]), tf.zeros([2])
+        biased = layers.add_bias(outputs, biases)
+        gradient = sess.run(tf.gradients(biased, biases, grad_ys=tf.constant(upstream))[0])
+    assert gradient.tolist() == [1.0, 10.0]
 
 
 def test_the_list_names_what_it_refuses_and_why():

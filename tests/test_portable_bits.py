@@ -86,6 +86,20 @@ def test_the_default_run_ends_on_the_readmes_hash_under_every_isa_cap(procs, por
 
 
 @pytest.mark.cluster
+def test_the_thread_count_moves_no_bit(procs, portable_here):
+    """Two processes, at 1 and 3 intra-op threads (TensorFlow sizes its pool once, as it loads; this one has 2): every
+    recorded run ends on the same bits, the CIFAR-10 CNN's included, whose conv1 bias gradient TensorFlow's
+    BiasAddGrad would cut by the thread count (graph/layers.py's add_bias sums it in order)."""
+    runs = {
+        threads: procs.start([sys.executable, RUNS_SCRIPT, "emulated", "clusters"], {compat.INTRA_OP_THREADS: threads})
+        for threads in ("1", "3")
+    }
+    for threads, run in runs.items():
+        assert run.wait(RUN_TIMEOUT) == 0, run.output
+        assert _printed_hashes(run)[0] == _recorded([*EMULATED, *CLUSTERS, PRODUCTS]), f"{threads} threads"
+
+
+@pytest.mark.cluster
 def test_short_runs_end_on_the_native_bits_on_emulated_amd_and_intel_cpus(procs, portable_here):
     qemu = shutil.which("qemu-x86_64")
     if not qemu:

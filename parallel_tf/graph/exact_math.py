@@ -39,6 +39,14 @@ def row_sums(x):
     return products.contract(x, tf.ones([x.shape.as_list()[1], 1], x.dtype))
 
 
+def column_sums(x):
+    """[channels]: the sum of `x` [..., channels] over every leading position, row 0 first, in this package's
+    product (see row_sums). TensorFlow's BiasAddGrad cuts this sum in blocks by the thread count; summed in
+    order it is BiasAddGrad's single-threaded result, at any count."""
+    rows = tf.reshape(x, [-1, x.shape.as_list()[-1]])
+    return tf.reshape(products.contract(tf.ones(tf.stack([1, tf.shape(rows)[0]]), x.dtype), rows), [-1])
+
+
 def dot(a, b):
     """Σ a·b over every element of `a` and `b` (of one shape), in order, each term by a fused multiply-add, in this
     package's product (see row_sums)."""

@@ -1,5 +1,6 @@
 """Layers from `get_variable` and `tf.nn` ops only, so recipes run on TF 1.15 and 2.x alike, and every
-product through `products.matmul`, so they train the same bits on every x86-64 CPU."""
+product and every bias's gradient through the package's product, so they train the same bits on every x86-64 CPU
+at every thread count."""
 
 import numpy as np
 
@@ -13,8 +14,22 @@ def dense(inputs, units, name, activation=None):
     with tf.variable_scope(name):
         weights = tf.get_variable("weights", [inputs.shape[-1], units], initializer=tf.glorot_uniform_initializer())
         biases = tf.get_variable("biases", [units], initializer=tf.zeros_initializer())
-        outputs = tf.nn.bias_add(matmul(inputs, weights), biases)
+        outputs = add_bias(matmul(inputs, weights), biases)
     return activation(outputs) if activation else outputs
+
+
+def add_bias(outputs, biases):
+    """tf.nn.bias_add, its biases' gradient summed in order (exact_math.column_sums) where the kernels are portable:
+    TensorFlow's BiasAddGrad splits that sum by the thread count once the gradient is large (the CIFAR-10 CNN's
+    conv1: other bits at 1, 2 and 3 threads), which graph/exact_ops.py refuses."""
+    if products.tensorflows():
+        return tf.nn.bias_add(outputs, biases)
+
+    @tf.custom_gradient
+    def biased(outputs, biases):
+        return tf.nn.bias_add(outputs, biases), lambda upstream: (upstream, exact_math.column_sums(upstream))
+
+    return biased(outputs, biases)
 
 
 def relu(x):
@@ -31,7 +46,7 @@ def conv2d(inputs, filters, kernel_size, name, activation=relu):
             initializer=tf.glorot_uniform_initializer(),
         )
         biases = tf.get_variable("biases", [filters], initializer=tf.zeros_initializer())
-        outputs = tf.nn.bias_add(conv2d_same(inputs, kernel), biases)
+        outputs = add_bias(conv2d_same(inputs, kernel), biases)
     return activation(outputs) if activation else outputs
 
 
