@@ -12,9 +12,10 @@ from the run's flags before the import (pin_before_loading):
   TENSORFLOW_USE_CUSTOM_CONTRACTION_KERNEL=false), so nothing picks its code or its order of summation by the
   CPU; fast is TensorFlow's own fastest path, both on, whose bits are this machine's. A user's setting of
   either variable must agree with the kernels the run has: one that does not is refused, never silently obeyed.
-- --intra_op_threads: TF_NUM_INTRAOP_THREADS, 2 whatever the cores (Eigen's reductions split their sums by it,
-  and TensorFlow 2 sizes its pool once, as it loads: a session's ConfigProto comes too late). Here the user's
-  environment wins, and a flag that contradicts it is refused.
+- --intra_op_threads: TF_NUM_INTRAOP_THREADS (TensorFlow sizes its pool once a process: a session's
+  ConfigProto comes too late). No portable bit depends on it (tests/test_portable_bits.py runs at 1, 2 and 3);
+  oneDNN's and TensorFlow's own products may split their sums by it, so a fast run's resume must keep it. Unset,
+  2 whatever the cores. Here the user's environment wins, and a flag that contradicts it is refused.
 A process started by one that loaded TensorFlow (a test, a notebook) inherits these pins; PARALLEL_TF_SET marks
 them as this package's, not the user's. summary.json's `kernels` records what the run had, and run.json the
 environment that could move its bits besides (BITS_ENVIRONMENT).
@@ -185,7 +186,7 @@ def bits_environment(kernels):
 def kernel_path():
     """What a run's CPU bits depend on, for summary.json. `bits` says which kind of hash the run's is:
     "portable" with --kernels=portable (oneDNN's ops are refused beside them: kernels()), the same on
-    every x86-64 machine with AVX2 at the same thread count; "this machine's" with --kernels=fast."""
+    every x86-64 machine with AVX2 at any thread count; "this machine's" with --kernels=fast."""
     # TensorFlow 1.15's wheel has no oneDNN ops: its variable changes nothing there
     onednn_opts = os.environ.get(ONEDNN_OPTS, "").strip().lower() in ("1", "true") and not tensorflow_1()
     chosen = kernels()

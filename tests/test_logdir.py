@@ -49,6 +49,18 @@ def test_a_recorded_run_accepts_the_same_run_and_refuses_another(tmp_path):
         check_same_run(str(tmp_path), dict(IDENTITY, seed=3), ["--train_steps", "--num_workers", "--steps_per_run"])
 
 
+def test_a_portable_resume_may_take_another_thread_count_and_a_fast_one_may_not(tmp_path):
+    """No portable bit depends on the thread count (tests/test_portable_bits.py); the fast kernels' products may."""
+    for kernels in ("portable", "fast"):
+        (tmp_path / kernels).mkdir()
+        record_run(str(tmp_path / kernels), dict(IDENTITY, kernels=kernels, intra_op_threads=2))
+    check_same_run(str(tmp_path / "portable"), dict(IDENTITY, kernels="portable", intra_op_threads=1))
+    with pytest.raises(ConfigError, match=r"is not: intra_op_threads 2, here 1; a resume may change --train_steps"):
+        check_same_run(str(tmp_path / "fast"), dict(IDENTITY, kernels="fast", intra_op_threads=1))
+    with pytest.raises(ConfigError, match=r"intra_op_threads 2, here 1; kernels portable, here fast; "):
+        check_same_run(str(tmp_path / "portable"), dict(IDENTITY, kernels="fast", intra_op_threads=1))
+
+
 def test_a_key_recorded_on_one_side_only_is_a_difference(tmp_path):
     """A run recorded with a schedule, resumed by a command without one, and the other way round; a finished
     run being trained on is called finished, and the line says what may change."""

@@ -136,6 +136,9 @@ def _steps_trained(logdir):
 # (--link_rate changes when things happen, not what is computed, so a resume may run on another), and the
 # steps a run trained before issue 51 made --steps_per_run timing-only (the same bits, whatever k).
 DESCRIBED = ("network", "steps_per_run")
+# And, where the kernels are portable, the thread count: it moves no portable bit (tests/test_portable_bits.py),
+# so a resume may take the cores of another machine.
+DESCRIBED_IF_PORTABLE = ("intra_op_threads",)
 
 
 def check_same_run(logdir, identity, may_change=("--train_steps",)):
@@ -165,8 +168,10 @@ def check_same_run(logdir, identity, may_change=("--train_steps",)):
 def _differences(recorded, identity):
     """(key, value there, value here) for each key whose value differs, those both sides record first (the likeliest
     slip); a record of records (the schedule, the environment) by the keys inside it that differ."""
+    portable = recorded.get("kernels") == identity.get("kernels") == "portable"
+    described = DESCRIBED + DESCRIBED_IF_PORTABLE * portable
     keys = sorted(
-        (key for key in recorded.keys() | identity.keys() if key not in DESCRIBED),
+        (key for key in recorded.keys() | identity.keys() if key not in described),
         key=lambda key: (key not in recorded or key not in identity, key),
     )
     differences = []
@@ -206,9 +211,10 @@ def check_resumable(logdir, identity, train_steps, fresh, may_change=("--train_s
 def run_identity(recipe_name, settings):
     """Everything that decides what a run computes, which a resumed run must share with the interrupted one:
     the common flags, the recipe's own, every declared flag of its mode, on or off, and the learning-rate
-    schedule they settle, the kernels and the thread count. --train_steps may change (train longer), unless
-    the schedule then changes; sync and all-reduce may resume on another worker count (their data position
-    is the global step) unless a worker keeps state of its own (error feedback), one per worker."""
+    schedule they settle, the kernels and the thread count (compared for the fast kernels only). --train_steps
+    may change (train longer), unless the schedule then changes; sync and all-reduce may resume on another worker
+    count (their data position is the global step) unless a worker keeps state of its own (error feedback), one
+    per worker."""
     identity = {
         "recipe": recipe_name,
         "dataset": settings.dataset,

@@ -225,8 +225,8 @@ def _define_task_flags(flag_values):
         "intra_op_threads",
         None,
         f"Threads each task's CPU kernels split an op over (default: the environment's {compat.INTRA_OP_THREADS}, "
-        f"else {compat.PINNED_THREADS}, whatever the machine's cores). Eigen splits some sums by it: the same "
-        "count trains the same bits on every machine.",
+        f"else {compat.PINNED_THREADS}, whatever the machine's cores). No portable bit depends on it; with "
+        "--kernels=fast TensorFlow's products may split sums by it, so a fast run's resume keeps it.",
         lower_bound=1,
         upper_bound=MAX_INTRA_OP_THREADS,
         flag_values=flag_values,
