@@ -12,10 +12,12 @@ from the run's flags before the import (pin_before_loading):
   TENSORFLOW_USE_CUSTOM_CONTRACTION_KERNEL=false), so nothing picks its code or its order of summation by the
   CPU; fast is TensorFlow's own fastest path, both on, whose bits are this machine's. A user's setting of
   either variable must agree with the kernels the run has: one that does not is refused, never silently obeyed.
-- --intra_op_threads: TF_NUM_INTRAOP_THREADS (TensorFlow sizes its pool once a process: a session's
-  ConfigProto comes too late). No portable bit depends on it (tests/test_portable_bits.py runs at 1, 2 and 3);
-  oneDNN's and TensorFlow's own products may split their sums by it, so a fast run's resume must keep it. Unset,
-  2 whatever the cores. Here the user's environment wins, and a flag that contradicts it is refused.
+- --intra_op_threads: TF_NUM_INTRAOP_THREADS (TensorFlow sizes its pool once a process, as its first session
+  starts: a session's ConfigProto comes too late; a fork server's tasks set their own: repin_threads). No
+  portable bit depends on it (tests/test_portable_bits.py runs at 1, 2 and 3); oneDNN's and TensorFlow's own
+  products may split their sums by it, so a fast run's resume must keep it. Unset, 2 whatever the cores (a
+  launch shares the cores between its workers: launch/local.py). Here the user's environment wins, and a flag
+  that contradicts it is refused.
 A process started by one that loaded TensorFlow (a test, a notebook) inherits these pins; PARALLEL_TF_SET marks
 them as this package's, not the user's. summary.json's `kernels` records what the run had, and run.json the
 environment that could move its bits besides (BITS_ENVIRONMENT).
@@ -108,6 +110,11 @@ def intra_op_threads(requested=None):
     return _threads(requested)
 
 
+def threads_set_by_user():
+    """Whether the user's environment sets TF_NUM_INTRAOP_THREADS (not this package, here or in a parent)."""
+    return _users(INTRA_OP_THREADS) is not None
+
+
 def _kernels(requested):
     if _at_its_defaults[0]:
         return "fast"
@@ -140,6 +147,14 @@ def _threads(requested):
             f"--intra_op_threads={requested} contradicts {INTRA_OP_THREADS}={text} in the environment; drop one"
         )
     return int(text)
+
+
+def repin_threads(threads):
+    """In a process forked from a fork server (launch/forkserver.py: TensorFlow loaded, no session run): `threads`
+    as its intra-op count, which its first session sizes the pool by, on TensorFlow 1.15 and 2.x alike
+    (tests/test_forkserver.py counts the threads). A launch's count is its own, whatever the server loaded with."""
+    if _users(INTRA_OP_THREADS) is None:
+        _set(INTRA_OP_THREADS, str(threads))
 
 
 def pin_before_loading(intra_op_threads=None, kernels=None):

@@ -3,6 +3,7 @@ server's pins, the summary line, the logdir's name and the finished-run check us
 case runs the launcher's --dry_run (every check a start makes, nothing started) with the flag on either side."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -11,12 +12,14 @@ import time
 import pytest
 from conftest import REPO, launcher_command
 
+from parallel_tf import compat
+
 pytestmark = pytest.mark.cluster
 TIMEOUT = 60
 STAMP = re.compile(r"\d{8}-\d{6}(-\d+)?")  # a default logdir's time
 
 
-def dry_run(*args):
+def dry_run(*args, env=None):
     """(exit code, what it said, its time stamps made alike)."""
     done = subprocess.run(
         [sys.executable, "-m", "parallel_tf.launch", "--dry_run", *args],
@@ -24,6 +27,7 @@ def dry_run(*args):
         text=True,
         timeout=TIMEOUT,
         cwd=REPO,
+        env=env,
     )
     return done.returncode, STAMP.sub("TIME", done.stdout + done.stderr)
 
@@ -40,6 +44,28 @@ def test_a_run_flag_after_the_separator_plans_what_it_does_before_it(flag, said)
     before, after = dry_run(flag), dry_run("--", flag)
     assert before == after
     assert before[0] == 0 and said in before[1], before[1]
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_a_launch_shares_the_cores_between_its_workers(workers):
+    """Unset, every task gets this machine's cores // the workers, at least 1 (2 cores: 2, 1, 1); the user's
+    TF_NUM_INTRAOP_THREADS wins; --intra_op_threads is as given."""
+    shared = max(1, len(os.sched_getaffinity(0)) // workers)
+    for env, given, expected in (
+        (None, (), shared),
+        ({**_unpinned(), compat.INTRA_OP_THREADS: "3"}, (), 3),
+        (None, ("--intra_op_threads=5",), 5),
+    ):
+        code, said = dry_run(f"--num_workers={workers}", *given, env=env)
+        tasks = [line for line in said.splitlines() if " --task_index=" in line]
+        assert code == 0 and len(tasks) == workers + 1, said
+        assert all(f" --intra_op_threads={expected} " in f"{line} " for line in tasks), said
+
+
+def _unpinned():
+    """This environment without the pins this test process's TensorFlow set (compat.SET_BY_PARALLEL_TF)."""
+    pinned = (compat.INTRA_OP_THREADS, *compat.KERNEL_VARIABLES, compat.SET_BY_PARALLEL_TF)
+    return {name: value for name, value in os.environ.items() if name not in pinned}
 
 
 def test_more_steps_after_the_separator_train_a_finished_run_on(tmp_path):

@@ -93,7 +93,7 @@ SERVERS = {
         ({"python": "/opt/python3"}, "its python is /opt/python3, the server's /usr/bin/python3"),
         ({"prefix": "/other/.venv"}, "its prefix is /other/.venv, the server's /src/.venv"),  # its own TensorFlow
         ({"package": "/work/parallel_tf"}, "its package is /work/parallel_tf, the server's /src/parallel_tf"),
-        ({"pins": [4, None]}, "--intra_op_threads=4, and the server loaded TensorFlow with 2"),
+        ({"pins": [4, None]}, None),  # the thread count is the launch's own: compat.repin_threads
         ({"pins": [None, "fast"]}, "--kernels=fast, and the server loaded TensorFlow with portable"),
         ({"environment": {}}, "its environment differs in TF_ENABLE_ONEDNN_OPTS"),
         (

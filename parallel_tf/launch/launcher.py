@@ -9,8 +9,8 @@
 Picks free 127.0.0.1 ports (unless --cluster_spec is given), writes the spec it used into the
 logdir, starts every task (ps, local_ps in hierarchical mode, worker), prefixes each output line
 with its task, and waits. If any task fails, or on Ctrl-C / SIGTERM, it stops every other task
-by PID and exits non-zero naming the task. The run and mode flags it was given (training/run_flags.py) and the
-flags it does not know (the recipe's own, e.g. --model=cnn) go to every task.
+by PID and exits non-zero naming the task. Its run and mode flags (training/run_flags.py; --intra_op_threads: the
+cores shared, local.py) and those it does not know (the recipe's own, e.g. --model=cnn) go to every task.
 Rerun on the same --logdir after a crash resumes from the chief's latest checkpoint; --fresh starts over.
 With --max_restarts=K the launcher does that itself when a task fails, up to K times (exit 2, a
 mistake, never restarts); with --min_workers a sync or all-reduce restart goes on without the worker that failed.
@@ -36,7 +36,7 @@ from parallel_tf.cluster import addresses
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError, TaskFailure
 from parallel_tf.launch import fence, hosts
-from parallel_tf.launch.local import local_cluster
+from parallel_tf.launch.local import local_cluster, share_cores
 from parallel_tf.launch.processes import say
 from parallel_tf.launch.recipe_checks import check_task_flags, fetch_before_fencing
 from parallel_tf.launch.restarts import run_with_restarts, task_commands
@@ -193,6 +193,7 @@ def plan_launch(recipe_flags):
     modes.check_cluster(FLAGS.mode, cluster)
     run_check.check_run_fits(cluster, FLAGS.mode)
     check_min_workers(FLAGS.min_workers, cluster)
+    share_cores(FLAGS["intra_op_threads"], cluster.num_workers)
     run_dir = FLAGS.logdir or default_logdir(recipe_name(recipe_path), FLAGS.mode, create=not FLAGS.dry_run)
     common = [f"--mode={FLAGS.mode}", f"--logdir={run_dir}", *run_check.given_task_flags(FLAGS.mode), *recipe_flags]
     try:  # the chief's check is of the run this launch makes: with --fresh, not of the one it moves aside

@@ -10,9 +10,9 @@ environment, working directory and output, then forks the tasks and reports them
 
 It serves only a launch that would load TensorFlow exactly as it did: the same Python, virtualenv and package, the
 files of every module and shared library it loaded (the package's, TensorFlow's, numpy's...) unchanged since it
-loaded them (after an edit, a pull or an upgrade under it, its forks would run the old code), the same pins
-(--intra_op_threads, --kernels) and the same values of every variable read as TensorFlow, oneDNN, OpenMP or Python
-load (LOAD_TIME); else it says why and the launcher loads TensorFlow in a fork server of its own. The bits are the
+loaded them (after an edit, a pull or an upgrade under it, its forks would run the old code), the same --kernels
+and the same values of every variable read as TensorFlow, oneDNN, OpenMP or Python load (LOAD_TIME); else it
+says why and the launcher loads TensorFlow in a fork server of its own. The bits are the
 same either way (tests/test_warm_server.py). The launch's child stops when the launcher's connection
 closes (the launcher died, even by SIGKILL), and its tasks with it (fence.die_with_parent).
 
@@ -107,9 +107,9 @@ def _why_not(ours, theirs):
     for key in ("python", "prefix", "package"):
         if ours[key] != theirs[key]:
             return f"its {key} is {theirs[key]}, the server's {ours[key]}"
-    for flag, loaded, given in zip_strict(("intra_op_threads", "kernels"), ours["pins"], theirs["pins"]):
-        if given is not None and given != loaded:
-            return f"--{flag}={given}, and the server loaded TensorFlow with {loaded}"
+    loaded, given = ours["pins"][1], theirs["pins"][1]  # the kernels; the thread count is the launch's own
+    if given is not None and given != loaded:
+        return f"--kernels={given}, and the server loaded TensorFlow with {loaded}"
     differ = sorted(_changed(ours["environment"], theirs["environment"]))
     return f"its environment differs in {', '.join(differ)}" if differ else None
 
@@ -172,6 +172,9 @@ def _become_launch_server(connection, request, fds, loading_set):
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+    threads = request["identity"]["pins"][0]
+    if threads is not None:  # read as each task's first session starts, not as TensorFlow loaded
+        compat.repin_threads(threads)
     stdout, stderr, report, *outputs = fds
     os.dup2(stdout, 1)
     os.dup2(stderr, 2)
@@ -221,7 +224,11 @@ def main(argv):
     values = flags.FlagValues()
     flags.DEFINE_string("socket", None, "The Unix socket's path to listen on.", flag_values=values)
     flags.DEFINE_integer(
-        "intra_op_threads", None, "As a run's (default: the environment's, else 2).", lower_bound=1, flag_values=values
+        "intra_op_threads",
+        None,
+        "What it loads TensorFlow with (default: the environment's, else 2); each launch's tasks take their own.",
+        lower_bound=1,
+        flag_values=values,
     )
     flags.DEFINE_enum("kernels", None, list(compat.KERNELS), "As a run's (default: portable).", flag_values=values)
     if {"-h", "--help", "--helpfull"} & set(argv[1:]):

@@ -225,7 +225,8 @@ def _define_task_flags(flag_values):
         "intra_op_threads",
         None,
         f"Threads each task's CPU kernels split an op over (default: the environment's {compat.INTRA_OP_THREADS}, "
-        f"else {compat.PINNED_THREADS}, whatever the machine's cores). No portable bit depends on it; with "
+        "else, in a launch, the machine's cores shared by its workers, at least 1, and in a task by hand or one "
+        f"process {compat.PINNED_THREADS}). No portable bit depends on it; with "
         "--kernels=fast TensorFlow's products may split sums by it, so a fast run's resume keeps it.",
         lower_bound=1,
         upper_bound=MAX_INTRA_OP_THREADS,
