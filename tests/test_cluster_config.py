@@ -199,6 +199,21 @@ def test_simulated_hosts_place_tasks_cyclically_on_the_same_port_numbers():
         assert on == {g}
 
 
+@pytest.mark.parametrize(
+    "rate, bucket, segment",
+    [
+        ("1gbit", 25000, 12500),  # 1e9 bit/s x 200 µs / 8 = 25,000 bytes; half of it
+        ("100mbit", 3000, 1500),  # 2,500 is under the floor of two packets, 3,000
+        ("10gbit", 250000, 65536),  # half would be 125,000: more than TCP ever hands a device
+    ],
+)
+def test_a_link_hands_its_devices_segments_that_fit_its_bucket(rate, bucket, segment):
+    """A segment larger than the bucket is cut into packets by tbf, a timer's wake each (at 1gbit the stream fell to
+    764-803 Mbit/s): a shaped device gets segments of half its bucket, so that one with its headers fits whole."""
+    link = hosts.Link(rate)
+    assert (link.burst_bytes, link.segment_bytes) == (bucket, segment)
+
+
 def test_the_resume_hint_names_a_default_logdir_which_the_same_command_would_not_find():
     assert resume_hint("runs/mnist-sync-20261124-020802", logdir_given=False) == (
         "to resume from the latest checkpoint in runs/mnist-sync-20261124-020802, run the same command "

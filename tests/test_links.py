@@ -68,8 +68,7 @@ def test_a_link_carries_a_stream_at_its_rate():
     streams of 1 s alone on this Zen 4). Its token bucket holds two packets (240 µs at this rate), so a timer of the
     shared machine that fires later than that loses what the bucket cannot hold: one batch of ten 0.3 s streams here
     measured 83.9-92.4, and a CI run's cluster pass 86.1-86.7 three times. Up to 3 streams, until one reaches 90;
-    the shaper caps every one. (At 1gbit this machine's two cores carry 835-953 Mbit/s from run to run: the
-    copying, not the link, is the limit.)"""
+    the shaper caps every one. (At 1gbit: tests/test_delay_line.py.)"""
     rates = [_transfer_mbit("100mbit")]
     while rates[-1] < 90 and len(rates) < 3:
         rates.append(_transfer_mbit("100mbit"))

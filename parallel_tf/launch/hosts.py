@@ -12,8 +12,10 @@ index on its host. With a link (--link_rate) and no H, every task is on a host o
 A link shapes every host's interface in both directions: tc's token bucket (tbf) on `eth0` inside the
 host paces what it sends, and on its bridge end `vh<h>` what it receives. The bucket holds 200 µs at
 the rate (at least 3000 bytes, two packets): with a larger one a step's messages (38 KB for the MLP)
-pass unpaced, with a smaller one tbf cannot keep up above a few hundred Mbit/s (a TCP stream between
-two hosts measured 95 Mbit/s at 100mbit, up to 953 at 1gbit: the rest is TCP/IP headers).
+pass unpaced, with a smaller one tbf cannot keep up above a few hundred Mbit/s. TCP's segments are cut to
+half the bucket before they reach it (`Link.segment_bytes`), so tbf paces them whole rather than cutting
+each into packets (a TCP stream between two hosts measured 91-95 Mbit/s at 100mbit, 894-913 at 1gbit: the
+rest is TCP/IP headers).
 --link_delay delays every message once, so a round trip twice: netem in front of the sending end's bucket where
 the kernel has it, else our delay line (delay_line.py: netfilter's NFQUEUE on the receiving host's INPUT, each
 verdict held for the delay). The delay line holds what arrives, not what leaves: a packet held in its sender's
@@ -53,6 +55,8 @@ def host_of(address):
 
 BURST_SECONDS = 200e-6  # a link's bucket holds this long at its rate
 MIN_BURST_BYTES = 3000
+# The largest segment TCP hands a device (Linux's GSO_LEGACY_MAX_SIZE, a veth's limit)
+LARGEST_SEGMENT = 65536
 QUEUE = "500ms"  # what a link queues before it drops: deep, so a step's burst of N messages is delayed, not lost
 
 
@@ -78,6 +82,14 @@ class Link:
     def burst_bytes(self):
         """What its token bucket holds: sent at once after the link idled, then paced at the rate."""
         return max(MIN_BURST_BYTES, int(self.bits_per_second * BURST_SECONDS / 8))
+
+    @property
+    def segment_bytes(self):
+        """The largest segment a shaped device is handed (its gso_max_size): half its bucket, so that a segment
+        with its packets' headers fits whole. tbf cuts a larger one into packets, a timer's wake each: at
+        1gbit, a bucket of 25 KB against TCP's 64 KB segments held a stream to 764-803 Mbit/s (and the delay line
+        to 70,000 packets a second), where 12.5 KB segments carry 894-913."""
+        return min(LARGEST_SEGMENT, self.burst_bytes // 2)
 
     def qdisc_commands(self, device, delayed):
         """The tc commands that shape what `device` sends; `delayed`: it adds the delay too (a host's own
@@ -152,6 +164,7 @@ class SimulatedHosts:
     def _shape(self, host, link):
         """What host `host` sends (its eth0) and receives (the bridge's end of its pair) shaped by `link`."""
         for device, enter in (("eth0", self.enter(host)), (f"vh{host}", None)):
+            _ip("link", "set", "dev", device, "gso_max_size", str(link.segment_bytes), preexec_fn=enter)
             for command in link.qdisc_commands(device, delayed=device == "eth0" and self.delay_by == NETEM):
                 subprocess.run(command, check=True, capture_output=True, text=True, preexec_fn=enter)
 
