@@ -91,22 +91,6 @@ struct Windows {
       left_to_copy -= end - first;
     }
   }
-  // Term `term` of the windows at positions [p0, p0 + count) into out[0], out[stride], ...: an image row at a time.
-  void gather(int64_t term, int64_t p0, int64_t count, float* out, int64_t stride) const {
-    const int64_t dy = term / (size * channels), dx = term / channels % size, channel = term % channels;
-    for (int64_t p = p0; p < p0 + count;) {
-      const int64_t x = p % width, y = (p / width) % height, image = p / (width * height);
-      const int64_t end = std::min(p0 + count - p, width - x) + x;  // this image row's positions: [x, end)
-      const int64_t iy = y + dy - before, shift = dx - before;   // the image column of position x: x + shift
-      int64_t inside = clamp(-shift, x, end), past = clamp(width - shift, x, end);
-      if (iy < 0 || iy >= height) inside = past = end;
-      const float* source = images + ((image * height + iy) * width + shift) * channels + channel;
-      for (int64_t u = x; u < inside; ++u, out += stride) *out = 0.0f;
-      for (int64_t u = inside; u < past; ++u, out += stride) *out = source[u * channels];
-      for (int64_t u = past; u < end; ++u, out += stride) *out = 0.0f;
-      p += end - x;
-    }
-  }
   // As A: rows (positions) [i0, i0 + rows), terms [p0, p0 + kc) into panel[i * kc + p], zeros past the rows: a
   // window's terms side by side, as they lie in the image (copied whole, where an interleaved panel took a store
   // per term: the CNN's conv2 input gradient, 32 columns, spent about as long packing as multiplying).
@@ -133,21 +117,65 @@ struct Windows {
   }
 };
 
+// `length` floats from `source`, stepping `from` a position, to `out`, stepping MR, for `count` positions: a fixed-size
+// copy a position (two or three moves), not a call of memcpy.
+template <int length>
+void copy_runs(const float* source, int64_t from, int64_t count, float* out) {
+  for (int64_t p = 0; p < count; ++p, source += from, out += MR) std::memcpy(out, source, length * sizeof(float));
+}
+inline void copy_runs(int64_t length, const float* source, int64_t from, int64_t count, float* out) {
+  using Copy = void (*)(const float*, int64_t, int64_t, float*);
+  static const Copy by_length[MR + 1] = {nullptr,       copy_runs<1>, copy_runs<2>, copy_runs<3>,
+                                         copy_runs<4>, copy_runs<5>, copy_runs<6>};
+  by_length[length](source, from, count, out);
+}
+
 // The windows transposed, as A: row t is term t of every position's window, the positions its terms (a
 // convolution's kernel gradient: windowsᵀ @ the gradient at each position), where the channels do not come in
 // whole panels (Windows::whole_panels(); else the op multiplies by the windows as B, the product transposed).
 struct WindowsTransposed {
   Windows windows;
 
+  // Rows [i0, i0 + rows) (terms) x positions [p0, p0 + kc) into panel[p * MR + i], zeros past the rows. The terms
+  // are cut into runs that lie in one row of the window, side by side in the image, and the positions into rows of
+  // the image: along an image row, a run's pixels are inside the image for a range of positions, each copied whole
+  // (channels floats apart in the image); the positions at the image's edge are written term by term.
   void pack_rows(int64_t i0, int64_t rows, int64_t p0, int64_t kc, float* panel) const {
-    const int64_t channels = windows.channels;
-    if (rows == MR && i0 % channels + MR <= channels) {  // six channels of one pixel: a position's six side by side
-      Windows::Position at = windows.position(p0);
-      for (int64_t p = 0; p < kc; ++p, windows.next(&at)) windows.copy(at, i0, MR, panel + p * MR);
-      return;
-    }
     if (rows < MR) std::fill(panel, panel + kc * MR, 0.0f);
-    for (int64_t i = 0; i < rows; ++i) windows.gather(i0 + i, p0, kc, panel + i, MR);
+    const Windows& w = windows;
+    const int64_t run = w.size * w.channels;
+    Windows::Position at = w.position(p0);
+    for (int64_t p = 0; p < kc;) {  // the positions of one image row: [at.x, end)
+      const int64_t end = std::min(w.width, at.x + kc - p), count = end - at.x;
+      for (int64_t i = 0; i < rows;) {
+        const int64_t first = (i0 + i) % run, length = std::min(rows - i, run - first);
+        const int64_t iy = at.y + (i0 + i) / run - w.before, left = first / w.channels - w.before;
+        const int64_t right = (first + length - 1) / w.channels - w.before;  // the run's pixel columns: x + [left, right]
+        float* out = panel + p * MR + i;
+        const int64_t from = clamp(-left, at.x, end), to = clamp(w.width - right, from, end);  // inside: [from, to)
+        if (iy < 0 || iy >= w.height) {
+          for (int64_t x = at.x; x < end; ++x) std::fill_n(out + (x - at.x) * MR, length, 0.0f);
+        } else {
+          const float* row = w.images + (at.image * w.height + iy) * w.width * w.channels;
+          auto term_by_term = [&](int64_t x0, int64_t x1) {
+            for (int64_t x = x0; x < x1; ++x)
+              for (int64_t j = 0; j < length; ++j) {
+                const int64_t ix = x + (first + j) / w.channels - w.before;
+                out[(x - at.x) * MR + j] = ix < 0 || ix >= w.width ? 0.0f : row[ix * w.channels + (first + j) % w.channels];
+              }
+          };
+          term_by_term(at.x, from);
+          if (to > from)
+            copy_runs(length, row + (from + left) * w.channels + first % w.channels, w.channels, to - from,
+                      out + (from - at.x) * MR);
+          term_by_term(to, end);
+        }
+        i += length;
+      }
+      p += count;
+      at.x = end - 1;
+      w.next(&at);
+    }
   }
   PanelA packed(const float* panel, int64_t) const { return {panel, 1, MR}; }
 };
@@ -266,7 +294,7 @@ void gemm_block(const A& a, const B& b, int64_t k, float* c, int64_t ldc, int64_
   thread_local std::vector<float> packed_b, packed_a;
   packed_b.resize(std::max<size_t>(packed_b.size(), KC * std::min(NC, j1 - j0 + NR)));
   packed_a.resize(std::max<size_t>(packed_a.size(), KC * MC));
-  alignas(32) float edge_c[MR * NR];
+  alignas(64) float edge_c[MR * 2 * NR];
   const bool wide = portable::wide();
   const int64_t blocks = (k + KC - 1) / KC, step = (k + blocks - 1) / blocks;  // k in equal blocks of at most KC
   for (int64_t jc = j0; jc < j1; jc += NC) {
@@ -284,14 +312,20 @@ void gemm_block(const A& a, const B& b, int64_t k, float* c, int64_t ldc, int64_
           const int64_t rows = std::min(MR, mc - ir);
           if (!rows_in_place(a, rows)) a.pack_rows(ic + ir, rows, pc, kc, packed_a.data() + ir * kc);
         }
-        // A block of C at the edge, rows x cols of it: summed in edge_c, whole, then copied
-        auto edge = [&](PanelA panel, const float* pb, int64_t b_terms, float* tile, int64_t rows, int64_t cols) {
+        // A block of C at the edge, rows x cols of it (up to 2 NR columns, the wide kernel's, where `next` is the
+        // second panel of B): summed in edge_c, whole, then copied
+        auto edge = [&](PanelA panel, const float* pb, const float* next, int64_t b_terms, float* tile, int64_t rows,
+                        int64_t cols) {
+          const int64_t width = next ? 2 * NR : NR;
           if (!first) {  // the partial sums so far; zeros where C has no element
-            std::fill(edge_c, edge_c + MR * NR, 0.0f);
-            for (int64_t i = 0; i < rows; ++i) std::copy(tile + i * ldc, tile + i * ldc + cols, edge_c + i * NR);
+            std::fill(edge_c, edge_c + MR * width, 0.0f);
+            for (int64_t i = 0; i < rows; ++i) std::copy(tile + i * ldc, tile + i * ldc + cols, edge_c + i * width);
           }
-          kernel(kc, panel, pb, b_terms, edge_c, NR, first);
-          for (int64_t i = 0; i < rows; ++i) std::copy(edge_c + i * NR, edge_c + i * NR + cols, tile + i * ldc);
+          if (next)
+            wide_kernel(kc, panel, pb, next, b_terms, edge_c, width, first);
+          else
+            kernel(kc, panel, pb, b_terms, edge_c, width, first);
+          for (int64_t i = 0; i < rows; ++i) std::copy(edge_c + i * width, edge_c + i * width + cols, tile + i * ldc);
         };
         for (int64_t jr = 0; jr < nc; jr += NR) {
           const int64_t cols = std::min(NR, nc - jr);
@@ -310,8 +344,7 @@ void gemm_block(const A& a, const B& b, int64_t k, float* c, int64_t ldc, int64_
             } else if (rows == MR && cols == NR) {
               kernel(kc, panel, pb, b_terms, tile, ldc, first);
             } else {
-              edge(panel, pb, b_terms, tile, rows, cols);
-              if (two) edge(panel, next, b_terms, tile + NR, rows, NR);
+              edge(panel, pb, next, b_terms, tile, rows, two ? 2 * NR : cols);  // a short panel of A, or of B
             }
           }
           if (two) jr += NR;
