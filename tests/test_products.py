@@ -140,16 +140,18 @@ def _windows(images, size, before):
     return np.stack(rows, axis=3).reshape(batch * height * width, size * size * channels)
 
 
-@pytest.mark.parametrize("channels", [3, 16, 32, 48])
+@pytest.mark.parametrize("channels", [1, 3, 5, 16, 32, 48])
 def test_a_kernel_gradient_is_the_dense_kernels_sums_over_the_written_out_windows(channels):
     """windowsᵀ @ g, bit for bit the dense kernel's product of the windows written out: where the channels come in
-    whole panels of 16 (16, 32, 48) the op multiplies by the windows as B and transposes the product, else it
-    gathers each term as A; either way each element is the same sums in the same order. 2 images of 7 x 5: 70
-    positions, rows past whole 6 x 32 blocks; a 3 x 3 window, padding on every side."""
+    whole panels of 16 (16, 32, 48) the op multiplies by the windows as B and transposes the product, else it copies
+    a panel's terms as A in runs that lie in one row of the window (1, 3 and 5 channels: runs of 3, 9 and 15 terms,
+    which panels of 6 cross); either way each element is the same sums in the same order. 3 images of 9 x 10: 270
+    positions, summed in two blocks of 135, the second from the middle of an image row; rows past whole 6 x 32
+    blocks; a 3 x 3 window, padding on every side."""
     random = np.random.RandomState(channels)
-    images = random.randn(2, 7, 5, channels).astype(np.float32)
+    images = random.randn(3, 9, 10, channels).astype(np.float32)
     images[:, 2, 3, :] = 0.0  # zeros inside the image too, as ReLU leaves them
-    upstream = random.randn(70, 37).astype(np.float32)
+    upstream = random.randn(270, 37).astype(np.float32)
     with tf.Graph().as_default():
         ops = products.portable_kernel.ops()
         of_windows = ops.portable_windows_mat_mul(

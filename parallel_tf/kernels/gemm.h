@@ -117,17 +117,17 @@ struct Windows {
   }
 };
 
-// `length` floats from `source`, stepping `from` a position, to `out`, stepping MR, for `count` positions: a fixed-size
-// copy a position (two or three moves), not a call of memcpy.
+// `length` floats from `source`, `step` floats on a position, to `out`, MR on, for `count` positions: a copy of a
+// fixed size a position (two or three moves), not a call of memcpy.
 template <int length>
-void copy_runs(const float* source, int64_t from, int64_t count, float* out) {
-  for (int64_t p = 0; p < count; ++p, source += from, out += MR) std::memcpy(out, source, length * sizeof(float));
+void copy_runs(const float* source, int64_t step, int64_t count, float* out) {
+  for (int64_t p = 0; p < count; ++p, source += step, out += MR) std::memcpy(out, source, length * sizeof(float));
 }
-inline void copy_runs(int64_t length, const float* source, int64_t from, int64_t count, float* out) {
+inline void copy_runs(int64_t length, const float* source, int64_t step, int64_t count, float* out) {
   using Copy = void (*)(const float*, int64_t, int64_t, float*);
   static const Copy by_length[MR + 1] = {nullptr,       copy_runs<1>, copy_runs<2>, copy_runs<3>,
                                          copy_runs<4>, copy_runs<5>, copy_runs<6>};
-  by_length[length](source, from, count, out);
+  by_length[length](source, step, count, out);
 }
 
 // The windows transposed, as A: row t is term t of every position's window, the positions its terms (a
@@ -149,8 +149,9 @@ struct WindowsTransposed {
       const int64_t end = std::min(w.width, at.x + kc - p), count = end - at.x;
       for (int64_t i = 0; i < rows;) {
         const int64_t first = (i0 + i) % run, length = std::min(rows - i, run - first);
+        // the run's image row, and its pixels' columns at position x: x + [left, right]
         const int64_t iy = at.y + (i0 + i) / run - w.before, left = first / w.channels - w.before;
-        const int64_t right = (first + length - 1) / w.channels - w.before;  // the run's pixel columns: x + [left, right]
+        const int64_t right = (first + length - 1) / w.channels - w.before;
         float* out = panel + p * MR + i;
         const int64_t from = clamp(-left, at.x, end), to = clamp(w.width - right, from, end);  // inside: [from, to)
         if (iy < 0 || iy >= w.height) {
@@ -160,8 +161,8 @@ struct WindowsTransposed {
           auto term_by_term = [&](int64_t x0, int64_t x1) {
             for (int64_t x = x0; x < x1; ++x)
               for (int64_t j = 0; j < length; ++j) {
-                const int64_t ix = x + (first + j) / w.channels - w.before;
-                out[(x - at.x) * MR + j] = ix < 0 || ix >= w.width ? 0.0f : row[ix * w.channels + (first + j) % w.channels];
+                const int64_t ix = x + (first + j) / w.channels - w.before, channel = (first + j) % w.channels;
+                out[(x - at.x) * MR + j] = ix < 0 || ix >= w.width ? 0.0f : row[ix * w.channels + channel];
               }
           };
           term_by_term(at.x, from);
