@@ -27,7 +27,7 @@ from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 
 SOURCES = Path(__file__).resolve().parent.parent / "kernels"
-CODE = ("gemm.h", "portable_ops.cc")
+CODE = ("gemm.h", "windows.h", "portable_ops.cc")
 # AVX2 and FMA: what the kernel's instructions are, on every x86-64 CPU the promise covers. No -ffast-math, and no
 # contraction of the scalar code: each multiply-add is the one the source writes.
 ARCHITECTURE = ["-mavx2", "-mfma", "-ffp-contract=off"]

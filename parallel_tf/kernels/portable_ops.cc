@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gemm.h"
+#include "windows.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
