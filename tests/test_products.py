@@ -180,3 +180,39 @@ def test_a_max_pools_gradient_is_tensorflows_bit_for_bit():
             ]
         )
     assert ours.tobytes() == theirs.tobytes() and mine[0].tobytes() == tensorflows[0].tobytes()
+
+
+@pytest.mark.parametrize("channels", [1, 8])  # 8: the op's 2 x 2 windows eight channels at a time
+def test_a_pools_gradient_goes_on_through_the_relu_before_it_as_relugrad_would(channels):
+    """Two windows, worked by hand: [-1, -2 / -3, -4] leaves the ReLU all 0, so its gradient -5 reaches the first
+    input times 0, -0 (ReluGrad's product, not a 0 written); [1, 3 / 3, 2] sends 2 to its first 3. No ReluGrad
+    runs: the pool's op takes the gradient through."""
+    x = np.repeat(np.array([[-1, -2, 1, 3], [-3, -4, 3, 2]], np.float32)[None, :, :, None], channels, axis=3)
+    upstream = np.repeat(np.array([[-5, 2]], np.float32)[None, :, :, None], channels, axis=3)
+    with tf.Graph().as_default() as graph:
+        image = tf.constant(x)
+        (gradient,) = tf.gradients(products.max_pool(tf.nn.relu(image), 2), [image], grad_ys=tf.constant(upstream))
+        assert "ReluGrad" not in {op.type for op in graph.get_operations()}
+        gradient = run(gradient)
+    expected = np.repeat(np.array([[-0.0, 0, 0, 2], [0, 0, 0, 0]], np.float32)[None, :, :, None], channels, axis=3)
+    assert gradient.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("shape", [(2, 7, 5, 4), (2, 8, 6, 16)])  # an input at a time; 2 x 2 windows 8 at a time
+def test_a_pools_gradient_through_its_relu_is_tensorflows_bit_for_bit(shape):
+    """relu then pool, ours against TensorFlow's MaxPoolGrad and ReluGrad: negative gradients stopped at -0, a NaN
+    gradient stopped as NaN, windows all below 0 and all 0."""
+    random = np.random.RandomState(1)
+    x = random.randn(*shape).astype(np.float32)
+    x[0, :2, :2, :] = -1.0
+    x[1, :2, :2, :] = 0.0
+    upstream = random.randn(shape[0], (shape[1] + 1) // 2, (shape[2] + 1) // 2, shape[3]).astype(np.float32)
+    upstream[0, 0, 0, 0] = np.nan
+    with tf.Graph().as_default():
+        image = tf.constant(x)
+        ours = tf.gradients(products.max_pool(tf.nn.relu(image), 2), [image], grad_ys=upstream)[0]
+        pooled = tf.nn.max_pool(tf.nn.relu(image), [1, 2, 2, 1], [1, 2, 2, 1], "SAME")
+        tensorflows = tf.gradients(pooled, [image], grad_ys=upstream)[0]
+        ours, tensorflows = run([ours, tensorflows])
+    assert np.signbit(ours).any() and np.isnan(ours).sum() == 1
+    assert ours.tobytes() == tensorflows.tobytes()

@@ -5,7 +5,8 @@
 //   PortableMatMul         op(a) @ op(b), for matrices (a dense layer and its gradients)
 //   PortableWindowsMatMul  windows(images) @ b: a convolution, and the gradient reaching its inputs;
 //                          with transpose_windows, windows(images)ᵀ @ b: the gradient of its kernel
-//   PortableMaxPoolGrad    a non-overlapping max pool's gradient (no arithmetic: TensorFlow's, faster)
+//   PortableMaxPoolGrad    a non-overlapping max pool's gradient (no arithmetic: TensorFlow's, faster), and with
+//                          relu the gradient on through the ReLU before the pool (ReluGrad's product by 1 or 0)
 // where windows(images) is each position's size x size window of NHWC images, `before` rows and columns above and
 // left of it, zero outside the image, one row per position, in the kernel's order (row, column, channel).
 #include <type_traits>
@@ -155,7 +156,12 @@ class PortableWindowsMatMul : public WindowsOp {
   bool transpose_ = false;
 };
 
+// A window's gradient where its largest input came out of a ReLU: ReluGrad's product by 1 or 0 (so -0 for a
+// negative gradient, NaN for a NaN), as TensorFlow's ReluGrad would compute it after the pool's.
+inline float through_relu(float gradient, float largest) { return gradient * (largest > 0.0f ? 1.0f : 0.0f); }
+
 // Two input rows of 2 x 2 windows, eight channels at a time: each window's gradient to its first largest input.
+template <bool relu>
 inline void two_by_two(const float* in, const float* up, float* out, int64_t width, int64_t channels) {
   const int64_t below = width * channels;
   for (int64_t x = 0; x < width; x += 2)
@@ -172,7 +178,10 @@ inline void two_by_two(const float* in, const float* up, float* out, int64_t wid
         which[k] = larger;
         largest = _mm256_blendv_ps(largest, v[k], larger);
       }
-      const __m256 gradient = _mm256_loadu_ps(up + (x / 2) * channels + c);
+      __m256 gradient = _mm256_loadu_ps(up + (x / 2) * channels + c);
+      if (relu)
+        gradient = _mm256_mul_ps(gradient, _mm256_and_ps(_mm256_cmp_ps(largest, _mm256_setzero_ps(), _CMP_GT_OQ),
+                                                         _mm256_set1_ps(1.0f)));
       _mm256_storeu_ps(out + at, _mm256_and_ps(which[0], gradient));
       _mm256_storeu_ps(out + right, _mm256_and_ps(which[1], gradient));
       _mm256_storeu_ps(out + below + at, _mm256_and_ps(which[2], gradient));
@@ -182,11 +191,14 @@ inline void two_by_two(const float* in, const float* up, float* out, int64_t wid
 
 // The gradient of a max pool whose windows do not overlap (stride = size): each window's upstream gradient goes to
 // its first largest input, scanned row by row; every other input gets 0. No two windows share an input, so nothing
-// is added: TensorFlow's own MaxPoolGrad computes the same, an order of magnitude slower on its CPU kernel.
+// is added: TensorFlow's own MaxPoolGrad computes the same, an order of magnitude slower on its CPU kernel. With
+// `relu`, the pool's inputs are a ReLU's outputs and the gradient goes on through the ReLU too (through_relu): the
+// bits of ReluGrad after the pool's gradient, in one pass over the inputs instead of two.
 class PortableMaxPoolGrad : public OpKernel {
  public:
   explicit PortableMaxPoolGrad(OpKernelConstruction* context) : OpKernel(context) {
     OP_REQUIRES_OK(context, context->GetAttr("size", &size_));
+    OP_REQUIRES_OK(context, context->GetAttr("relu", &relu_));
   }
 
   void Compute(OpKernelContext* context) override {
@@ -209,7 +221,12 @@ class PortableMaxPoolGrad : public OpKernel {
         const int64_t image = unit / rows_out, oy = unit % rows_out, y_end = std::min(height, (oy + 1) * size);
         float* rows = out + (image * height + oy * size) * width * channels;
         if (size == 2 && y_end - oy * size == 2 && width % 2 == 0 && channels % 8 == 0) {
-          two_by_two(in + (rows - out), up + unit * columns_out * channels, rows, width, channels);
+          const float* corner = in + (rows - out);
+          const float* gradients = up + unit * columns_out * channels;
+          if (relu_)
+            two_by_two<true>(corner, gradients, rows, width, channels);
+          else
+            two_by_two<false>(corner, gradients, rows, width, channels);
           continue;
         }
         std::fill(rows, out + (image * height + y_end) * width * channels, 0.0f);
@@ -224,7 +241,8 @@ class PortableMaxPoolGrad : public OpKernel {
                 if (pixel[c] > *best[c]) best[c] = pixel + c;
             }
           const float* gradient = up + ((image * rows_out + oy) * columns_out + ox) * channels;
-          for (int64_t c = 0; c < channels; ++c) out[best[c] - in] = gradient[c];
+          for (int64_t c = 0; c < channels; ++c)
+            out[best[c] - in] = relu_ ? through_relu(gradient[c], *best[c]) : gradient[c];
         }
       }
     };
@@ -234,6 +252,7 @@ class PortableMaxPoolGrad : public OpKernel {
 
  private:
   AttrInt size_ = 2;
+  bool relu_ = false;
 };
 
 }  // namespace
@@ -249,6 +268,7 @@ REGISTER_OP("PortableMaxPoolGrad")
     .Input("upstream: float")
     .Output("to_inputs: float")
     .Attr("size: int >= 1")
+    .Attr("relu: bool = false")
     .SetShapeFn([](tensorflow::shape_inference::InferenceContext* c) {
       c->set_output(0, c->input(0));
       return ok();
