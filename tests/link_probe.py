@@ -58,8 +58,7 @@ def probe(rate, delay_ms, loss):
 # (slow start's share small) and the share of a CPU's time the hypervisor took meanwhile, then the datagrams, paced.
 CLIENT = f"""
 import json, socket, statistics, sys, time
-sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
-from stolen_time import Stolen
+from parallel_tf.training.cpu_steal import Stolen
 for _ in range(100):
     try:
         echo = socket.create_connection(("10.77.0.2", {PORT}))
@@ -87,7 +86,7 @@ for _ in range({DATAGRAMS}):
     time.sleep(0.00005)
 round_trip = statistics.median(rounds[{PINGS} // 4 :])
 print(json.dumps({{"round_trip_ms": round_trip, "mbit_per_second": size * 8 / seconds / 1e6,
-                  "stolen": stolen.share}}))
+                  "stolen": stolen.share or 0.0}}))
 """
 
 

@@ -44,6 +44,7 @@ SUMMARY_KEYS = {
     "eval_accuracy",
     "examples_per_sec",
     "wall_seconds",
+    "cpu_steal",
     "seed",
     "tf_version",
     "params_sha256",

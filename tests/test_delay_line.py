@@ -85,7 +85,7 @@ def test_a_delayed_link_takes_its_round_trip_and_a_stream_at_its_rate(rate, dela
     at 100mbit and 956 at 1gbit (the issue's acceptance; at 1gbit only since a shaped device is handed segments
     that fit its bucket, Link.segment_bytes: before, tbf cut each into packets and the stream made 764-803), less
     the largest share of a CPU the hypervisor took during the stream: the bucket loses that time's tokens
-    (tests/stolen_time.py; a CI run measured 81-83 at 100mbit, and 830 at 1gbit after a first probe's 291). Up to
+    (training/cpu_steal.py; a CI run measured 81-83 at 100mbit, and 830 at 1gbit after a first probe's 291). Up to
     3 probes, until a stream reaches its bound: the link caps every one."""
     payload = hosts.Link(rate).bits_per_second * 1448 / 1514 / 1e6
 

@@ -23,11 +23,10 @@ BURSTS_MS = 2 * hosts.Link("10mbit").burst_bytes * 8 / 1e7 * 1000
 
 # A TCP stream of 1 s at the rate given (slow start's and the closing handshake's share small) from host 0 to
 # host 1 on simulated hosts shaped at that rate: its Mbit/s and the share of a CPU the hypervisor took meanwhile
-# (tests/stolen_time.py), or SKIP and the reason.
+# (training/cpu_steal.py), or SKIP and the reason.
 TRANSFER = """
-import os, socket, subprocess, sys, time
+import socket, subprocess, sys, time
 from parallel_tf.launch import fence, hosts
-TESTS = os.path.abspath("tests")
 why = fence.enter_private_network()
 if why:
     print("SKIP", why)
@@ -46,10 +45,10 @@ sender = subprocess.run(
      "for _ in range(50):\\n"
      "    try: s = socket.create_connection(('10.77.0.2', 5000)); break\\n"
      "    except OSError: time.sleep(0.05)\\n"
-     f"sys.path.insert(0, {TESTS!r}); from stolen_time import Stolen\\n"
-     f"with Stolen() as stolen:\\n"
+     "from parallel_tf.training.cpu_steal import Stolen\\n"
+     "with Stolen() as stolen:\\n"
      f"    size = {size}; started = time.time(); s.sendall(b'x' * size); s.shutdown(socket.SHUT_WR); s.recv(1)\\n"
-     "print(size * 8 / (time.time() - started) / 1e6, stolen.share)"],
+     "print(size * 8 / (time.time() - started) / 1e6, stolen.share or 0.0)"],
     preexec_fn=simulated.enter(0), capture_output=True, text=True, timeout=60,
 )
 receiver.wait(timeout=10)
@@ -74,7 +73,7 @@ def test_a_link_carries_a_stream_at_its_rate():
     streams of 1 s alone on this Zen 4; 93.5-94.2 three times on another). Its token bucket holds two packets (240
     µs at this rate), so while the virtual CPU that runs its timer is descheduled, the bucket fills and the rest of
     that time's tokens are lost: a CI run's cluster pass once measured 72-79 in three streams. So each stream's
-    bound is 85 less the largest share of a CPU the hypervisor took meanwhile (tests/stolen_time.py); up to 3
+    bound is 85 less the largest share of a CPU the hypervisor took meanwhile (training/cpu_steal.py); up to 3
     streams, until one reaches its bound; the shaper caps every one. (At 1gbit: tests/test_delay_line.py.)"""
     streams = [_transfer("100mbit")]
     while streams[-1][0] < 85 * (1 - streams[-1][1]) and len(streams) < 3:

@@ -2,10 +2,14 @@
 
 import os
 
+from absl import logging
+
 from parallel_tf import compat
 from parallel_tf.compat import tf
 from parallel_tf.graph import products
 from parallel_tf.training import devices
+
+STEAL_TO_WARN = 0.05  # a twentieth of a CPU's time taken: the times and a link's rate that much off
 
 
 def counters(sess, train_graph):
@@ -15,9 +19,23 @@ def counters(sess, train_graph):
     return {name: value.tolist() for name, value in sess.run(train_graph.counters).items()}
 
 
-def summarize(trainer, sess, train_seconds, wall_seconds):
+def warn_of_steal(cpu_steal):
+    """Says a share of a CPU's time taken by the hypervisor above STEAL_TO_WARN, in one line."""
+    if cpu_steal is not None and cpu_steal > STEAL_TO_WARN:
+        logging.warning(
+            "the hypervisor took %.0f%% of a CPU's time while this run trained (cpu_steal in summary.json): its "
+            "times are slower than the machine's own, and a shaped link carried about that much less than its "
+            'rate (docs/launching.md, "Links")',
+            100 * cpu_steal,
+        )
+
+
+def summarize(trainer, sess, train_seconds, wall_seconds, cpu_steal):
     """The run's results. final_loss is the final parameters' loss on the last global batch, in one
-    pass by the chief, so it compares models across worker counts without summation order."""
+    pass by the chief, so it compares models across worker counts without summation order. `cpu_steal`: the
+    largest share of a CPU's time the hypervisor took while the chief trained (cpu_steal.py), or None; above
+    STEAL_TO_WARN it is said, as the times and a shaped link's rate are then not this machine's."""
+    warn_of_steal(cpu_steal)
     settings, dataset, train_graph = trainer.settings, trainer.dataset, trainer.train_graph
     model = train_graph.model
     train_graph.before_evaluation(sess)
@@ -45,6 +63,7 @@ def summarize(trainer, sess, train_seconds, wall_seconds):
         "examples_per_sec": steps * settings.global_batch_size / train_seconds,
         "ms_per_step": 1000.0 * train_seconds / steps,
         "wall_seconds": wall_seconds,
+        "cpu_steal": cpu_steal,
         "train_started": trainer.train_started,  # wall time of this process's first step (a study's clock starts here)
         "tf_version": tf.VERSION,
         # what the bits depend on besides the flags, and which of our kernels ran (not one of them)

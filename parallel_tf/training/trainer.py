@@ -19,7 +19,7 @@ from parallel_tf.errors import TaskFailure
 from parallel_tf.graph import placement, products
 from parallel_tf.graph.barrier import gather_at_chief, signal_done
 from parallel_tf.graph.model import build_held_out, seed_everything, trainable_shapes
-from parallel_tf.training import logdir, modes, outputs, profiling, run_check, run_summary, session, traffic
+from parallel_tf.training import cpu_steal, logdir, modes, outputs, profiling, run_check, run_summary, session, traffic
 from parallel_tf.training.checkpoints import Checkpoints
 from parallel_tf.training.op_check import OpCheck
 from parallel_tf.training.options.link import bits_per_second
@@ -87,7 +87,8 @@ class Trainer:
             first_step = int(sess.run(train_graph.position))
             writer = self._open_outputs(first_step) if settings.is_chief else None
             background = session.Background(train_graph.background, sess)
-            train_seconds = self._train(sess, first_step, writer)
+            with cpu_steal.Stolen() as stolen:
+                train_seconds = self._train(sess, first_step, writer)
             bytes_per_step = self.traffic.mean(settings.train_steps - first_step)
             background.wait()
             if self._all_trained is not None:
@@ -97,7 +98,11 @@ class Trainer:
             self._checkpoint(sess, settings.train_steps)
             summary = None
             if settings.is_chief:
-                summary = {**run_summary.summarize(self, sess, train_seconds, time.time() - started), **bytes_per_step}
+                wall_seconds = time.time() - started
+                summary = {
+                    **run_summary.summarize(self, sess, train_seconds, wall_seconds, stolen.share),
+                    **bytes_per_step,
+                }
                 named = _named_params(sess)
                 summary["params_sha256"] = outputs.params_sha256(named)
                 writer.finish(summary, named)
