@@ -19,12 +19,12 @@ from parallel_tf.training import traffic
 BATCH = 120
 
 
-def result(ms, run_secs=1.0):
-    return {"ms_per_step": ms, "run_secs": run_secs, "summary": {}, "logdir": ""}
+def result(ms, run_secs=1.0, steal=None):
+    return {"ms_per_step": ms, "run_secs": run_secs, "steal": steal, "summary": {}, "logdir": ""}
 
 
 RESULTS = {
-    ("mlp", "process", 1): [result(1.0, 6.0), result(1.2, 4.0), result(0.8, 5.0)],  # median 1.0, run 5.0 s
+    ("mlp", "process", 1): [result(1.0, 6.0, 0.01), result(1.2, 4.0, 0.23), result(0.8, 5.0, 0.0)],  # run 5.0 s
     ("mlp", "sync", 1): [result(4.0), result(5.0), result(3.0)],  # median 4.0
     ("mlp", "sync_step", 1): [result(5.0), result(5.0), result(5.0)],
     ("mlp", "mirrored", 1): [result(2.0), result(2.0), result(2.0)],
@@ -51,6 +51,11 @@ def test_rows_give_medians_spreads_and_throughput_ratios():
     # only parameter-server sync is put against the floor: all-reduce has no ps, the floor no floor
     assert rows["allreduce"]["x_floor"] is None and rows["floor"]["x_floor"] is None
     assert rows["floor"]["x_peer"] is None
+    # the most the hypervisor took of a CPU in any repeat, as a share and in the table; none read, none said
+    assert rows["process"]["steal"] == 0.23 and rows["sync"]["steal"] is None
+    cells = bench_tables.markdown_table([rows["process"], rows["sync"]]).splitlines()
+    assert cells[0].endswith("| run s | steal |") and cells[2].endswith("| 5.0 | 23% |")
+    assert cells[3].endswith("|  |")
 
 
 def test_targets_say_met_or_by_how_much_missed():

@@ -11,7 +11,8 @@ parameter-server floor: the two crossings and the compute of a sync step, and no
 ms/step is the steady state: the chief's logged intervals after the first (start-up and warm-up).
 The tables give median and spread over repeats, examples/s, throughput against the limit, against
 the peer of the same kind at the same worker count and (parameter-server sync) against the floor, and
-what the chief sends and receives per step. --report writes the tables, the targets and a PNG of
+what the chief sends and receives per step, and the most of a CPU's time the hypervisor took in any repeat
+(steal: a row it slowed shows it; training/cpu_steal.py). --report writes the tables, the targets and a PNG of
 throughput against worker count into a Markdown file, between markers, so the prose around them
 survives a re-run.
 """
@@ -36,7 +37,7 @@ from parallel_tf.tools.bench_tables import (
     print_profile,
 )
 from parallel_tf.tools.bench_targets import QUICK_PLAN, target_lines
-from parallel_tf.training import profiling, run_check, run_flags
+from parallel_tf.training import cpu_steal, profiling, run_check, run_flags
 from parallel_tf.training.logdir import BENCH, prepare_logdir
 
 FLAGS = flags.FLAGS
@@ -187,14 +188,15 @@ def _run_keys(keys, out, results, warm_server):
             launched = time.time()
             try:
                 warm = warm_server if SYSTEMS[system].warm else None
-                summary = runs.run(
-                    command,
-                    logdir,
-                    [*given, *shaped],
-                    log_path=logdir + ".log",
-                    warm_server=warm,
-                    environment=SYSTEMS[system].environment,
-                )
+                with cpu_steal.Stolen() as stolen:  # the peers' runs too, which record none of their own
+                    summary = runs.run(
+                        command,
+                        logdir,
+                        [*given, *shaped],
+                        log_path=logdir + ".log",
+                        warm_server=warm,
+                        environment=SYSTEMS[system].environment,
+                    )
             except runs.RunFailed as e:
                 print(
                     f"error: {model}, {system} with {workers} worker(s){on_link} {e}\n(full output: {logdir}.log)",
@@ -208,7 +210,11 @@ def _run_keys(keys, out, results, warm_server):
                     file=sys.stderr,
                 )
                 sys.exit(1)
-            measured = {"ms_per_step": steady_ms_per_step(logdir), "run_secs": time.time() - launched}
+            measured = {
+                "ms_per_step": steady_ms_per_step(logdir),
+                "run_secs": time.time() - launched,
+                "steal": stolen.share,
+            }
             results[key].append({**measured, "summary": summary, "logdir": logdir})
 
 

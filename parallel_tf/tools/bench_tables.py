@@ -44,6 +44,10 @@ def table_rows(model, results, global_batch_size):
                 "kb_sent": summary.get("bytes_sent_per_step", 0) / 1000,
                 "kb_received": summary.get("bytes_received_per_step", 0) / 1000,
                 "run_s": statistics.median(r["run_secs"] for r in results[(model, system, n)]),
+                # the most the hypervisor took of a CPU in any repeat (cpu_steal.py): a row it slowed shows it
+                "steal": max(
+                    (r["steal"] for r in results[(model, system, n)] if r.get("steal") is not None), default=None
+                ),
             }
         )
     return rows
@@ -68,6 +72,7 @@ def _cells(row):
         f"{row['kb_sent']:.1f}" if row["kb_sent"] else "",
         f"{row['kb_received']:.1f}" if row["kb_received"] else "",
         f"{row['run_s']:.1f}",
+        "" if row["steal"] is None else f"{100 * row['steal']:.0f}%",
     ]
 
 
@@ -84,11 +89,12 @@ HEADER = [
     "KB sent",
     "KB recv",
     "run s",
+    "steal",
 ]
 
 
 def text_table(rows):
-    widths = [40, 8, 9, 14, 11, 8, 8, 22, 8, 9, 9, 8]
+    widths = [40, 8, 9, 14, 11, 8, 8, 22, 8, 9, 9, 8, 7]
     lines = [HEADER, *(_cells(row) for row in rows)]
     return "\n".join(
         "".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip_strict(cells, widths)))
