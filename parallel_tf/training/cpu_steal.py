@@ -16,8 +16,7 @@ def per_cpu(path=PROC_STAT):
             lines = f.read().splitlines()
     except OSError:
         return ticks
-    for line in lines:
-        name, *fields = line.split()
+    for name, *fields in (line.split() for line in lines if line.strip()):
         if name.startswith("cpu") and name != "cpu":
             counts = [int(field) for field in fields[:8]]  # user nice system idle iowait irq softirq steal
             ticks[name] = (counts[7] if len(counts) == 8 else 0, sum(counts))
