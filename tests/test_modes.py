@@ -11,7 +11,7 @@ from parallel_tf.cluster import config as cluster
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import Dataset
 from parallel_tf.graph.layers import dense
-from parallel_tf.training import declarations, modes, run_check
+from parallel_tf.training import declarations, modes, run_check, seams
 from parallel_tf.training import settings as settings_lib
 from parallel_tf.training.recipe import Recipe
 from parallel_tf.training.techniques import clipping, compression
@@ -106,28 +106,28 @@ def test_every_technique_that_builds_a_graph_is_built_here_in_each_of_its_modes(
 
 
 def _hooks_asked_for(monkeypatch):
-    """The seams whose hooks a graph's building asks for (Settings.hooks), as it asks."""
+    """The seams whose hooks a graph's building reads (settings.hooks.<seam>), as it reads them."""
     asked = set()
-    hooks = settings_lib.Settings.hooks
-    monkeypatch.setattr(settings_lib.Settings, "hooks", lambda settings, seam: asked.add(seam) or hooks(settings, seam))
+    read = seams.Hooks.__getattribute__
+
+    def reading(hooks, name):
+        if name in declarations.HOOKS:
+            asked.add(name)
+        return read(hooks, name)
+
+    monkeypatch.setattr(seams.Hooks, "__getattribute__", reading)
     return asked
 
 
-def test_a_runs_hooks_of_a_seam_are_its_declarations_functions_in_wrapping_order_given_its_settings():
-    """What a step calls for a seam (Settings.hooks): the function of each declaration on that fills it, in the
-    order of TECHNIQUES (8-bit codes wrap a sync graph before clipping does), given the run's settings first; none
-    for a seam nothing on fills, where the mode goes its own way."""
+def test_a_runs_hooks_of_a_seam_are_its_declarations_modules_in_wrapping_order():
+    """What a step calls for a seam (settings.hooks, seams.Hooks): the module of each declaration on that fills it,
+    in the order of TECHNIQUES (8-bit codes wrap a sync graph before clipping does); none for a seam nothing on
+    fills, where the mode goes its own way."""
     flags = {"gradient_compression": "8bit", "clip_norm": 1.0}
     settings = settings_lib.run_settings(
         set(flags), mode="sync", task_index=0, cluster=cluster.parse(SPECS["sync"], "sync"), **{**FIELDS, **flags}
     )
-    assert [(hook.func, hook.args) for hook in settings.hooks("wrap")] == [
-        (compression.wrap, (settings,)),
-        (clipping.wrap, (settings,)),
-    ]
-    assert [hook.func for hook in settings.hooks("transmit")] == [compression.transmit]
-    assert [hook.func for hook in settings.hooks("optimizer")] == [clipping.optimizer]
-    assert settings.hooks("build") == settings.hooks("send_push") == []
+    assert settings.hooks == seams.Hooks(wrap=(compression, clipping), transmit=(compression,), optimizer=(clipping,))
 
 
 @pytest.mark.parametrize("declared", run_check.DECLARATIONS, ids=[d.name for d in run_check.DECLARATIONS])

@@ -87,17 +87,16 @@ def make_optimizer(name, learning_rate):
     return OPTIMIZERS[name](learning_rate)
 
 
-def optimizer_at(name, learning_rate, global_step, changes=()):
-    """--optimizer `name` at `learning_rate` (a float or a tensor), as each of `changes` (the run's optimizer hooks,
-    in order) changes how it applies updates. The rate is made a tensor next to `global_step`, where the updates
-    are applied, so it does not cross from the worker with every update."""
+def optimizer_at(name, learning_rate, global_step):
+    """--optimizer `name` at `learning_rate` (a float or a tensor). The rate is made a tensor next to `global_step`,
+    where the updates are applied, so it does not cross from the worker with every update."""
     with tf.colocate_with(global_step):
         learning_rate = tf.convert_to_tensor(learning_rate, tf.float32)
-    return _changed(make_optimizer(name, learning_rate), changes)
+    return make_optimizer(name, learning_rate)
 
 
-def scheduled(name, schedule, global_step, changes=()):
-    """--optimizer `name` at `schedule`'s rate for the updates `global_step` counts, as `changes` change it. The rate
+def scheduled(name, schedule, global_step):
+    """--optimizer `name` at `schedule`'s rate for the updates `global_step` counts. The rate
     is computed where it applies an update, so each step of a loop (train_graph.drive) reads its own global step;
     made once, its slots are the run's (every phase of a run applies through it)."""
 
@@ -105,13 +104,7 @@ def scheduled(name, schedule, global_step, changes=()):
         with tf.colocate_with(global_step):
             return tf.convert_to_tensor(schedule.at(global_step), tf.float32)
 
-    return _changed(make_optimizer(name, rate), changes)
-
-
-def _changed(optimizer, changes):
-    for change in changes:
-        optimizer = change(optimizer)
-    return optimizer
+    return make_optimizer(name, rate)
 
 
 SCHEDULES = ("constant", "step", "cosine")

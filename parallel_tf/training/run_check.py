@@ -16,6 +16,7 @@ from parallel_tf.backports import cache
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.errors import ConfigError
 from parallel_tf.training import modes, options, rules, techniques
+from parallel_tf.training.declarations import EVERY_MODE_SEAMS, HOOKS
 from parallel_tf.training.run_flags import (
     CORE_RUN_FLAGS,
     OPTIONS,
@@ -23,6 +24,7 @@ from parallel_tf.training.run_flags import (
     define_run_flags,
     given_flags,
 )
+from parallel_tf.training.seams import Hooks
 
 FLAGS = flags.FLAGS
 NO_CLUSTER = modes.SINGLE.name
@@ -35,9 +37,14 @@ DECLARED_BY = {name: declaration for declaration in DECLARATIONS for name in dec
 MODULE_OF = {**techniques.BY_NAME, **{o.OPTION.name: o for o in OPTIONS}}  # {declaration's name: its module}
 
 
-def hook(declaration, seam):
-    """The function of `declaration`'s module that fills `seam`, one of its hooks (declarations.HOOKS, seams.py)."""
-    return getattr(MODULE_OF[declaration.name], seam)
+def hooks_of(declarations, mode):
+    """seams.Hooks of a run of `mode` with `declarations` on: for each seam its step has (EVERY_MODE_SEAMS and those
+    the mode offers), the modules of those that declare its hook, in their order; none for any other seam, whose
+    hook the step would never call (compression's reduce in a sync run)."""
+    has = (*EVERY_MODE_SEAMS, *modes.BY_NAME[mode].offers)
+    return Hooks(
+        **{seam: tuple(MODULE_OF[d.name] for d in declarations if seam in d.hooks) for seam in HOOKS if seam in has}
+    )
 
 
 def check_run(mode, cluster, values, given):

@@ -1,16 +1,19 @@
-"""The seams of a step that a technique or option fills (declarations.SEAMS), as typed interfaces.
+"""The seams of a step that a technique or option fills (declarations.SEAMS), as typed interfaces, and `Hooks`,
+what fills each in one run.
 
 A declaration's hook is the function of its module named after the seam, with that seam's signature here (an
 option has only all-reduce's reduce): each interface is a Protocol a module meets by having that function, and
 training/hook_types.py binds every declaration's module to the interface of each seam it fills, so mypy
 (./run_tests.sh) fails on a hook deleted or written to another signature; tests/test_composition.py checks the
-bindings cover every hook declared, and each hook's parameter names. Each takes the run's Settings first, which
-Settings.hooks gives it: a step calls the hooks of a seam with the rest. Which seams take one owner, and which
-chain, is declarations.SEAMS's to say.
+bindings cover every hook declared, and each hook's parameter names. Each takes the run's Settings first. A step
+calls them on the modules its run's `Hooks` holds (`technique.reduce(settings, ring, variables)`), typed by these
+interfaces, so a reader and mypy follow the call here. Which seams take one owner, and which chain, is
+declarations.SEAMS's to say.
 """
 
 from __future__ import annotations  # the types name TensorFlow's and the package's, never imported here
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from parallel_tf.backports import Protocol
@@ -24,7 +27,7 @@ if TYPE_CHECKING:
 
 class Build(Protocol):
     """The mode's graph, built by the technique instead of the mode; of the mode hooks of the other techniques on
-    (Settings.hooks), it calls those its declaration's `calls` lists."""
+    (settings.hooks), it calls those its declaration's `calls` lists."""
 
     def build(self, settings: Settings, recipe, dataset) -> TrainGraph: ...
 
@@ -80,6 +83,23 @@ class Reduce(Protocol):
     made once before any step, with any state they keep."""
 
     def reduce(self, settings: Settings, ring: Ring, variables: list) -> list[Reducing]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Hooks:
+    """The modules filling each seam in one run: those of the techniques and options on that declare its hook, in
+    wrapping order, at most one where declarations.SEAMS takes one owner; empty: the mode's own way. Settled once
+    with the run's Settings (settings.run_settings), so a step's build looks nothing up."""
+
+    build: tuple[Build, ...] = ()
+    wrap: tuple[Wrap, ...] = ()
+    transmit: tuple[Transmit, ...] = ()
+    optimizer: tuple[Optimizer, ...] = ()
+    push_learning_rate: tuple[PushLearningRate, ...] = ()
+    push_gradients: tuple[PushGradients, ...] = ()
+    send_push: tuple[SendPush, ...] = ()
+    after_push: tuple[AfterPush, ...] = ()
+    reduce: tuple[Reduce, ...] = ()
 
 
 # {seam: its interface}, for the seams a module's function fills

@@ -1,12 +1,13 @@
 """What a task knows of its run: `Settings`, made once from the parsed flags (task_settings.py) or
 from fields (run_settings, the one way they are made: tasks, the bench's peers and the tests alike),
-checked as a whole run (run_check.check_run) and never changed after.
+checked as a whole run (run_check.check_run) and never changed after. What the run's fields decide (its
+declarations, the hooks filling each seam, the clock, the schedule, the workers) is settled then as fields of their
+own, so a step's build reads plain typed data and calls nothing here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any, Optional  # Optional[kind], not kind | None: evaluated as the class is made, on Python 3.7 too
 
 from absl import flags
@@ -15,6 +16,7 @@ from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.graph.optimizers import Schedule
 from parallel_tf.training import modes, run_check, techniques
 from parallel_tf.training.options import steps_per_run
+from parallel_tf.training.seams import Hooks
 
 FLAGS = flags.FLAGS
 MAX_WORKERS = 1 << 16  # for numbering each worker's random draws apart
@@ -43,7 +45,9 @@ Options = _options_class()
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """Everything a task needs to know, checked; decided once, never changed after parsing. A declared
-    flag's value (an option's or a technique's: options/, techniques/) is a field of `options`."""
+    flag's value (an option's or a technique's: options/, techniques/) is a field of `options`. The fields after
+    `one_step_a_run` are settled by run_settings from the others (_settled): a copy that changes a field they
+    derive from must be made by run_settings again."""
 
     mode: str  # "single" when there is no cluster
     job_name: str  # "worker" in a single-process run
@@ -81,19 +85,23 @@ class Settings:
     # Why the automatic --steps_per_run is 1 where the mode has a loop of steps: the refusal k > 1 would get
     # (a technique that needs Python between steps); "" where it loops, or was given
     one_step_a_run: str = ""
+    # Settled (_settled):
+    num_workers: int = 1
+    lockstep: bool = False  # the data position is the global step, so the run resumes on any worker count
+    declarations_on: tuple = ()  # (declarations.Declaration) of every technique and option on, in their order
+    hooks: Hooks = Hooks()  # the modules filling each seam (seams.py), as a step calls them
+    # A technique on computes on each variable whole (a codec's scale, a norm's sum), so a mode must not split its
+    # variables in pieces over the servers
+    whole_variables: bool = False
+    keeps_worker_state: bool = False  # a technique or option on keeps state on each worker that a resume needs
+    spare_workers: int = 0  # how many workers may die without stopping training (backup workers)
+    clock: str = "steps"  # what the global step counts, the clock a schedule runs in: steps, unless the mode's
+    updates_in_run: int = 0  # the updates the whole run applies, in that clock
+    schedule: Schedule | None = None  # the learning rate as a function of the update it is applied at
 
     @property
     def is_chief(self):
         return self.job_name == "worker" and self.task_index == 0
-
-    @property
-    def num_workers(self):
-        return self.cluster.num_workers if self.cluster else 1
-
-    @property
-    def lockstep(self):
-        """Whether the data position is the global step, so the run resumes on any worker count."""
-        return modes.BY_NAME[self.mode].lockstep
 
     @property
     def base_learning_rate(self):
@@ -104,69 +112,10 @@ class Settings:
         return self.learning_rate * self.global_batch_size / self.options.linear_scaling_batch
 
     @property
-    def clock(self):
-        """What the global step counts, the clock a schedule runs in: steps, unless the mode says otherwise."""
-        return self._clock()[0]
-
-    @property
-    def updates_in_run(self):
-        """The updates the whole run applies, in the clock a schedule counts (the global step)."""
-        return self._clock()[1]
-
-    def _clock(self):
-        declared = modes.BY_NAME[self.mode]
-        return declared.clock(self) if declared.clock else ("steps", self.train_steps)
-
-    @property
-    def schedule(self):
-        """The learning rate as a function of the update it is applied at (graph/optimizers.py)."""
-        # only cosine's length defaults to the training left: a resume that trains longer then changes it
-        decay_steps = self.options.lr_decay_steps
-        if self.options.lr_schedule == "cosine" and not decay_steps:
-            decay_steps = max(self.updates_in_run - self.options.warmup_steps, 1)
-        return Schedule(
-            self.base_learning_rate,
-            self.options.lr_schedule,
-            self.options.warmup_steps,
-            decay_steps,
-            self.options.lr_decay_rate,
-            self.options.lr_decay_milestones,
-            warmup_from=self.learning_rate if self.options.linear_scaling_batch else None,
-        )
-
-    @property
-    def spare_workers(self):
-        """How many workers may die without stopping training (backup workers), else 0."""
-        return techniques.spare_workers(self.techniques, self.option_values, self.cluster)
-
-    @property
-    def declarations_on(self):
-        """The declarations (declarations.Declaration) of every technique and option this run has on, in their order."""
-        on = (*self.techniques, *self.options_on)
-        return [d for d in run_check.DECLARATIONS if d.name in on]
-
-    def hooks(self, seam):
-        """The functions filling `seam` (seams.py) in this run, each given these settings: those of the techniques
-        and options on that declare it, in wrapping order; at most one where declarations.SEAMS takes one owner. Empty:
-        the mode's own way. A step asks as it is built, so a reader follows it from the mode to each hook's module."""
-        return [functools.partial(run_check.hook(d, seam), self) for d in self.declarations_on if seam in d.hooks]
-
-    @property
-    def whole_variables(self):
-        """Whether a technique on computes on each variable whole (a codec's scale, a norm's sum), so a mode must not
-        split its variables in pieces over the servers."""
-        return any(d.whole_variables for d in self.declarations_on)
-
-    @property
     def random_stream(self):
         """This worker's own stream of random numbers in this run (a random codec's draws), the same whichever
         mode sends its gradients: seed·2¹⁶ + worker."""
         return self.seed * MAX_WORKERS + self.task_index
-
-    @property
-    def keeps_worker_state(self):
-        """Whether a technique or option of this run keeps state on each worker that a resume needs."""
-        return any(d.worker_state(self.option_values) for d in self.declarations_on if d.worker_state)
 
     @property
     def option_values(self):
@@ -192,6 +141,10 @@ class Settings:
         }
 
 
+_FIELDS = [f.name for f in dataclasses.fields(Settings)]
+SETTLED = tuple(_FIELDS[_FIELDS.index("one_step_a_run") + 1 :])  # the fields _settled works out
+
+
 def run_settings(given=frozenset(), **fields):
     """The one way Settings are made: `fields` (Settings fields and declared flags, by name) checked as a
     whole run (check_run), with the techniques and options its flags switch on and the values they settle.
@@ -211,12 +164,51 @@ def run_settings(given=frozenset(), **fields):
         if declared["steps_per_run"] > 1:
             composition = _composition(settings, given)
     settled = composition.settled
-    return dataclasses.replace(
+    composed = dataclasses.replace(
         settings,
         techniques=composition.names,
         options_on=composition.options,
         options=Options(**{**declared, **{name: value for name, value in settled.items() if name in declared}}),
         **{name: value for name, value in settled.items() if name not in declared},
+    )
+    return _settled(composed)
+
+
+def _settled(settings):
+    """`settings` with the fields their others decide (Settings' settled fields), worked out once."""
+    on = (*settings.techniques, *settings.options_on)
+    declarations = tuple(d for d in run_check.DECLARATIONS if d.name in on)
+    values = settings.option_values
+    settings = dataclasses.replace(
+        settings,
+        num_workers=settings.cluster.num_workers if settings.cluster else 1,
+        lockstep=modes.BY_NAME[settings.mode].lockstep,
+        declarations_on=declarations,
+        hooks=run_check.hooks_of(declarations, settings.mode),
+        whole_variables=any(d.whole_variables for d in declarations),
+        keeps_worker_state=any(d.worker_state(values) for d in declarations if d.worker_state),
+        spare_workers=techniques.spare_workers(settings.techniques, values, settings.cluster),
+    )
+    mode = modes.BY_NAME[settings.mode]
+    clock, updates = mode.clock(settings) if mode.clock else ("steps", settings.train_steps)
+    return dataclasses.replace(settings, clock=clock, updates_in_run=updates, schedule=_schedule(settings, updates))
+
+
+def _schedule(settings, updates_in_run):
+    """The learning rate as a function of the update it is applied at (graph/optimizers.py)."""
+    options = settings.options
+    # only cosine's length defaults to the training left: a resume that trains longer then changes it
+    decay_steps = options.lr_decay_steps
+    if options.lr_schedule == "cosine" and not decay_steps:
+        decay_steps = max(updates_in_run - options.warmup_steps, 1)
+    return Schedule(
+        settings.base_learning_rate,
+        options.lr_schedule,
+        options.warmup_steps,
+        decay_steps,
+        options.lr_decay_rate,
+        options.lr_decay_milestones,
+        warmup_from=settings.learning_rate if options.linear_scaling_batch else None,
     )
 
 
@@ -240,5 +232,7 @@ def _composition(settings, given):
 
 def _values(settings):
     """{name: value} of every field and declared flag of `settings`, as check_run takes them."""
-    fields = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings) if f.name != "options"}
+    fields = {
+        f.name: getattr(settings, f.name) for f in dataclasses.fields(settings) if f.name not in ("options", *SETTLED)
+    }
     return {**fields, **settings.option_values}

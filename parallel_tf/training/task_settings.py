@@ -12,7 +12,7 @@ from parallel_tf.cluster import slurm
 from parallel_tf.errors import ConfigError
 from parallel_tf.training import modes, profiling, run_check
 from parallel_tf.training.run_flags import given_flags
-from parallel_tf.training.settings import Settings, run_settings
+from parallel_tf.training.settings import SETTLED, Settings, run_settings
 
 FLAGS = flags.FLAGS
 
@@ -35,6 +35,7 @@ FIELDS_AS_GIVEN = tuple(
         "collective_group",
         "one_step_a_run",
         "recipe_flags",
+        *SETTLED,
     }
 )
 

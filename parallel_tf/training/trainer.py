@@ -31,12 +31,14 @@ def build_graph(recipe, dataset, settings):
     graph itself: at most one, rules.py), wrapped by every technique's `wrap` hook in the order of TECHNIQUES,
     innermost first, then given the join fields nothing set."""
     with products.gpu_kernels(settings.num_gpus > 0):
-        built_by = settings.hooks("build")
+        built_by = settings.hooks.build  # at most one (rules.py)
         graph = (
-            built_by[0](recipe, dataset) if built_by else modes.BY_NAME[settings.mode].build(recipe, dataset, settings)
+            built_by[0].build(settings, recipe, dataset)
+            if built_by
+            else modes.BY_NAME[settings.mode].build(recipe, dataset, settings)
         )
-        for wrap in settings.hooks("wrap"):
-            graph = wrap(graph)
+        for technique in settings.hooks.wrap:
+            graph = technique.wrap(settings, graph)
     return with_join_fields(graph)
 
 

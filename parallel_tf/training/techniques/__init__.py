@@ -10,7 +10,7 @@ A technique module has
                                 rules.py's to say.
 and the hooks it declares: functions of the module named after the seam each fills, with that seam's signature
 (training/seams.py: build, wrap, transmit, optimizer, push_learning_rate, push_gradients, send_push, after_push,
-and all-reduce's reduce), which a step calls as Settings.hooks gives them, and a line in TECHNIQUES. A declared
+and all-reduce's reduce), which a step calls on the modules settings.hooks holds, and a line in TECHNIQUES. A declared
 flag's value is a field of the run's Settings.options. That, and a line for each hook in training/hook_types.py
 (mypy checks the hook against its seam), is all a new technique touches in the library; it also gets a row in
 docs/modes-and-techniques.md, a hand-computed test and an observable in tests/test_composition.py.

@@ -124,8 +124,8 @@ def build(settings, recipe, dataset):
         step = tf.placeholder(tf.int64, [], name="step")
         slots = SlotAggregator(tf.trainable_variables(), num_workers)  # one row per worker
         (gradients,) = worker_gradients(recipe, model, 1, slots.variables)
-        for transmit in settings.hooks("transmit"):  # at most one (SEAMS): a technique encodes them on the way
-            gradients = transmit(gradients, slots.variables, on_worker, settings.random_stream)
+        for technique in settings.hooks.transmit:  # at most one (SEAMS): a technique encodes them on the way
+            gradients = technique.transmit(settings, gradients, slots.variables, on_worker, settings.random_stream)
         write = slots.write(task_index, [gradients])
         with tf.device(global_step.device):
             arrivals, releases = _queues(num_workers)
@@ -144,7 +144,9 @@ def build(settings, recipe, dataset):
             next_arrival = arrivals.dequeue()
             chosen = tf.placeholder(tf.int32, [replicas], name="chosen_workers")
         rate = settings.schedule.at(global_step)
-        optimizer = optimizer_at(settings.optimizer, rate, global_step, settings.hooks("optimizer"))
+        optimizer = optimizer_at(settings.optimizer, rate, global_step)
+        for technique in settings.hooks.optimizer:
+            optimizer = technique.optimizer(settings, optimizer)
         update = slots.apply(optimizer, global_step, [], chosen)
         with tf.colocate_with(global_step), tf.control_dependencies([update]):
             counted = tf.scatter_add(applied, chosen, tf.ones([replicas], tf.int64))

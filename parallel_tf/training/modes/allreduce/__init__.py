@@ -35,10 +35,12 @@ def build(recipe, dataset, settings):
         collectives = Collectives(num_workers, task_index, settings.collective_group, settings.num_gpus > 0)
         ring = Ring(collectives, settings.options.allreduce_transport, settings.options.allreduce_bucket_mb)
         variables = tf.trainable_variables()
-        reducers = settings.hooks("reduce")  # at most one (rules.py): its ways of reducing, or the plain ring's
-        reducings = reducers[0](ring, variables) if reducers else [ring.reducing(variables)]
+        reducers = settings.hooks.reduce  # at most one (rules.py): its ways of reducing, or the plain ring's
+        reducings = reducers[0].reduce(settings, ring, variables) if reducers else [ring.reducing(variables)]
         # one for every phase: the run's slots
-        optimizer = scheduled(settings.optimizer, settings.schedule, global_step, settings.hooks("optimizer"))
+        optimizer = scheduled(settings.optimizer, settings.schedule, global_step)
+        for technique in settings.hooks.optimizer:  # clipping
+            optimizer = technique.optimizer(settings, optimizer)
 
         def applying(reducing):
             def step(model):

@@ -43,13 +43,15 @@ class Pushes:
         with tf.device(self.on_worker):
             accumulate = self.gradient_sum.add(gradients)
         received = accumulate
-        for transmit in settings.hooks("transmit"):  # at most one (SEAMS): a technique encodes it on the way
-            received = transmit(accumulate, self.parameters, self.on_worker, settings.random_stream)
+        for technique in settings.hooks.transmit:  # at most one (SEAMS): a technique encodes it on the way
+            received = technique.transmit(settings, accumulate, self.parameters, self.on_worker, settings.random_stream)
         sums, on_fetch = self._applied(received)
         recorded = self.histogram.record(staleness)  # before the push changes the global step
         send = self._send(optimizer, sums, after=recorded)
         with tf.control_dependencies([send.op]):
-            marked = [op for after_push in settings.hooks("after_push") for op in after_push(self.read_step)]
+            marked = [
+                op for technique in settings.hooks.after_push for op in technique.after_push(settings, self.read_step)
+            ]
         sent = tf.group(send.op, *marked) if marked else send.op
         self.send, self.sent, self.on_fetch = send, sent, on_fetch
         return accumulate, self.gradient_sum.push(sent, self.updates, settings.task_index)
@@ -58,33 +60,38 @@ class Pushes:
         """The rate a push of `staleness` is applied with: the schedule's at the global step it is applied at, unless
         a technique makes it depend on the staleness."""
         learning_rate = self.settings.schedule.at(self.global_step)
-        for change in self.settings.hooks("push_learning_rate"):
-            learning_rate = change(learning_rate, staleness)
+        for technique in self.settings.hooks.push_learning_rate:
+            learning_rate = technique.push_learning_rate(self.settings, learning_rate, staleness)
         return learning_rate
 
     def _optimizer(self, learning_rate):
         """--optimizer at `learning_rate`, as the techniques on change how it applies updates (clipping)."""
-        return optimizer_at(self.settings.optimizer, learning_rate, self.global_step, self.settings.hooks("optimizer"))
+        optimizer = optimizer_at(self.settings.optimizer, learning_rate, self.global_step)
+        for technique in self.settings.hooks.optimizer:
+            optimizer = technique.optimizer(self.settings, optimizer)
+        return optimizer
 
     def _applied(self, received):
         """(What the push applies to the parameters instead of the `received` sums, on_fetch(after): the ops a fetch
         runs besides refreshing the copies, once ops `after` have run). Unless a technique changes them: the sums,
         and no ops."""
         sums, on_fetch = received, []
-        for change in self.settings.hooks("push_gradients"):
-            sums, more = change(self.parameters, sums)
+        for technique in self.settings.hooks.push_gradients:
+            sums, more = technique.push_gradients(self.settings, self.parameters, sums)
             on_fetch.append(more)
         return sums, lambda after: [op for ops_after in on_fetch for op in ops_after(after)]
 
     def _send(self, optimizer, sums, after):
         """The push, once op `after` has run: `optimizer` applies `sums` to the parameters at once, unless a
         technique sends them otherwise (softsync), given the run's optimizer for a push of any staleness."""
-        for send_push in self.settings.hooks("send_push"):  # at most one (declarations.SEAMS)
+        for technique in self.settings.hooks.send_push:  # at most one (declarations.SEAMS)
 
             def optimizer_at_staleness(staleness):
                 return self._optimizer(self._learning_rate(staleness))
 
-            return send_push(optimizer, sums, self.parameters, self.global_step, after, optimizer_at_staleness)
+            return technique.send_push(
+                self.settings, optimizer, sums, self.parameters, self.global_step, after, optimizer_at_staleness
+            )
         with tf.control_dependencies([after]):
             return Send(apply_then_step(optimizer, zip_strict(sums, self.parameters), self.global_step))
 

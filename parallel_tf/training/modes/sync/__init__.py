@@ -51,7 +51,10 @@ def _split_over(settings):
 
 def _optimizer(settings, global_step):
     """--optimizer at the schedule's rate, as the techniques on change it (clipping)."""
-    return scheduled(settings.optimizer, settings.schedule, global_step, settings.hooks("optimizer"))
+    optimizer = scheduled(settings.optimizer, settings.schedule, global_step)
+    for technique in settings.hooks.optimizer:
+        optimizer = technique.optimizer(settings, optimizer)
+    return optimizer
 
 
 def _per_worker(settings):
@@ -66,7 +69,7 @@ def _in_fixed_order(recipe, model, global_step, settings):
     on_worker = worker_device(task_index, settings.num_gpus)
     is_chief = task_index == 0
     variables = aggregator.variables
-    transmits = settings.hooks("transmit")  # at most one (SEAMS): a technique sends each gradient its own way
+    transmits = settings.hooks.transmit  # at most one (SEAMS): a technique sends each gradient its own way
 
     def step(model):
         """One step on `model`'s batch, its parameters read packed: (every worker's index and loss: the
@@ -74,7 +77,9 @@ def _in_fixed_order(recipe, model, global_step, settings):
         gradients = worker_gradients(recipe, model, per_worker, model.reads.of(variables))
         loss = model.loss
         if transmits:
-            gradients = [transmits[0](g, variables, on_worker, settings.random_stream) for g in gradients]
+            gradients = [
+                transmits[0].transmit(settings, g, variables, on_worker, settings.random_stream) for g in gradients
+            ]
         else:  # the loss rides with the gradients
             gradients, (loss,) = sent_packed(gradients, variables, riding=[loss])
         write = aggregator.write(task_index * per_worker, gradients)
