@@ -11,6 +11,7 @@ from conftest import REPO, bench_command
 from inprocess import half_mean_square, scalar_dataset, scalar_recipe, start_cluster, train
 from models import DIGITS, FLAGS, MLP
 
+from parallel_tf import compat
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.tools import bench, bench_links, bench_report, bench_tables, bench_targets, floor_task, runs
@@ -132,7 +133,23 @@ def test_report_replaces_only_its_own_part(tmp_path):
     assert path.read_text() == f"# Ours\n\nprose before\n\n{begin}\nsecond\n{end}\n\nprose after\n"
 
 
+def test_on_tensorflow_1_the_bench_skips_tensorflow_2_s_strategies_saying_so(monkeypatch, capsys):
+    """The peers are TensorFlow 2's (tools/tf_strategies.py): on 1.15 each is left out with a line, and a run of
+    peers alone is refused."""
+    monkeypatch.setattr(bench.compat, "tensorflow_1", lambda: True)
+    assert bench.runnable(["process", "mirrored", "parameter_server", "sync"]) == ["process", "sync"]
+    assert capsys.readouterr().out.splitlines() == [
+        "[bench] skipping mirrored: MultiWorkerMirroredStrategy (TensorFlow's defaults) is TensorFlow 2's, and this "
+        "is TensorFlow 1.15",
+        f"[bench] skipping parameter_server: {bench.SYSTEMS['parameter_server'].title} is TensorFlow 2's, and this "
+        "is TensorFlow 1.15",
+    ]
+    with pytest.raises(ConfigError, match=r"--systems=mirrored: TensorFlow 2's own strategies, and this is"):
+        bench.runnable(["mirrored"])
+
+
 @pytest.mark.cluster
+@pytest.mark.skipif(compat.tensorflow_1(), reason="the peers are TensorFlow 2's; the test above has 1.15's skip")
 def test_bench_runs_the_peer_on_the_same_model_and_the_floor_with_its_bytes(procs, tmp_path):
     """The floor moves the MLP's real bytes: 64·128 + 128 + 128·10 + 10 = 9,610 floats, 38,440 bytes each way. The
     warm system's tasks are forked by the bench's warm server."""
