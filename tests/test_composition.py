@@ -9,6 +9,7 @@ OBSERVE; the first test fails until it does.
 """
 
 import ast
+import dataclasses
 import inspect
 import itertools
 import math
@@ -44,6 +45,7 @@ from parallel_tf.training import (
 from parallel_tf.training import settings as settings_lib
 from parallel_tf.training.declarations import SEAMS
 from parallel_tf.training.recipe import Recipe
+from parallel_tf.training.techniques import clipping
 
 STEPS, WORKERS, BATCH, DELAY_MS, RATE = 4, 2, 4, 20, 0.5
 WARMUP, DECAY_EVERY, DECAY, SCALED_FROM = 100, 2, 0.5, 2  # the schedule options' values: see _scheduled_rate
@@ -715,6 +717,28 @@ def test_settings_are_made_only_by_run_settings():
         for where in _settings_makers(ast.parse(path.read_text()))
     }
     assert makers == {"parallel_tf/training/settings.py:run_settings"}
+
+
+def test_the_settled_fields_are_worked_out_once_from_the_others():
+    """Settings.SETTLED is every field after one_step_a_run (a plain field added at the end is not taken for a settled
+    one), and run_settings works each out. Async on 2 workers, each pushing every 2nd of its 9 steps: 2·⌈9/2⌉ = 10
+    pushes, the global step's clock; a cosine schedule left to the run decays over those 10 less its 2 warm-up
+    pushes, 8; clipping is on, so the optimizer seam holds its module, and a clipping norm sums each variable whole
+    (async prefetches by default: --prefetch is on too)."""
+    names = [field.name for field in dataclasses.fields(settings_lib.Settings)]
+    assert tuple(names[names.index("one_step_a_run") + 1 :]) == settings_lib.SETTLED
+    flags = {"push_every": 2, "lr_schedule": "cosine", "warmup_steps": 2, "clip_norm": 1.0}
+    settings = settings_lib.run_settings(set(flags), **_settings(mode="async", train_steps=9, **flags))
+    assert (settings.num_workers, settings.lockstep, settings.clock, settings.updates_in_run) == (
+        2,
+        False,
+        "pushes",
+        10,
+    )
+    assert (settings.schedule.decay_steps, settings.schedule.warmup_steps) == (8, 2)
+    assert [d.name for d in settings.declarations_on] == ["clipping", "warmup", "lr_decay", "push_every", "prefetch"]
+    assert settings.hooks.optimizer == (clipping,) and settings.hooks.reduce == ()
+    assert (settings.whole_variables, settings.keeps_worker_state, settings.spare_workers) == (True, False, 0)
 
 
 def _settings_makers(node, function="<module>"):

@@ -46,8 +46,8 @@ Options = _options_class()
 class Settings:
     """Everything a task needs to know, checked; decided once, never changed after parsing. A declared
     flag's value (an option's or a technique's: options/, techniques/) is a field of `options`. The fields after
-    `one_step_a_run` are settled by run_settings from the others (_settled): a copy that changes a field they
-    derive from must be made by run_settings again."""
+    `one_step_a_run` (SETTLED) are settled by run_settings from the others (_settled): a copy that changes a field
+    they derive from must be made by run_settings again."""
 
     mode: str  # "single" when there is no cluster
     job_name: str  # "worker" in a single-process run
@@ -95,7 +95,7 @@ class Settings:
     whole_variables: bool = False
     keeps_worker_state: bool = False  # a technique or option on keeps state on each worker that a resume needs
     spare_workers: int = 0  # how many workers may die without stopping training (backup workers)
-    clock: str = "steps"  # what the global step counts, the clock a schedule runs in: steps, unless the mode's
+    clock: str = "steps"  # what the global step counts, the clock a schedule runs in: steps, unless the mode says
     updates_in_run: int = 0  # the updates the whole run applies, in that clock
     schedule: Schedule | None = None  # the learning rate as a function of the update it is applied at
 
@@ -141,8 +141,19 @@ class Settings:
         }
 
 
-_FIELDS = [f.name for f in dataclasses.fields(Settings)]
-SETTLED = tuple(_FIELDS[_FIELDS.index("one_step_a_run") + 1 :])  # the fields _settled works out
+# The fields _settled works out (tests/test_settings.py holds this to what it sets)
+SETTLED = (
+    "num_workers",
+    "lockstep",
+    "declarations_on",
+    "hooks",
+    "whole_variables",
+    "keeps_worker_state",
+    "spare_workers",
+    "clock",
+    "updates_in_run",
+    "schedule",
+)
 
 
 def run_settings(given=frozenset(), **fields):
