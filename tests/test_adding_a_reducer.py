@@ -19,8 +19,10 @@ SECTION = (REPO / "docs" / "architecture.md").read_text().split("## Adding a red
 HALVED = '''\
 """A made-up reducer (tests/test_adding_a_reducer.py): the ring's mean, halved."""
 
+import dataclasses
+
 from parallel_tf.graph.collectives import Reducing, Reduction
-from parallel_tf.training.declarations import Flag, Technique
+from parallel_tf.training.declarations import Technique, flag
 
 
 def reduce(settings, ring, variables):
@@ -31,12 +33,12 @@ def reduce(settings, ring, variables):
     return [Reducing(0, halved, ring.count_buckets(variables))]
 
 
-TECHNIQUE = Technique(
-    name="halved",
-    modes=("allreduce",),
-    defines=(Flag("halved", False, "allreduce: the ring's mean, halved."),),
-    hooks=("reduce",),
-)
+@dataclasses.dataclass(frozen=True)
+class Options:
+    halved: bool = flag(False, "allreduce: the ring's mean, halved.")
+
+
+TECHNIQUE = Technique(name="halved", modes=("allreduce",), options=Options, hooks=("reduce",))
 '''
 
 TRAIN = """\
@@ -57,13 +59,16 @@ def _steps():
 
 
 def _follow(package):
-    """Steps 2 and 3 of the section, each one line where the section says (and its import), to `package`."""
+    """Steps 2 to 4 of the section, each one line where the section says (and its import), to `package`."""
     techniques = package / "training" / "techniques" / "__init__.py"
     _write_after(techniques, "from parallel_tf.training.techniques import (\n", "    halved,\n")
     _write_after(techniques, "TECHNIQUES = (\n", "    halved,\n")
     bindings = package / "training" / "hook_types.py"
     _write_after(bindings, "from parallel_tf.training.techniques import (\n", "    halved,\n")
     bindings.write_text(bindings.read_text() + "halved_reduce: seams.Reduce = halved\n")
+    run_options = package / "training" / "run_options.py"
+    _write_after(run_options, "from parallel_tf.training.techniques import (\n", "    halved,\n")
+    _write_after(run_options, "class Options(\n", "    halved.Options,\n")
 
 
 def _write_after(path, anchor, line):

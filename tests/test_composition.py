@@ -39,6 +39,7 @@ from parallel_tf.training import (
     rules,
     run_check,
     run_flags,
+    run_options,
     seams,
     techniques,
 )
@@ -302,6 +303,29 @@ def test_every_hook_takes_its_seam_s_arguments(declared):
         function = getattr(run_check.MODULE_OF[declared.name], seam)
         wanted = list(inspect.signature(getattr(seams.INTERFACES[seam], seam)).parameters)[1:]  # without self
         assert list(inspect.signature(function).parameters) == wanted, f"{declared.name}.{function.__name__}"
+
+
+def test_a_runs_options_are_every_declarations_typed_fields():
+    """run_options.Options has each declaration's Options as a base, in the declarations' order, and no other, so
+    settings.options holds every declared flag; each field's default is its absl flag's as Settings holds it (a
+    list flag's a tuple), and its annotation says its flag's type."""
+    assert run_options.Options.__bases__ == tuple(d.options for d in DECLARATIONS)
+    fields = {field.name: field for field in dataclasses.fields(run_options.Options)}
+    assert set(fields) == set(run_check.DECLARED_SCOPES)
+    defaults = run_check.flag_defaults()
+    assert {name: field.default for name, field in fields.items()} == {name: defaults[name] for name in fields}
+    kinds = {
+        "int": "int",
+        "float": "float",
+        "bool": "bool",
+        "string": "str",
+        "string enum": "str",
+        "comma separated list of strings": "tuple",
+    }
+    for name, field in fields.items():
+        kind = kinds[run_check.defined_flags()[name].flag_type()]
+        said = getattr(field.type, "__name__", field.type)  # a type, or its name where annotations are postponed
+        assert said == (f"{kind} | None" if field.default is None else kind), name
 
 
 def test_mypy_sees_every_hook_bound_to_its_seam_s_interface():

@@ -54,9 +54,11 @@ def functions_by_test_module():
 def defined_flags():
     """Every absl flag the package and the recipes define (a boolean also as --noNAME)."""
     sources = [*(REPO / "parallel_tf").rglob("*.py"), *(REPO / "recipes").glob("*.py")]
-    # define_float: absl's float, finite (cli.py); Flag: a declaration's typed field, absl's defined from it
-    definer = r'(?:DEFINE_\w+|define_float|\bFlag)\(\s*"(\w+)"'
-    names = {name for path in sources for name in re.findall(definer, path.read_text())}
+    # define_float: absl's float, finite (cli.py); `name: type = flag(`: a declaration's typed field, absl's defined
+    # from it (declarations.flag)
+    definer = r'(?:DEFINE_\w+|define_float)\(\s*"(\w+)"|^ +(\w+): [^=\n]+= flag\('
+    found = (re.findall(definer, path.read_text(), re.MULTILINE) for path in sources)
+    names = {defined or declared for matches in found for defined, declared in matches}
     return names | {f"no{name}" for name in names}
 
 

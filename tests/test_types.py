@@ -1,7 +1,8 @@
 """The type checker of ./run_tests.sh (mypy, pyproject.toml's [tool.mypy]) holds a codec to graph/codecs.py's Codec
 Protocol and a technique's module to the Protocols of the seams it fills (training/seams.py, bound in
 training/hook_types.py): a copy of the package whose top-k codec lacks payload_bytes, or whose clipping lacks its
-wrap, fails it, naming what is short, where the package as it is passes."""
+wrap, fails it, naming what is short, where the package as it is passes; and it reads a run's options by their
+declared types."""
 
 import shutil
 import subprocess
@@ -57,3 +58,21 @@ def test_a_technique_short_of_a_hook_it_declares_fails_the_type_checker(tmp_path
     assert (
         "hook_types.py" in checked.stdout and '(expression has type Module, variable has type "Wrap")' in checked.stdout
     )
+
+
+def test_the_type_checker_sees_a_runs_options_by_their_declarations_types(tmp_path):
+    """settings.options is run_options.Options, whose bases are the declarations' typed Options: mypy reads
+    settings.options.powersgd_rank as powersgd's int, and a misspelt flag as no field at all."""
+    _copy(tmp_path)
+    reads = tmp_path / "parallel_tf" / "training" / "reads_options.py"
+    reads.write_text(
+        "from parallel_tf.training.settings import Settings\n\n\n"
+        "def rank(settings: Settings) -> int:\n"
+        "    reveal_type(settings.options.powersgd_rank)\n"
+        "    return settings.options.powersgd_rnak\n"
+    )
+    checked = _mypy(tmp_path)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert 'reads_options.py:5: note: Revealed type is "int"' in checked.stdout, checked.stdout
+    typo = 'reads_options.py:6: error: "Options" has no attribute "powersgd_rnak"; maybe "powersgd_rank"?'
+    assert typo in checked.stdout, checked.stdout

@@ -103,6 +103,17 @@ class Flag:
             absl_flags.register_validator(self.name, self.valid[0], self.valid[1], flag_values=flag_values)
 
 
+def flag(default, help, **spec):
+    """A field of a declaration's `Options` that is a flag: its value in a run's Settings.options (a list flag's as
+    a tuple of ints, as Settings holds it) by default, and what Flag defines absl's from (`spec`: Flag's bounds,
+    choices, kind, parse, valid). The field's name is the flag's."""
+    held = tuple(int(item) for item in default) if isinstance(default, list) else default
+    return dataclasses.field(default=held, metadata={FLAG: {"default": default, "help": help, **spec}})
+
+
+FLAG = "flag"  # the metadata key of a flag's definition on its field
+
+
 @dataclasses.dataclass(frozen=True)
 class Declaration:
     """What a technique or option says of itself; `flags[0]` is the one that switches it on."""
@@ -111,8 +122,11 @@ class Declaration:
 
     name: str
     modes: tuple | EveryMode
-    defines: tuple = ()  # its flags (Flag), the first the one that switches it on
-    flags: tuple = ()  # their names (set from `defines`)
+    # Its flags' typed fields (a frozen dataclass of `flag` fields, the first the flag that switches it on), as a
+    # run's Settings.options has them (training/run_options.py)
+    options: type | None = None
+    defines: tuple = dataclasses.field(default=(), init=False)  # its flags (Flag), from `options`
+    flags: tuple = dataclasses.field(default=(), init=False)  # their names
     # (values, cluster) -> whether a run with these values uses it; None: once flags[0] is not at its default
     enabled: Callable[[Values, ClusterConfig], bool] | None = None
     check: Callable[[Values, ClusterConfig], None] | None = None  # raises ConfigError for a bad value of its flags
@@ -148,7 +162,9 @@ class Declaration:
     closes: dict = dataclasses.field(default_factory=dict)  # {seam: why no other declaration may fill it}
 
     def __post_init__(self):
-        if self.defines:
+        if self.options:
+            fields = dataclasses.fields(self.options)
+            object.__setattr__(self, "defines", tuple(Flag(field.name, **field.metadata[FLAG]) for field in fields))
             object.__setattr__(self, "flags", tuple(flag.name for flag in self.defines))
         unknown = (set(self.fills) | set(self.closes)) - set(SEAMS)
         assert not unknown, f"{self.name}: unknown seams {sorted(unknown)}"

@@ -8,7 +8,6 @@ own, so a step's build reads plain typed data and calls nothing here.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional  # Optional[kind], not kind | None: evaluated as the class is made, on Python 3.7 too
 
 from absl import flags
 
@@ -16,30 +15,11 @@ from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.graph.optimizers import Schedule
 from parallel_tf.training import modes, run_check, techniques
 from parallel_tf.training.options import steps_per_run
+from parallel_tf.training.run_options import Options
 from parallel_tf.training.seams import Hooks
 
 FLAGS = flags.FLAGS
 MAX_WORKERS = 1 << 16  # for numbering each worker's random draws apart
-FLAG_TYPES = {"int": int, "float": float, "bool": bool, "string": str, "string enum": str}  # a list flag's: tuple
-
-
-def _options_class():
-    """A frozen dataclass with a field for every declared flag (options/, techniques/), of its flag's type and
-    default: the values a run's declarations read, as settings.options.push_every. The declarations say which
-    flags there are, not this module."""
-    defined, defaults = run_check.defined_flags(), run_check.flag_defaults()
-    fields = []
-    for name in run_check.DECLARED_SCOPES:
-        kind = FLAG_TYPES.get(defined[name].flag_type(), tuple)
-        fields.append(
-            (name, kind if defaults[name] is not None else Optional[kind], dataclasses.field(default=defaults[name]))
-        )
-    options = dataclasses.make_dataclass("Options", fields, frozen=True)
-    options.__module__ = __name__  # where pickle and repr find it
-    return options
-
-
-Options = _options_class()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,8 +53,7 @@ class Settings:
     checkpoint_every: int = 100
     fresh: bool = False
     operation_timeout: float = 300.0
-    # every declared flag, as check_run settled them: an Options, made at import, whose fields no type checker sees
-    options: Any = dataclasses.field(default_factory=Options)
+    options: Options = Options()  # every declared flag, as check_run settled them (training/run_options.py)
     techniques: tuple = ()  # the techniques on, as check_run decided (names, in wrapping order)
     options_on: tuple = ()  # the options on (options/), as check_run decided
     num_gpus: int = 0

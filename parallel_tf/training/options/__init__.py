@@ -1,6 +1,6 @@
 """Options: every flag outside the techniques that changes what a run computes, declared as a technique
-is (declarations.Option) and written as one module: `OPTION`, its flags (`defines`: typed fields, absl's
-defined from them), the modes it applies to, when it is on, what it requires and cannot run with (with the
+is (declarations.Option) and written as one module: its flags (`Options`: typed fields, absl's defined from
+them) and `OPTION`, the modes it applies to, when it is on, what it requires and cannot run with (with the
 reason), and its check. The modes, the trainer and graph/ act on the options; rules.compose composes them with
 the techniques. Here are the options more than one mode shares; an option of one mode only is its mode's, in
 its package (modes/sync/aggregation.py, modes/asynchronous/push_every.py, ...: Mode.options).
@@ -8,7 +8,8 @@ its package (modes/sync/aggregation.py, modes/asynchronous/push_every.py, ...: M
 An option whose modes include "single" (the one plain process) is a run option: it applies without a
 cluster. The others are mode options: recorded in run.json (a resume must match) and summary.json.
 
-A new option touches its module, a line in OPTIONS (or its mode's Mode.options), a row in
+A new option touches its module, a line in OPTIONS (or its mode's Mode.options), one in training/run_options.py,
+a row in
 docs/modes-and-techniques.md, a hand-computed test and its enabling values and observable in
 tests/test_composition.py.
 """

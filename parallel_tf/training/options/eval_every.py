@@ -2,18 +2,25 @@
 and after the last, logging eval_loss and eval_accuracy with that step's metrics. It reads the
 parameters, not a worker's copy (async, hierarchical). With --steps_per_run it must fall between runs."""
 
-from parallel_tf.training.declarations import EVERY_MODE, Flag, Option
+import dataclasses
+
+from parallel_tf.training.declarations import EVERY_MODE, Option, flag
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """eval_every's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    eval_every: int = flag(
+        0,
+        "The chief evaluates the parameters on the held-out split every this many steps (and after the last), "
+        "logging eval_loss and eval_accuracy with that step's metrics. 0: only at the end.",
+        lower_bound=0,
+    )
+
 
 OPTION = Option(
     name="eval_every",
     modes=EVERY_MODE,
-    defines=(
-        Flag(
-            "eval_every",
-            0,
-            "The chief evaluates the parameters on the held-out split every this many steps (and after the last), "
-            "logging eval_loss and eval_accuracy with that step's metrics. 0: only at the end.",
-            lower_bound=0,
-        ),
-    ),  # the trainer evaluates, whatever the mode
+    options=Options,  # the trainer evaluates, whatever the mode
 )

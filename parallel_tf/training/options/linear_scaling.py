@@ -8,21 +8,28 @@ async push applies one worker's B/N examples (summed over --push_every steps), a
 group's step its group's, so k = B/b would scale them N times too far; refused there, and with backup
 workers, whose update averages R of the N shards."""
 
-from parallel_tf.training.declarations import Flag, Option
+import dataclasses
+
+from parallel_tf.training.declarations import Option, flag
 from parallel_tf.training.options.warmup import schedule_record
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """linear_scaling's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    linear_scaling_batch: int = flag(
+        0,
+        "The linear scaling rule (Goyal et al. 2017): the rate is --learning_rate times --global_batch_size "
+        "over this batch size. 0: off.",
+        lower_bound=0,
+    )
+
 
 OPTION = Option(
     name="linear_scaling",
     modes=("single", "sync", "allreduce"),
-    defines=(
-        Flag(
-            "linear_scaling_batch",
-            0,
-            "The linear scaling rule (Goyal et al. 2017): the rate is --learning_rate times --global_batch_size "
-            "over this batch size. 0: off.",
-            lower_bound=0,
-        ),
-    ),
+    options=Options,
     why_not_other_modes="the rule scales the rate with the batch an update averages, the global batch only in "
     "lockstep; an async push is one worker's, a hierarchical group's step its group's",
     conflicts={

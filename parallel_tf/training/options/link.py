@@ -10,11 +10,12 @@ launcher shapes a network: a task refuses the flag unless the launcher set its l
 or a cluster started by hand the network is real). summary.json records the link under `declared`, with
 what delayed it, run.json the one a run started on (logdir.DESCRIBED: a resume may run on another)."""
 
+import dataclasses
 import os
 import re
 
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import EVERY_CLUSTER_MODE, Flag, Option
+from parallel_tf.training.declarations import EVERY_CLUSTER_MODE, Option, flag
 
 UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 SHAPED_ENV = "PARALLEL_TF_SHAPED_LINK"  # the launcher's word to a task that its link is shaped at this rate
@@ -54,33 +55,35 @@ def check(values, cluster):
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """link's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    link_rate: str = flag(
+        "",
+        "Local clusters: every simulated host's network interface shaped at this rate each way (100mbit, 1gbit, "
+        "...); each task on a host of its own unless --simulate_hosts lays them out. Empty: an unshaped network.",
+        parse=lambda rate: rate and bits_per_second(rate),
+    )
+    link_delay: float = flag(
+        0.0,
+        "With --link_rate: one-way delay in milliseconds added to what every host sends (netem where the kernel "
+        "has it, else a delay line of netfilter queues, which needs iptables), so a round trip is twice it.",
+        lower_bound=0.0,
+    )
+    link_loss: float = flag(
+        0.0,
+        "With --link_rate: the share of packets every host's interface drops as they arrive, at random (0.01: "
+        "1%; iptables' statistic match). TCP sends them again, so only the time changes.",
+        lower_bound=0.0,
+        upper_bound=0.5,
+    )
+
+
 OPTION = Option(
     name="link",
     modes=EVERY_CLUSTER_MODE,
-    defines=(
-        Flag(
-            "link_rate",
-            "",
-            "Local clusters: every simulated host's network interface shaped at this rate each way (100mbit, 1gbit, "
-            "...); each task on a host of its own unless --simulate_hosts lays them out. Empty: an unshaped network.",
-            parse=lambda rate: rate and bits_per_second(rate),
-        ),
-        Flag(
-            "link_delay",
-            0.0,
-            "With --link_rate: one-way delay in milliseconds added to what every host sends (netem where the kernel "
-            "has it, else a delay line of netfilter queues, which needs iptables), so a round trip is twice it.",
-            lower_bound=0.0,
-        ),
-        Flag(
-            "link_loss",
-            0.0,
-            "With --link_rate: the share of packets every host's interface drops as they arrive, at random (0.01: "
-            "1%; iptables' statistic match). TCP sends them again, so only the time changes.",
-            lower_bound=0.0,
-            upper_bound=0.5,
-        ),
-    ),
+    options=Options,
     check=check,
     record=record,
     timing_only=True,

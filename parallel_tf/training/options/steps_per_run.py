@@ -15,11 +15,14 @@ without a loop), one, and summary.json says why; one too where a loop is slower:
 (one_step_a_run below). It changes when things can happen, not what is computed, so a resume may run with
 another."""
 
+from __future__ import annotations
+
+import dataclasses
 import functools
 import math
 
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import Flag, Option, as_flag
+from parallel_tf.training.declarations import Option, as_flag, flag
 
 BETWEEN_RUNS = ("log_every", "checkpoint_every", "eval_every", "snapshot_every")
 # An automatic run trains at most this many steps: 10 take the digits MLP's sync step 1.35x faster at one
@@ -56,9 +59,9 @@ def loop_refusal(on, values, cluster):
         why = declaration.conflicts.get(OPTION.name)
         if why:
             return f"{declaration.describe(values)} does not go with {OPTION.describe(values)}: {why}"
-    for flag, (value, why) in OPTION.requires.items():
-        if flag in values and values[flag] != value:
-            return f"{OPTION.describe(values)} needs {as_flag(flag, value)}, not {as_flag(flag, values[flag])}: {why}"
+    for name, (value, why) in OPTION.requires.items():
+        if name in values and values[name] != value:
+            return f"{OPTION.describe(values)} needs {as_flag(name, value)}, not {as_flag(name, values[name])}: {why}"
     try:
         check(values, cluster)
     except ConfigError as refusal:
@@ -81,22 +84,26 @@ def check(values, cluster):
         raise ConfigError(f"--trace_steps traces session runs, and with --steps_per_run={steps} a run is {steps} steps")
 
 
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """steps_per_run's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    steps_per_run: int | None = flag(
+        None,
+        "single, sync (ordered), allreduce and async: train this many steps in one session run (a tf.while_loop), "
+        "paying a run's RPC rounds once for all of them; the same parameters, bit for bit. Logs, checkpoints and "
+        "evaluations come between runs, so their intervals must be multiples of it. Default: the most, up to "
+        f"{AUTOMATIC_MOST}, that divide those intervals, where the run can loop; 1 elsewhere and in sync on a "
+        "delayed link (--link_delay), where a run of one step is faster.",
+        lower_bound=1,
+        kind=int,
+    )
+
+
 OPTION = Option(
     name="steps_per_run",
     modes=("single", "sync", "allreduce", "async"),
-    defines=(
-        Flag(
-            "steps_per_run",
-            None,
-            "single, sync (ordered), allreduce and async: train this many steps in one session run (a tf.while_loop), "
-            "paying a run's RPC rounds once for all of them; the same parameters, bit for bit. Logs, checkpoints and "
-            "evaluations come between runs, so their intervals must be multiples of it. Default: the most, up to "
-            f"{AUTOMATIC_MOST}, that divide those intervals, where the run can loop; 1 elsewhere and in sync on a "
-            "delayed link (--link_delay), where a run of one step is faster.",
-            lower_bound=1,
-            kind=int,
-        ),
-    ),
+    options=Options,
     enabled=lambda values, cluster: (values["steps_per_run"] or 1) > 1,
     check=check,
     requires={

@@ -8,10 +8,12 @@ It costs M/2 times the ring's bytes on all-reduce: each worker sends its M/N row
 rows from, the others, where the ring moves 2(N−1)/N of one vector each way (8 microbatches, 4 workers:
 6 models each way against 1.5)."""
 
+import dataclasses
+
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.aggregation import gathered_in_fixed_order
 from parallel_tf.graph.collectives import Reducing, Reduction
-from parallel_tf.training.declarations import Flag, Option
+from parallel_tf.training.declarations import Option, flag
 
 
 def check(values, cluster):
@@ -38,22 +40,25 @@ def reduce(settings, ring, variables):
     return [Reducing(0, gathered, passes=microbatches // ring.collectives.num_workers)]
 
 
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """strict_determinism's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    strict_determinism: bool = flag(
+        False,
+        "sync and allreduce: the same parameters, bitwise, for every worker count that divides --microbatches.",
+    )
+    microbatches: int = flag(
+        8,
+        "With --strict_determinism: the global batch is always cut into this many.",
+        lower_bound=1,
+    )
+
+
 OPTION = Option(
     name="strict_determinism",
     modes=("sync", "allreduce"),
-    defines=(
-        Flag(
-            "strict_determinism",
-            False,
-            "sync and allreduce: the same parameters, bitwise, for every worker count that divides --microbatches.",
-        ),
-        Flag(
-            "microbatches",
-            8,
-            "With --strict_determinism: the global batch is always cut into this many.",
-            lower_bound=1,
-        ),
-    ),
+    options=Options,
     check=check,
     requires={"aggregation": ("ordered", "it sums in a fixed order")},
     hooks=("reduce",),

@@ -6,7 +6,7 @@ clock: global steps, or in async mode the pushes applied. The chief logs the rat
 
 import dataclasses
 
-from parallel_tf.training.declarations import Flag, Option
+from parallel_tf.training.declarations import Option, flag
 
 SCHEDULED_MODES = ("single", "sync", "async", "allreduce")
 NOT_HIERARCHICAL = (
@@ -25,18 +25,22 @@ def schedule_record(settings):
     }
 
 
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """warmup's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    warmup_steps: int = flag(
+        0,
+        "The rate rises linearly over this many updates: from 0 to --learning_rate, or with "
+        "--linear_scaling_batch from --learning_rate to the scaled rate (Goyal et al. 2017). Not hierarchical.",
+        lower_bound=0,
+    )
+
+
 OPTION = Option(
     name="warmup",
     modes=SCHEDULED_MODES,
-    defines=(
-        Flag(
-            "warmup_steps",
-            0,
-            "The rate rises linearly over this many updates: from 0 to --learning_rate, or with "
-            "--linear_scaling_batch from --learning_rate to the scaled rate (Goyal et al. 2017). Not hierarchical.",
-            lower_bound=0,
-        ),
-    ),
+    options=Options,
     why_not_other_modes=NOT_HIERARCHICAL,
     record=schedule_record,
 )

@@ -1,8 +1,9 @@
 """Techniques: variants of a mode, each switched on by flags of its own and written as one module.
 
 A technique module has
-    TECHNIQUE                   its declaration (training/declarations.Technique): modes, flags (`defines`:
-                                typed fields, absl's defined from them), when it is on
+    Options                     its flags, the typed fields of a frozen dataclass (declarations.flag), from
+                                which absl's are defined
+    TECHNIQUE                   its declaration (training/declarations.Technique): modes, `options`, when it is on
                                 (`enabled`, where it is not "its first flag left its default"), the check
                                 of its flags' values if they need one, the flags it requires, what it
                                 cannot run with and why, its hooks, whether it builds the mode's graph,
@@ -11,8 +12,9 @@ A technique module has
 and the hooks it declares: functions of the module named after the seam each fills, with that seam's signature
 (training/seams.py: build, wrap, transmit, optimizer, push_learning_rate, push_gradients, send_push, after_push,
 and all-reduce's reduce), which a step calls on the modules settings.hooks holds, and a line in TECHNIQUES. A declared
-flag's value is a field of the run's Settings.options. That, and a line for each hook in training/hook_types.py
-(mypy checks the hook against its seam), is all a new technique touches in the library; it also gets a row in
+flag's value is a field of the run's Settings.options. That, a line for each hook in training/hook_types.py
+(mypy checks the hook against its seam) and one for its Options in training/run_options.py, is all a new technique
+touches in the library; it also gets a row in
 docs/modes-and-techniques.md, a hand-computed test and an observable in tests/test_composition.py.
 """
 

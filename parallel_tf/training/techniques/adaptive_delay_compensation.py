@@ -10,27 +10,33 @@ different workers update it as they arrive, without a lock, as every async push 
 The requirements and conflicts are DC-ASGD's: the two compensate the same way, so a run uses one.
 """
 
+import dataclasses
+
 from parallel_tf.compat import tf
 from parallel_tf.graph import exact_math, exact_ops
-from parallel_tf.training.declarations import Flag, Technique
+from parallel_tf.training.declarations import Technique, flag
 from parallel_tf.training.techniques import delay_compensation
 
 MEAN_SQUARE_DECAY = 0.95
 EPSILON = 1e-7
 
 
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """adaptive_delay_compensation's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    adaptive_delay_compensation: float = flag(
+        0.0,
+        "async: DC-ASGD-a's λ0 (Zheng et al., ICML 2017): DC-ASGD with λ = λ0/√(a moving average of g·g), "
+        "per element, on the parameter servers; 0: off.",
+        valid=(lambda scale: scale >= 0, "λ0 must be 0 (off) or more"),
+    )
+
+
 TECHNIQUE = Technique(
     name="adaptive_delay_compensation",
     modes=("async",),
-    defines=(
-        Flag(
-            "adaptive_delay_compensation",
-            0.0,
-            "async: DC-ASGD-a's λ0 (Zheng et al., ICML 2017): DC-ASGD with λ = λ0/√(a moving average of g·g), "
-            "per element, on the parameter servers; 0: off.",
-            valid=(lambda scale: scale >= 0, "λ0 must be 0 (off) or more"),
-        ),
-    ),
+    options=Options,
     hooks=("push_gradients",),
     requires=delay_compensation.TECHNIQUE.requires,
     conflicts={

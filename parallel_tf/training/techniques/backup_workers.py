@@ -32,7 +32,7 @@ from parallel_tf.graph.aggregation import SlotAggregator
 from parallel_tf.graph.model import build_model, worker_gradients
 from parallel_tf.graph.optimizers import optimizer_at
 from parallel_tf.graph.placement import device_setter, worker_device
-from parallel_tf.training.declarations import Flag, Technique
+from parallel_tf.training.declarations import Technique, flag
 from parallel_tf.training.train_graph import StepReport, TrainGraph, once, own_report
 
 
@@ -43,19 +43,23 @@ def check(values, cluster):
         raise ConfigError(f"--replicas_to_aggregate={replicas} is more than the {num_workers} workers")
 
 
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """backup_workers's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    replicas_to_aggregate: int = flag(
+        0,
+        "sync: backup workers (Chen et al. 2016): apply each step once this many workers' gradients for it are "
+        "in, the first from distinct workers; later ones are dropped and counted, and training goes on if the "
+        "others die. 0: all workers. Gives up bitwise repeats.",
+        lower_bound=0,
+    )
+
+
 TECHNIQUE = Technique(
     name="backup_workers",
     modes=("sync",),
-    defines=(
-        Flag(
-            "replicas_to_aggregate",
-            0,
-            "sync: backup workers (Chen et al. 2016): apply each step once this many workers' gradients for it are "
-            "in, the first from distinct workers; later ones are dropped and counted, and training goes on if the "
-            "others die. 0: all workers. Gives up bitwise repeats.",
-            lower_bound=0,
-        ),
-    ),
+    options=Options,
     enabled=lambda values, cluster: 0 < values["replicas_to_aggregate"] < cluster.num_workers,
     check=check,
     spare_workers=lambda values, cluster: cluster.num_workers - values["replicas_to_aggregate"],  # N - R

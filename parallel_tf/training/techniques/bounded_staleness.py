@@ -24,24 +24,28 @@ import dataclasses
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.placement import worker_device
-from parallel_tf.training.declarations import Flag, Technique
+from parallel_tf.training.declarations import Technique, flag
 
 STATE = "parallel_tf_ssp"  # the graph collection holding the one _Clocks of a graph
 EVERY_STEP = "SSP's clocks count steps, and its read bound holds only if every step's update is pushed and read"
 
 
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """bounded_staleness's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    max_staleness: int = flag(
+        -1,
+        "async: bounded staleness (SSP, Ho et al., NIPS 2013): a worker starts step c only once every worker "
+        "has finished c - s steps; 0 is lockstep. -1: unbounded (plain async).",
+        lower_bound=-1,
+    )
+
+
 TECHNIQUE = Technique(
     name="bounded_staleness",
     modes=("async",),
-    defines=(
-        Flag(
-            "max_staleness",
-            -1,
-            "async: bounded staleness (SSP, Ho et al., NIPS 2013): a worker starts step c only once every worker "
-            "has finished c - s steps; 0 is lockstep. -1: unbounded (plain async).",
-            lower_bound=-1,
-        ),
-    ),
+    options=Options,
     hooks=("wrap", "after_push"),
     requires={"push_every": (1, EVERY_STEP), "fetch_every": (1, EVERY_STEP)},
     conflicts={

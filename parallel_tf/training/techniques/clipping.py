@@ -24,9 +24,21 @@ from parallel_tf.compat import tf
 from parallel_tf.graph import exact_math, exact_ops
 from parallel_tf.graph.optimizers import DelegatingOptimizer
 from parallel_tf.graph.pushes import add_counter, added_counters
-from parallel_tf.training.declarations import Flag, Technique
+from parallel_tf.training.declarations import Technique, flag
 
 COUNTER = "clipped_updates"
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """clipping's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    clip_norm: float = flag(
+        0.0,
+        "sync, async and allreduce: clip each update's gradients to this global norm (Pascanu et al., ICML 2013) "
+        "before the optimizer applies them; 0: off.",
+        lower_bound=0.0,
+    )
 
 
 TECHNIQUE = Technique(
@@ -34,15 +46,7 @@ TECHNIQUE = Technique(
     whole_variables=True,  # the norm sums each variable's squares: pieces would sum them in another order
     effect="clipped_updates",
     modes=("sync", "async", "allreduce"),
-    defines=(
-        Flag(
-            "clip_norm",
-            0.0,
-            "sync, async and allreduce: clip each update's gradients to this global norm (Pascanu et al., ICML 2013) "
-            "before the optimizer applies them; 0: off.",
-            lower_bound=0.0,
-        ),
-    ),
+    options=Options,
     hooks=("optimizer", "wrap"),
 )
 

@@ -17,6 +17,8 @@ the variable and the step), so ordered sync still repeats bitwise; strict
 determinism across worker counts does not hold (each worker's residual depends on its shard).
 """
 
+from __future__ import annotations
+
 import dataclasses
 
 from parallel_tf.backports import zip_strict
@@ -25,7 +27,7 @@ from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import codecs, gathered_codes
 from parallel_tf.graph.collectives import Reducing, Reduction
-from parallel_tf.training.declarations import Flag, Technique
+from parallel_tf.training.declarations import Technique, flag
 
 
 def as_the_paper_does(values):
@@ -79,28 +81,31 @@ def reduce(settings, ring, variables):
 PAYLOADS = "gradient_payloads"  # graph collection: the tensors that cross to the parameter servers
 
 
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """compression's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    gradient_compression: str = flag(
+        "none",
+        "sync (ordered), async and allreduce (codes gathered): send gradients as 8bit (int8 and a scale), "
+        "1bit (signs and a scale), topk:K (the K largest, with indices), qsgd:S[:B] (QSGD's unbiased random "
+        "rounding to S levels, a norm per bucket of B, default 128) or terngrad (TernGrad's ternary levels), "
+        "decoded where they arrive.",
+        parse=codecs.parse,
+    )
+    error_feedback: bool | None = flag(
+        None,
+        "With --gradient_compression: keep what the encoding lost on the worker and add it to the next "
+        "gradient (--noerror_feedback: drop it). Default: as the codec's paper does: on for 8bit, 1bit and "
+        "topk, off for qsgd and terngrad.",
+        kind=bool,
+    )
+
+
 TECHNIQUE = Technique(
     name="compression",
     modes=("sync", "async", "allreduce"),
-    defines=(
-        Flag(
-            "gradient_compression",
-            "none",
-            "sync (ordered), async and allreduce (codes gathered): send gradients as 8bit (int8 and a scale), "
-            "1bit (signs and a scale), topk:K (the K largest, with indices), qsgd:S[:B] (QSGD's unbiased random "
-            "rounding to S levels, a norm per bucket of B, default 128) or terngrad (TernGrad's ternary levels), "
-            "decoded where they arrive.",
-            parse=codecs.parse,
-        ),
-        Flag(
-            "error_feedback",
-            None,
-            "With --gradient_compression: keep what the encoding lost on the worker and add it to the next "
-            "gradient (--noerror_feedback: drop it). Default: as the codec's paper does: on for 8bit, 1bit and "
-            "topk, off for qsgd and terngrad.",
-            kind=bool,
-        ),
-    ),
+    options=Options,
     hooks=("transmit", "wrap", "reduce"),  # all-reduce's reduce gathers the codes
     closes={"ring": "the codes cross in their own types, gathered whole, in one gather per type"},
     requires={

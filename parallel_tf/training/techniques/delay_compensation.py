@@ -8,26 +8,32 @@ a locally updated copy, is neither). With --gradient_compression, g is the decod
 parameter server received. `compensated_pushes` counts the pushes it corrected, by worker.
 """
 
+import dataclasses
+
 from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph.pushes import add_counter, count_one, push_counter
-from parallel_tf.training.declarations import Flag, Technique
+from parallel_tf.training.declarations import Technique, flag
 
 ONE_GRADIENT = "the compensation is for one gradient taken at the parameters the worker fetched"
 COUNTER = "compensated_pushes"
 
 
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """delay_compensation's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    delay_compensation: float = flag(
+        0.0,
+        "async: DC-ASGD's λ (Zheng et al., ICML 2017): push g + λ·g·g·(w − w at the worker's fetch); 0: off.",
+        valid=(lambda scale: scale >= 0, "λ must be 0 (off) or more"),
+    )
+
+
 TECHNIQUE = Technique(
     name="delay_compensation",
     modes=("async",),
-    defines=(
-        Flag(
-            "delay_compensation",
-            0.0,
-            "async: DC-ASGD's λ (Zheng et al., ICML 2017): push g + λ·g·g·(w − w at the worker's fetch); 0: off.",
-            valid=(lambda scale: scale >= 0, "λ must be 0 (off) or more"),
-        ),
-    ),
+    options=Options,
     hooks=("push_gradients",),
     requires={"push_every": (1, ONE_GRADIENT), "fetch_every": (1, ONE_GRADIENT)},
     conflicts={"softsync": "softsync applies a push later, after other updates, not at the w it was compensated for"},

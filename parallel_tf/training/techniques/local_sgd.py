@@ -26,7 +26,7 @@ from parallel_tf.graph.barrier import gather_at_chief, release_workers
 from parallel_tf.graph.exchange_steps import sends_after
 from parallel_tf.graph.model import LOCAL, build_model_on_copies, refresh_copies
 from parallel_tf.graph.placement import device_setter, worker_device
-from parallel_tf.training.declarations import Flag, Technique
+from parallel_tf.training.declarations import Technique, flag
 from parallel_tf.training.train_graph import CopiesGraph, StepReport, once, own_report
 
 OWN_STEPS = (
@@ -36,18 +36,22 @@ OWN_STEPS = (
 EXCHANGE_RUNS = "an exchange every few steps is a session run of its own kind, between the local steps' runs"
 
 
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """local_sgd's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    local_steps: int = flag(
+        1,
+        "sync: each worker takes this many plain SGD steps on its own copy, then the copies are averaged "
+        "in a fixed order (local SGD). 1: every step is synchronous.",
+        lower_bound=1,
+    )
+
+
 TECHNIQUE = Technique(
     name="local_sgd",
     modes=("sync",),
-    defines=(
-        Flag(
-            "local_steps",
-            1,
-            "sync: each worker takes this many plain SGD steps on its own copy, then the copies are averaged "
-            "in a fixed order (local SGD). 1: every step is synchronous.",
-            lower_bound=1,
-        ),
-    ),
+    options=Options,
     hooks=("build",),  # sends parameters every H steps, not gradients: calls none of sync's hooks
     requires={
         "aggregation": ("ordered", "the copies are averaged in the fixed order of ordered aggregation"),

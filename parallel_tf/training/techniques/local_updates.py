@@ -19,20 +19,25 @@ from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.placement import worker_device
-from parallel_tf.training.declarations import Flag, Technique
+from parallel_tf.training.declarations import Technique, flag
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """local_updates's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    local_updates: bool = flag(
+        True,
+        "async: between fetches, apply each gradient to the worker's own copy with plain SGD (Downpour's "
+        "local update), so the --fetch_every steps between fetches do not all compute at the same point. "
+        "--nolocal_updates: sum them at the fetched point.",
+    )
+
 
 TECHNIQUE = Technique(
     name="local_updates",
     modes=("async",),
-    defines=(
-        Flag(
-            "local_updates",
-            True,
-            "async: between fetches, apply each gradient to the worker's own copy with plain SGD (Downpour's "
-            "local update), so the --fetch_every steps between fetches do not all compute at the same point. "
-            "--nolocal_updates: sum them at the fetched point.",
-        ),
-    ),
+    options=Options,
     enabled=lambda values, cluster: values["local_updates"] and values["fetch_every"] > 1,
     named_by=("fetch_every", "local_updates"),
     hooks=("wrap", "after_push"),

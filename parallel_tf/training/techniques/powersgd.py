@@ -43,7 +43,7 @@ from parallel_tf.graph.collectives import Reducing, Reduction
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.products import contract
 from parallel_tf.graph.worker_state import keep
-from parallel_tf.training.declarations import Flag, Technique
+from parallel_tf.training.declarations import Technique, flag
 
 
 def check_shapes(values, cluster, shapes):
@@ -85,29 +85,31 @@ def wrap(settings, graph):
     return dataclasses.replace(graph, counters={**graph.counters, "powersgd_matrices": counted})
 
 
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """powersgd's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    powersgd_rank: int = flag(
+        0,
+        "allreduce: every matrix gradient sent as two rank-r factors (PowerSGD, error feedback); 0: off.",
+        lower_bound=0,
+    )
+    powersgd_start_step: int = flag(
+        0,
+        "With --powersgd_rank: plain all-reduce for the first this many steps (DDP's start_powerSGD_iter).",
+        lower_bound=0,
+    )
+    powersgd_min_compression: float = flag(
+        2.0,
+        "With --powersgd_rank: only matrices whose factors are this many times smaller go as factors.",
+        lower_bound=1.0,
+    )
+
+
 TECHNIQUE = Technique(
     name="powersgd",
     modes=("allreduce",),
-    defines=(
-        Flag(
-            "powersgd_rank",
-            0,
-            "allreduce: every matrix gradient sent as two rank-r factors (PowerSGD, error feedback); 0: off.",
-            lower_bound=0,
-        ),
-        Flag(
-            "powersgd_start_step",
-            0,
-            "With --powersgd_rank: plain all-reduce for the first this many steps (DDP's start_powerSGD_iter).",
-            lower_bound=0,
-        ),
-        Flag(
-            "powersgd_min_compression",
-            2.0,
-            "With --powersgd_rank: only matrices whose factors are this many times smaller go as factors.",
-            lower_bound=1.0,
-        ),
-    ),
+    options=Options,
     hooks=("wrap", "reduce"),
     worker_state=lambda values: True,  # each worker's error, e = M − P Qᵀ
     check_shapes=check_shapes,

@@ -19,6 +19,7 @@ what is left (fewer than c when c does not divide the pushes). A push waiting in
 cluster is killed is lost. `softsync_pushes` counts the pushes queued.
 """
 
+import dataclasses
 import functools
 import math
 
@@ -27,7 +28,7 @@ from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.optimizers import apply_then_step
 from parallel_tf.graph.pushes import Send, add_counter
-from parallel_tf.training.declarations import Flag, Technique
+from parallel_tf.training.declarations import Technique, flag
 
 
 def check(values, cluster):
@@ -36,18 +37,22 @@ def check(values, cluster):
         raise ConfigError(f"--softsync={n} is more than the {num_workers} workers: n-softsync takes floor(N/n) pushes")
 
 
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """softsync's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    softsync: int = flag(
+        0,
+        "async: n-softsync (Zhang et al., IJCAI 2016): apply the average of every floor(N/n) pushes, late ones "
+        "included; 1 waits for all N workers, N applies each push. 0: off.",
+        lower_bound=0,
+    )
+
+
 TECHNIQUE = Technique(
     name="softsync",
     modes=("async",),
-    defines=(
-        Flag(
-            "softsync",
-            0,
-            "async: n-softsync (Zhang et al., IJCAI 2016): apply the average of every floor(N/n) pushes, late ones "
-            "included; 1 waits for all N workers, N applies each push. 0: off.",
-            lower_bound=0,
-        ),
-    ),
+    options=Options,
     check=check,
     hooks=("send_push",),
 )

@@ -6,22 +6,29 @@ the worker's copy is missing (async mode's docstring says how). `staleness_aware
 updates applied at such a rate (with softsync, its averaged updates, at σ = n).
 """
 
+import dataclasses
+
 from parallel_tf.compat import tf
 from parallel_tf.graph.pushes import add_counter
-from parallel_tf.training.declarations import Flag, Technique
+from parallel_tf.training.declarations import Technique, flag
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """staleness_aware's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    staleness_aware: bool = flag(
+        False,
+        "async: apply each push with learning rate / max(staleness, 1), staleness being the updates applied "
+        "since the pushing worker fetched (Zhang et al., IJCAI 2016).",
+    )
+
 
 TECHNIQUE = Technique(
     name="staleness_aware",
     effect="staleness_aware_pushes",
     modes=("async",),
-    defines=(
-        Flag(
-            "staleness_aware",
-            False,
-            "async: apply each push with learning rate / max(staleness, 1), staleness being the updates applied "
-            "since the pushing worker fetched (Zhang et al., IJCAI 2016).",
-        ),
-    ),
+    options=Options,
     hooks=("push_learning_rate",),
 )
 

@@ -10,7 +10,7 @@ import dataclasses
 import math
 
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import EVERY_CLUSTER_MODE, Flag, Technique
+from parallel_tf.training.declarations import EVERY_CLUSTER_MODE, Technique, flag
 
 
 def check(values, cluster):
@@ -18,17 +18,21 @@ def check(values, cluster):
     delays(values["worker_delay_ms"], cluster.num_workers)
 
 
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """stragglers's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    worker_delay_ms: str = flag(
+        "",
+        "Stragglers for studies: I:MS[,I:MS...] makes worker I pause MS milliseconds before each step.",
+        parse=lambda text: delays(text, math.inf),
+    )
+
+
 TECHNIQUE = Technique(
     name="stragglers",
     modes=EVERY_CLUSTER_MODE,
-    defines=(
-        Flag(
-            "worker_delay_ms",
-            "",
-            "Stragglers for studies: I:MS[,I:MS...] makes worker I pause MS milliseconds before each step.",
-            parse=lambda text: delays(text, math.inf),
-        ),
-    ),  # it changes only when a worker starts a step
+    options=Options,  # it changes only when a worker starts a step
     check=check,
     hooks=("wrap",),
     requires={"prefetch": (False, "an async straggler pauses before it reads its copy, as its step begins")},

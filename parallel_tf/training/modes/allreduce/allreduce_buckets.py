@@ -7,19 +7,26 @@ each element's sum is a + b whatever its bucket, so the run equals the one-colle
 more, the ring adds an element in an order set by its place in its bucket, which buckets move. 0 (the
 default): one collective for all. `allreduce_buckets` in summary.json counts them."""
 
-from parallel_tf.training.declarations import Flag, Option
+import dataclasses
+
+from parallel_tf.training.declarations import Option, flag
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """allreduce_buckets's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    allreduce_bucket_mb: float = flag(
+        0.0,
+        "allreduce: one collective per bucket of about this many MB of gradients, last layer first, each sent "
+        "as soon as its gradients exist; 0: one collective for all.",
+        lower_bound=0.0,
+    )
+
 
 OPTION = Option(
     name="allreduce_buckets",
     modes=("allreduce",),
-    defines=(
-        Flag(
-            "allreduce_bucket_mb",
-            0.0,
-            "allreduce: one collective per bucket of about this many MB of gradients, last layer first, each sent "
-            "as soon as its gradients exist; 0: one collective for all.",
-            lower_bound=0.0,
-        ),
-    ),
+    options=Options,
     fills=("ring",),
 )

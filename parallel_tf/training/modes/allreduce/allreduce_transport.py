@@ -9,9 +9,11 @@ near it fits where their sum would not, but a mean above it overflows (the NaN g
 transport); bfloat16 has float32's range and 8 bits of precision. It is the baseline a compression result
 on all-reduce should beat: half the bytes for a cast."""
 
+import dataclasses
+
 from parallel_tf import compat
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import Flag, Option
+from parallel_tf.training.declarations import Option, flag
 
 
 def check(values, cluster):
@@ -30,17 +32,21 @@ def check(values, cluster):
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """allreduce_transport's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    allreduce_transport: str = flag(
+        "float32",
+        "allreduce: the type the gradients cross the ring in (float16, bfloat16: half the bytes, summed in it).",
+        choices=("float32", "float16", "bfloat16"),
+    )
+
+
 OPTION = Option(
     name="allreduce_transport",
     modes=("allreduce",),
-    defines=(
-        Flag(
-            "allreduce_transport",
-            "float32",
-            "allreduce: the type the gradients cross the ring in (float16, bfloat16: half the bytes, summed in it).",
-            choices=("float32", "float16", "bfloat16"),
-        ),
-    ),
+    options=Options,
     check=check,
     fills=("ring",),
 )

@@ -3,18 +3,25 @@ push is sent, so a step is one run instead of two (modes/asynchronous/__init__.p
 read as a step begins (a straggler's pause, a local update) settle --noprefetch; SSP's gate is part of the
 step before, ahead of its fetch. The trainer counts its session runs (`session_runs`)."""
 
-from parallel_tf.training.declarations import Flag, Option
+import dataclasses
+
+from parallel_tf.training.declarations import Option, flag
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """prefetch's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    prefetch: bool = flag(
+        True,
+        "async: refresh a worker's copy for its next step at the end of this step's run, once its push is "
+        "sent, so a step is one session run, not two; --noprefetch: at the start of the next step.",
+    )
+
 
 OPTION = Option(
     name="prefetch",
     modes=("async",),
-    defines=(
-        Flag(
-            "prefetch",
-            True,
-            "async: refresh a worker's copy for its next step at the end of this step's run, once its push is "
-            "sent, so a step is one session run, not two; --noprefetch: at the start of the next step.",
-        ),
-    ),
+    options=Options,
     enabled=lambda values, cluster: values["prefetch"],
 )

@@ -4,18 +4,25 @@ TensorFlow's SyncReplicasOptimizer (Chen et al., "Revisiting Distributed Synchro
 TensorFlow built it), which adds them in arrival order: kept to compare against. Its chief counts the
 updates it applies (`accumulator_updates`)."""
 
-from parallel_tf.training.declarations import Flag, Option
+import dataclasses
+
+from parallel_tf.training.declarations import Option, flag
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """aggregation's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    aggregation: str = flag(
+        "ordered",
+        "sync: sum gradients in a fixed order (bitwise repeats at any worker count), or in arrival order "
+        "with SyncReplicasOptimizer.",
+        choices=("ordered", "accumulator"),
+    )
+
 
 OPTION = Option(
     name="aggregation",
     modes=("sync",),
-    defines=(
-        Flag(
-            "aggregation",
-            "ordered",
-            "sync: sum gradients in a fixed order (bitwise repeats at any worker count), or in arrival order "
-            "with SyncReplicasOptimizer.",
-            choices=("ordered", "accumulator"),
-        ),
-    ),
+    options=Options,
 )

@@ -7,8 +7,10 @@ updates are the plain step's, so the bits are too, at any p and server count, an
 worker computes on its own copy of the parameters, which its pulls fill. 0 (the default): a step reads every
 parameter, then writes every gradient."""
 
+import dataclasses
+
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import Flag, Option
+from parallel_tf.training.declarations import Option, flag
 
 BY_PIECE = "the pipeline applies each piece as soon as its gradients are in"
 
@@ -21,19 +23,23 @@ def check(values, cluster):
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """pipeline's flags, typed: absl's are defined from these fields (declarations.flag)."""
+
+    pipeline_pieces: int = flag(
+        0,
+        "sync (ordered): cut each parameter server's share into this many pieces, each applied as soon as every "
+        "worker's gradients of it are in and pulled at once, while the later pieces are still pushed (BytePS's "
+        "pipeline); the same bits. 0: a step reads every parameter, then writes every gradient.",
+        lower_bound=0,
+    )
+
+
 OPTION = Option(
     name="pipeline",
     modes=("sync",),
-    defines=(
-        Flag(
-            "pipeline_pieces",
-            0,
-            "sync (ordered): cut each parameter server's share into this many pieces, each applied as soon as every "
-            "worker's gradients of it are in and pulled at once, while the later pieces are still pushed (BytePS's "
-            "pipeline); the same bits. 0: a step reads every parameter, then writes every gradient.",
-            lower_bound=0,
-        ),
-    ),
+    options=Options,
     check=check,
     requires={"aggregation": ("ordered", "SyncReplicasOptimizer applies every variable at once, in arrival order")},
     conflicts={
