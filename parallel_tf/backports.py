@@ -17,7 +17,16 @@ if sys.version_info >= (3, 8):
 else:
     from typing_extensions import Protocol, TypedDict
 
-__all__ = ["Protocol", "TypedDict"]
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:
+
+    def dataclass_transform(**_):
+        """A mark for type checkers alone (PEP 681), which read it as Python 3.11's: nothing at run time."""
+        return lambda cls: cls
+
+
+__all__ = ["Protocol", "TypedDict", "dataclass_transform"]
 
 cache = getattr(functools, "cache", functools.lru_cache(maxsize=None))
 

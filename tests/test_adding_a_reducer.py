@@ -19,10 +19,8 @@ SECTION = (REPO / "docs" / "architecture.md").read_text().split("## Adding a red
 HALVED = '''\
 """A made-up reducer (tests/test_adding_a_reducer.py): the ring's mean, halved."""
 
-import dataclasses
-
 from parallel_tf.graph.collectives import Reducing, Reduction
-from parallel_tf.training.declarations import Technique, flag
+from parallel_tf.training.declarations import Flags, Technique, flag
 
 
 def reduce(settings, ring, variables):
@@ -33,8 +31,7 @@ def reduce(settings, ring, variables):
     return [Reducing(0, halved, ring.count_buckets(variables))]
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
+class Options(Flags):
     halved: bool = flag(False, "allreduce: the ring's mean, halved.")
 
 
@@ -67,8 +64,7 @@ def _follow(package):
     _write_after(bindings, "from parallel_tf.training.techniques import (\n", "    halved,\n")
     bindings.write_text(bindings.read_text() + "halved_reduce: seams.Reduce = halved\n")
     run_options = package / "training" / "run_options.py"
-    _write_after(run_options, "from parallel_tf.training.techniques import (\n", "    halved,\n")
-    _write_after(run_options, "class Options(\n", "    halved.Options,\n")
+    _write_after(run_options, "class Options(\n", "    techniques.halved.Options,\n")
 
 
 def _write_after(path, anchor, line):

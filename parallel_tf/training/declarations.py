@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
 from absl import flags as absl_flags
 
 from parallel_tf import cli
+from parallel_tf.backports import dataclass_transform
 
 if TYPE_CHECKING:
     from parallel_tf.cluster.config import ClusterConfig
@@ -114,6 +115,16 @@ def flag(default, help, **spec):
 FLAG = "flag"  # the metadata key of a flag's definition on its field
 
 
+@dataclass_transform(frozen_default=True)
+class Flags:
+    """The base of a declaration's `Options`, its flags as typed `flag` fields: each subclass is a frozen dataclass,
+    as is a class of several (training/run_options.py)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        dataclasses.dataclass(frozen=True)(cls)
+
+
 @dataclasses.dataclass(frozen=True)
 class Declaration:
     """What a technique or option says of itself; `flags[0]` is the one that switches it on."""
@@ -122,11 +133,11 @@ class Declaration:
 
     name: str
     modes: tuple | EveryMode
-    # Its flags' typed fields (a frozen dataclass of `flag` fields, the first the flag that switches it on), as a
+    # Its flags' typed fields (a Flags subclass of `flag` fields, the first the flag that switches it on), as a
     # run's Settings.options has them (training/run_options.py)
     options: type | None = None
     defines: tuple = dataclasses.field(default=(), init=False)  # its flags (Flag), from `options`
-    flags: tuple = dataclasses.field(default=(), init=False)  # their names
+    flags: tuple = ()  # their names: set from `options` (a rule's test names them alone)
     # (values, cluster) -> whether a run with these values uses it; None: once flags[0] is not at its default
     enabled: Callable[[Values, ClusterConfig], bool] | None = None
     check: Callable[[Values, ClusterConfig], None] | None = None  # raises ConfigError for a bad value of its flags

@@ -2,15 +2,10 @@
 and after the last, logging eval_loss and eval_accuracy with that step's metrics. It reads the
 parameters, not a worker's copy (async, hierarchical). With --steps_per_run it must fall between runs."""
 
-import dataclasses
-
-from parallel_tf.training.declarations import EVERY_MODE, Option, flag
+from parallel_tf.training.declarations import EVERY_MODE, Flags, Option, flag
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """eval_every's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     eval_every: int = flag(
         0,
         "The chief evaluates the parameters on the held-out split every this many steps (and after the last), "

@@ -8,16 +8,11 @@ async push applies one worker's B/N examples (summed over --push_every steps), a
 group's step its group's, so k = B/b would scale them N times too far; refused there, and with backup
 workers, whose update averages R of the N shards."""
 
-import dataclasses
-
-from parallel_tf.training.declarations import Option, flag
+from parallel_tf.training.declarations import Flags, Option, flag
 from parallel_tf.training.options.warmup import schedule_record
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """linear_scaling's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     linear_scaling_batch: int = flag(
         0,
         "The linear scaling rule (Goyal et al. 2017): the rate is --learning_rate times --global_batch_size "
@@ -29,7 +24,6 @@ class Options:
 OPTION = Option(
     name="linear_scaling",
     modes=("single", "sync", "allreduce"),
-    options=Options,
     why_not_other_modes="the rule scales the rate with the batch an update averages, the global batch only in "
     "lockstep; an async push is one worker's, a hierarchical group's step its group's",
     conflicts={
@@ -37,4 +31,5 @@ OPTION = Option(
         "the rule scales by"
     },
     record=schedule_record,
+    options=Options,
 )

@@ -10,12 +10,11 @@ launcher shapes a network: a task refuses the flag unless the launcher set its l
 or a cluster started by hand the network is real). summary.json records the link under `declared`, with
 what delayed it, run.json the one a run started on (logdir.DESCRIBED: a resume may run on another)."""
 
-import dataclasses
 import os
 import re
 
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import EVERY_CLUSTER_MODE, Option, flag
+from parallel_tf.training.declarations import EVERY_CLUSTER_MODE, Flags, Option, flag
 
 UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 SHAPED_ENV = "PARALLEL_TF_SHAPED_LINK"  # the launcher's word to a task that its link is shaped at this rate
@@ -55,10 +54,7 @@ def check(values, cluster):
         )
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """link's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     link_rate: str = flag(
         "",
         "Local clusters: every simulated host's network interface shaped at this rate each way (100mbit, 1gbit, "
@@ -80,14 +76,7 @@ class Options:
     )
 
 
-OPTION = Option(
-    name="link",
-    modes=EVERY_CLUSTER_MODE,
-    options=Options,
-    check=check,
-    record=record,
-    timing_only=True,
-)
+OPTION = Option(name="link", modes=EVERY_CLUSTER_MODE, options=Options, check=check, record=record, timing_only=True)
 
 
 def check_shaped(settings, environ):

@@ -6,10 +6,8 @@ count their drops from epoch 0); cosine (Loshchilov and Hutter, "SGDR", ICLR 201
 clock: global steps, or in async mode the pushes applied (so the default cosine length is the run's
 pushes). The chief logs the rate (`scheduled_rate`); summary.json records the schedule and its clock."""
 
-import dataclasses
-
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import Option, flag
+from parallel_tf.training.declarations import Flags, Option, flag
 from parallel_tf.training.options.warmup import NOT_HIERARCHICAL, SCHEDULED_MODES, schedule_record
 
 KINDS = ("constant", "step", "cosine")
@@ -34,10 +32,7 @@ def _whole_and_increasing(values):
     return all(a < b for a, b in zip(numbers, numbers[1:]))
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """lr_decay's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     lr_schedule: str = flag(
         "constant",
         "The learning rate's decay: constant, step (times --lr_decay_rate every --lr_decay_steps updates, or "
@@ -46,16 +41,9 @@ class Options:
         choices=KINDS,
     )
     lr_decay_steps: int = flag(
-        0,
-        "step: the interval of each decay; cosine: its length (0: to the last update).",
-        lower_bound=0,
+        0, "step: the interval of each decay; cosine: its length (0: to the last update).", lower_bound=0
     )
-    lr_decay_rate: float = flag(
-        DECAY_RATE,
-        "step: the factor of each decay.",
-        lower_bound=0.0,
-        upper_bound=1.0,
-    )
+    lr_decay_rate: float = flag(DECAY_RATE, "step: the factor of each decay.", lower_bound=0.0, upper_bound=1.0)
     lr_decay_milestones: tuple = flag(
         [],
         "step: the updates at which the rate is multiplied by --lr_decay_rate, e.g. 3000,6000,8000 (increasing).",
@@ -66,9 +54,9 @@ class Options:
 OPTION = Option(
     name="lr_decay",
     modes=SCHEDULED_MODES,
-    options=Options,
     check=check,
     switched_on_by="--lr_schedule=step or cosine",
     why_not_other_modes=NOT_HIERARCHICAL,
     record=schedule_record,
+    options=Options,
 )

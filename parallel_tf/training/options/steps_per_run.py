@@ -17,12 +17,11 @@ another."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import Option, as_flag, flag
+from parallel_tf.training.declarations import Flags, Option, as_flag, flag
 
 BETWEEN_RUNS = ("log_every", "checkpoint_every", "eval_every", "snapshot_every")
 # An automatic run trains at most this many steps: 10 take the digits MLP's sync step 1.35x faster at one
@@ -84,10 +83,7 @@ def check(values, cluster):
         raise ConfigError(f"--trace_steps traces session runs, and with --steps_per_run={steps} a run is {steps} steps")
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """steps_per_run's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     steps_per_run: int | None = flag(
         None,
         "single, sync (ordered), allreduce and async: train this many steps in one session run (a tf.while_loop), "
@@ -103,7 +99,6 @@ class Options:
 OPTION = Option(
     name="steps_per_run",
     modes=("single", "sync", "allreduce", "async"),
-    options=Options,
     enabled=lambda values, cluster: (values["steps_per_run"] or 1) > 1,
     check=check,
     requires={
@@ -116,4 +111,5 @@ OPTION = Option(
         "prefetch": (True, "async's loop of steps fetches at the end of a step, as --prefetch does"),
     },
     timing_only=True,  # the same bits, whatever k
+    options=Options,
 )

@@ -8,12 +8,10 @@ It costs M/2 times the ring's bytes on all-reduce: each worker sends its M/N row
 rows from, the others, where the ring moves 2(N−1)/N of one vector each way (8 microbatches, 4 workers:
 6 models each way against 1.5)."""
 
-import dataclasses
-
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.aggregation import gathered_in_fixed_order
 from parallel_tf.graph.collectives import Reducing, Reduction
-from parallel_tf.training.declarations import Option, flag
+from parallel_tf.training.declarations import Flags, Option, flag
 
 
 def check(values, cluster):
@@ -40,27 +38,21 @@ def reduce(settings, ring, variables):
     return [Reducing(0, gathered, passes=microbatches // ring.collectives.num_workers)]
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """strict_determinism's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     strict_determinism: bool = flag(
-        False,
-        "sync and allreduce: the same parameters, bitwise, for every worker count that divides --microbatches.",
+        False, "sync and allreduce: the same parameters, bitwise, for every worker count that divides --microbatches."
     )
     microbatches: int = flag(
-        8,
-        "With --strict_determinism: the global batch is always cut into this many.",
-        lower_bound=1,
+        8, "With --strict_determinism: the global batch is always cut into this many.", lower_bound=1
     )
 
 
 OPTION = Option(
     name="strict_determinism",
     modes=("sync", "allreduce"),
-    options=Options,
     check=check,
     requires={"aggregation": ("ordered", "it sums in a fixed order")},
     hooks=("reduce",),
     closes={"ring": "strict determinism gathers whole float32 microbatch gradients, to equal sync strict bitwise"},
+    options=Options,
 )

@@ -6,7 +6,7 @@ clock: global steps, or in async mode the pushes applied. The chief logs the rat
 
 import dataclasses
 
-from parallel_tf.training.declarations import Option, flag
+from parallel_tf.training.declarations import Flags, Option, flag
 
 SCHEDULED_MODES = ("single", "sync", "async", "allreduce")
 NOT_HIERARCHICAL = (
@@ -25,10 +25,7 @@ def schedule_record(settings):
     }
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """warmup's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     warmup_steps: int = flag(
         0,
         "The rate rises linearly over this many updates: from 0 to --learning_rate, or with "
@@ -38,9 +35,5 @@ class Options:
 
 
 OPTION = Option(
-    name="warmup",
-    modes=SCHEDULED_MODES,
-    options=Options,
-    why_not_other_modes=NOT_HIERARCHICAL,
-    record=schedule_record,
+    name="warmup", modes=SCHEDULED_MODES, options=Options, why_not_other_modes=NOT_HIERARCHICAL, record=schedule_record
 )

@@ -1,7 +1,7 @@
 """Techniques: variants of a mode, each switched on by flags of its own and written as one module.
 
 A technique module has
-    Options                     its flags, the typed fields of a frozen dataclass (declarations.flag), from
+    Options                     its flags, the typed `flag` fields of a declarations.Flags subclass, from
                                 which absl's are defined
     TECHNIQUE                   its declaration (training/declarations.Technique): modes, `options`, when it is on
                                 (`enabled`, where it is not "its first flag left its default"), the check

@@ -10,21 +10,16 @@ different workers update it as they arrive, without a lock, as every async push 
 The requirements and conflicts are DC-ASGD's: the two compensate the same way, so a run uses one.
 """
 
-import dataclasses
-
 from parallel_tf.compat import tf
 from parallel_tf.graph import exact_math, exact_ops
-from parallel_tf.training.declarations import Technique, flag
+from parallel_tf.training.declarations import Flags, Technique, flag
 from parallel_tf.training.techniques import delay_compensation
 
 MEAN_SQUARE_DECAY = 0.95
 EPSILON = 1e-7
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """adaptive_delay_compensation's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     adaptive_delay_compensation: float = flag(
         0.0,
         "async: DC-ASGD-a's λ0 (Zheng et al., ICML 2017): DC-ASGD with λ = λ0/√(a moving average of g·g), "
@@ -36,7 +31,6 @@ class Options:
 TECHNIQUE = Technique(
     name="adaptive_delay_compensation",
     modes=("async",),
-    options=Options,
     hooks=("push_gradients",),
     requires=delay_compensation.TECHNIQUE.requires,
     conflicts={
@@ -44,6 +38,7 @@ TECHNIQUE = Technique(
         "delay_compensation": "both compensate a push for its delay, one with λ fixed, the other with λ adapted; "
         "choose one",
     },
+    options=Options,
 )
 
 

@@ -32,7 +32,7 @@ from parallel_tf.graph.aggregation import SlotAggregator
 from parallel_tf.graph.model import build_model, worker_gradients
 from parallel_tf.graph.optimizers import optimizer_at
 from parallel_tf.graph.placement import device_setter, worker_device
-from parallel_tf.training.declarations import Technique, flag
+from parallel_tf.training.declarations import Flags, Technique, flag
 from parallel_tf.training.train_graph import StepReport, TrainGraph, once, own_report
 
 
@@ -43,10 +43,7 @@ def check(values, cluster):
         raise ConfigError(f"--replicas_to_aggregate={replicas} is more than the {num_workers} workers")
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """backup_workers's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     replicas_to_aggregate: int = flag(
         0,
         "sync: backup workers (Chen et al. 2016): apply each step once this many workers' gradients for it are "
@@ -59,7 +56,6 @@ class Options:
 TECHNIQUE = Technique(
     name="backup_workers",
     modes=("sync",),
-    options=Options,
     enabled=lambda values, cluster: 0 < values["replicas_to_aggregate"] < cluster.num_workers,
     check=check,
     spare_workers=lambda values, cluster: cluster.num_workers - values["replicas_to_aggregate"],  # N - R
@@ -70,6 +66,7 @@ TECHNIQUE = Technique(
         "strict_determinism": (False, "which gradients arrive first depends on timing"),
     },
     conflicts={"steps_per_run": "the chief picks each step's first R gradients as they arrive, in Python between runs"},
+    options=Options,
 )
 
 

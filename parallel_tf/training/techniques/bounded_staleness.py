@@ -24,16 +24,13 @@ import dataclasses
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.placement import worker_device
-from parallel_tf.training.declarations import Technique, flag
+from parallel_tf.training.declarations import Flags, Technique, flag
 
 STATE = "parallel_tf_ssp"  # the graph collection holding the one _Clocks of a graph
 EVERY_STEP = "SSP's clocks count steps, and its read bound holds only if every step's update is pushed and read"
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """bounded_staleness's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     max_staleness: int = flag(
         -1,
         "async: bounded staleness (SSP, Ho et al., NIPS 2013): a worker starts step c only once every worker "
@@ -45,13 +42,13 @@ class Options:
 TECHNIQUE = Technique(
     name="bounded_staleness",
     modes=("async",),
-    options=Options,
     hooks=("wrap", "after_push"),
     requires={"push_every": (1, EVERY_STEP), "fetch_every": (1, EVERY_STEP)},
     conflicts={
         "softsync": "softsync holds pushes in a queue until floor(N/n) are in, so a read can miss updates of "
         "clocks SSP says it sees",
     },
+    options=Options,
 )
 
 

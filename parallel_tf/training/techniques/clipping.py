@@ -24,15 +24,12 @@ from parallel_tf.compat import tf
 from parallel_tf.graph import exact_math, exact_ops
 from parallel_tf.graph.optimizers import DelegatingOptimizer
 from parallel_tf.graph.pushes import add_counter, added_counters
-from parallel_tf.training.declarations import Technique, flag
+from parallel_tf.training.declarations import Flags, Technique, flag
 
 COUNTER = "clipped_updates"
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """clipping's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     clip_norm: float = flag(
         0.0,
         "sync, async and allreduce: clip each update's gradients to this global norm (Pascanu et al., ICML 2013) "
@@ -46,8 +43,8 @@ TECHNIQUE = Technique(
     whole_variables=True,  # the norm sums each variable's squares: pieces would sum them in another order
     effect="clipped_updates",
     modes=("sync", "async", "allreduce"),
-    options=Options,
     hooks=("optimizer", "wrap"),
+    options=Options,
 )
 
 

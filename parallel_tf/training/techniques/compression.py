@@ -27,7 +27,7 @@ from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import codecs, gathered_codes
 from parallel_tf.graph.collectives import Reducing, Reduction
-from parallel_tf.training.declarations import Technique, flag
+from parallel_tf.training.declarations import Flags, Technique, flag
 
 
 def as_the_paper_does(values):
@@ -81,10 +81,7 @@ def reduce(settings, ring, variables):
 PAYLOADS = "gradient_payloads"  # graph collection: the tensors that cross to the parameter servers
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """compression's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     gradient_compression: str = flag(
         "none",
         "sync (ordered), async and allreduce (codes gathered): send gradients as 8bit (int8 and a scale), "
@@ -105,7 +102,6 @@ class Options:
 TECHNIQUE = Technique(
     name="compression",
     modes=("sync", "async", "allreduce"),
-    options=Options,
     hooks=("transmit", "wrap", "reduce"),  # all-reduce's reduce gathers the codes
     closes={"ring": "the codes cross in their own types, gathered whole, in one gather per type"},
     requires={
@@ -120,6 +116,7 @@ TECHNIQUE = Technique(
     worker_state=lambda values: values["error_feedback"],  # each worker's residuals
     whole_variables=True,  # a codec encodes each variable with a scale (a norm, a top-k) of its own
     check_shapes=check_shapes,
+    options=Options,
 )
 
 

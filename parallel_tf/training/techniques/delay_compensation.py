@@ -8,21 +8,16 @@ a locally updated copy, is neither). With --gradient_compression, g is the decod
 parameter server received. `compensated_pushes` counts the pushes it corrected, by worker.
 """
 
-import dataclasses
-
 from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph.pushes import add_counter, count_one, push_counter
-from parallel_tf.training.declarations import Technique, flag
+from parallel_tf.training.declarations import Flags, Technique, flag
 
 ONE_GRADIENT = "the compensation is for one gradient taken at the parameters the worker fetched"
 COUNTER = "compensated_pushes"
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """delay_compensation's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     delay_compensation: float = flag(
         0.0,
         "async: DC-ASGD's λ (Zheng et al., ICML 2017): push g + λ·g·g·(w − w at the worker's fetch); 0: off.",
@@ -33,10 +28,10 @@ class Options:
 TECHNIQUE = Technique(
     name="delay_compensation",
     modes=("async",),
-    options=Options,
     hooks=("push_gradients",),
     requires={"push_every": (1, ONE_GRADIENT), "fetch_every": (1, ONE_GRADIENT)},
     conflicts={"softsync": "softsync applies a push later, after other updates, not at the w it was compensated for"},
+    options=Options,
 )
 
 

@@ -21,8 +21,6 @@ Plain SGD only, for the reason local SGD gives (local_sgd.py): a worker's optimi
 its own. A resume restarts every copy from the centre.
 """
 
-import dataclasses
-
 from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
@@ -31,7 +29,7 @@ from parallel_tf.graph.exchange_steps import sends_after
 from parallel_tf.graph.model import LOCAL, build_model_on_copies, refresh_copies
 from parallel_tf.graph.placement import device_setter, worker_device
 from parallel_tf.graph.pushes import count_one, push_counter
-from parallel_tf.training.declarations import Technique, flag
+from parallel_tf.training.declarations import Flags, Technique, flag
 from parallel_tf.training.techniques.local_sgd import EXCHANGE_RUNS, OWN_STEPS, build_exchanging, sgd_on_copies
 from parallel_tf.training.train_graph import CopiesGraph, StepReport, once, own_report
 
@@ -49,27 +47,19 @@ def check(values, cluster):
         )
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """easgd's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     easgd_alpha: float = flag(
         0.0,
         "sync and async: elastic averaging (EASGD): each worker trains its own copy and every --easgd_period steps "
         "moves it and the centre towards each other by this fraction of their difference. 0: off.",
         valid=(lambda alpha: 0 <= alpha <= 0.5, "must be from 0 (off) to 0.5 (a copy and the centre meet)"),
     )
-    easgd_period: int = flag(
-        8,
-        "With --easgd_alpha: local steps between exchanges (τ).",
-        lower_bound=1,
-    )
+    easgd_period: int = flag(8, "With --easgd_alpha: local steps between exchanges (τ).", lower_bound=1)
 
 
 TECHNIQUE = Technique(
     name="easgd",
     modes=("sync", "async"),
-    options=Options,
     check=check,
     hooks=("build",),  # calls none of the mode's hooks: EASGD pushes no gradients
     requires={
@@ -83,6 +73,7 @@ TECHNIQUE = Technique(
         "warmup_steps": (0, OWN_STEPS),
     },
     conflicts={"steps_per_run": EXCHANGE_RUNS},
+    options=Options,
 )
 
 

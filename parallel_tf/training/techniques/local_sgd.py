@@ -26,7 +26,7 @@ from parallel_tf.graph.barrier import gather_at_chief, release_workers
 from parallel_tf.graph.exchange_steps import sends_after
 from parallel_tf.graph.model import LOCAL, build_model_on_copies, refresh_copies
 from parallel_tf.graph.placement import device_setter, worker_device
-from parallel_tf.training.declarations import Technique, flag
+from parallel_tf.training.declarations import Flags, Technique, flag
 from parallel_tf.training.train_graph import CopiesGraph, StepReport, once, own_report
 
 OWN_STEPS = (
@@ -36,10 +36,7 @@ OWN_STEPS = (
 EXCHANGE_RUNS = "an exchange every few steps is a session run of its own kind, between the local steps' runs"
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """local_sgd's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     local_steps: int = flag(
         1,
         "sync: each worker takes this many plain SGD steps on its own copy, then the copies are averaged "
@@ -51,7 +48,6 @@ class Options:
 TECHNIQUE = Technique(
     name="local_sgd",
     modes=("sync",),
-    options=Options,
     hooks=("build",),  # sends parameters every H steps, not gradients: calls none of sync's hooks
     requires={
         "aggregation": ("ordered", "the copies are averaged in the fixed order of ordered aggregation"),
@@ -61,6 +57,7 @@ TECHNIQUE = Technique(
         "warmup_steps": (0, OWN_STEPS),
     },
     conflicts={"steps_per_run": EXCHANGE_RUNS},
+    options=Options,
 )
 
 

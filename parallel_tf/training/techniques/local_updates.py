@@ -19,13 +19,10 @@ from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.placement import worker_device
-from parallel_tf.training.declarations import Technique, flag
+from parallel_tf.training.declarations import Flags, Technique, flag
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """local_updates's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     local_updates: bool = flag(
         True,
         "async: between fetches, apply each gradient to the worker's own copy with plain SGD (Downpour's "
@@ -37,7 +34,6 @@ class Options:
 TECHNIQUE = Technique(
     name="local_updates",
     modes=("async",),
-    options=Options,
     enabled=lambda values, cluster: values["local_updates"] and values["fetch_every"] > 1,
     named_by=("fetch_every", "local_updates"),
     hooks=("wrap", "after_push"),
@@ -50,6 +46,7 @@ TECHNIQUE = Technique(
         "softsync": "softsync folds floor(N/n) pushes into one update, so a worker's own push is no whole update "
         "its copy holds and staleness cannot be counted; give --nolocal_updates or --fetch_every=1"
     },
+    options=Options,
 )
 
 

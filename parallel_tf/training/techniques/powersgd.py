@@ -43,7 +43,7 @@ from parallel_tf.graph.collectives import Reducing, Reduction
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.products import contract
 from parallel_tf.graph.worker_state import keep
-from parallel_tf.training.declarations import Technique, flag
+from parallel_tf.training.declarations import Flags, Technique, flag
 
 
 def check_shapes(values, cluster, shapes):
@@ -85,10 +85,7 @@ def wrap(settings, graph):
     return dataclasses.replace(graph, counters={**graph.counters, "powersgd_matrices": counted})
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """powersgd's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     powersgd_rank: int = flag(
         0,
         "allreduce: every matrix gradient sent as two rank-r factors (PowerSGD, error feedback); 0: off.",
@@ -109,10 +106,10 @@ class Options:
 TECHNIQUE = Technique(
     name="powersgd",
     modes=("allreduce",),
-    options=Options,
     hooks=("wrap", "reduce"),
     worker_state=lambda values: True,  # each worker's error, e = M − P Qᵀ
     check_shapes=check_shapes,
+    options=Options,
 )
 
 

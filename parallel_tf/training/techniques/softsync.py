@@ -19,7 +19,6 @@ what is left (fewer than c when c does not divide the pushes). A push waiting in
 cluster is killed is lost. `softsync_pushes` counts the pushes queued.
 """
 
-import dataclasses
 import functools
 import math
 
@@ -28,7 +27,7 @@ from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.optimizers import apply_then_step
 from parallel_tf.graph.pushes import Send, add_counter
-from parallel_tf.training.declarations import Technique, flag
+from parallel_tf.training.declarations import Flags, Technique, flag
 
 
 def check(values, cluster):
@@ -37,10 +36,7 @@ def check(values, cluster):
         raise ConfigError(f"--softsync={n} is more than the {num_workers} workers: n-softsync takes floor(N/n) pushes")
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """softsync's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     softsync: int = flag(
         0,
         "async: n-softsync (Zhang et al., IJCAI 2016): apply the average of every floor(N/n) pushes, late ones "
@@ -49,13 +45,7 @@ class Options:
     )
 
 
-TECHNIQUE = Technique(
-    name="softsync",
-    modes=("async",),
-    options=Options,
-    check=check,
-    hooks=("send_push",),
-)
+TECHNIQUE = Technique(name="softsync", modes=("async",), options=Options, check=check, hooks=("send_push",))
 
 
 def send_push(settings, optimizer, sums, parameters, global_step, after, optimizer_at):

@@ -6,17 +6,12 @@ the worker's copy is missing (async mode's docstring says how). `staleness_aware
 updates applied at such a rate (with softsync, its averaged updates, at σ = n).
 """
 
-import dataclasses
-
 from parallel_tf.compat import tf
 from parallel_tf.graph.pushes import add_counter
-from parallel_tf.training.declarations import Technique, flag
+from parallel_tf.training.declarations import Flags, Technique, flag
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """staleness_aware's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     staleness_aware: bool = flag(
         False,
         "async: apply each push with learning rate / max(staleness, 1), staleness being the updates applied "
@@ -28,8 +23,8 @@ TECHNIQUE = Technique(
     name="staleness_aware",
     effect="staleness_aware_pushes",
     modes=("async",),
-    options=Options,
     hooks=("push_learning_rate",),
+    options=Options,
 )
 
 

@@ -10,7 +10,7 @@ import dataclasses
 import math
 
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import EVERY_CLUSTER_MODE, Technique, flag
+from parallel_tf.training.declarations import EVERY_CLUSTER_MODE, Flags, Technique, flag
 
 
 def check(values, cluster):
@@ -18,10 +18,7 @@ def check(values, cluster):
     delays(values["worker_delay_ms"], cluster.num_workers)
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """stragglers's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     worker_delay_ms: str = flag(
         "",
         "Stragglers for studies: I:MS[,I:MS...] makes worker I pause MS milliseconds before each step.",

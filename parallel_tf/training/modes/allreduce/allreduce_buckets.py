@@ -7,15 +7,10 @@ each element's sum is a + b whatever its bucket, so the run equals the one-colle
 more, the ring adds an element in an order set by its place in its bucket, which buckets move. 0 (the
 default): one collective for all. `allreduce_buckets` in summary.json counts them."""
 
-import dataclasses
-
-from parallel_tf.training.declarations import Option, flag
+from parallel_tf.training.declarations import Flags, Option, flag
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """allreduce_buckets's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     allreduce_bucket_mb: float = flag(
         0.0,
         "allreduce: one collective per bucket of about this many MB of gradients, last layer first, each sent "
@@ -24,9 +19,4 @@ class Options:
     )
 
 
-OPTION = Option(
-    name="allreduce_buckets",
-    modes=("allreduce",),
-    options=Options,
-    fills=("ring",),
-)
+OPTION = Option(name="allreduce_buckets", modes=("allreduce",), options=Options, fills=("ring",))

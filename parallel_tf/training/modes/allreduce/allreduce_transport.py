@@ -9,11 +9,9 @@ near it fits where their sum would not, but a mean above it overflows (the NaN g
 transport); bfloat16 has float32's range and 8 bits of precision. It is the baseline a compression result
 on all-reduce should beat: half the bytes for a cast."""
 
-import dataclasses
-
 from parallel_tf import compat
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import Option, flag
+from parallel_tf.training.declarations import Flags, Option, flag
 
 
 def check(values, cluster):
@@ -32,10 +30,7 @@ def check(values, cluster):
         )
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """allreduce_transport's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     allreduce_transport: str = flag(
         "float32",
         "allreduce: the type the gradients cross the ring in (float16, bfloat16: half the bytes, summed in it).",
@@ -43,10 +38,4 @@ class Options:
     )
 
 
-OPTION = Option(
-    name="allreduce_transport",
-    modes=("allreduce",),
-    options=Options,
-    check=check,
-    fills=("ring",),
-)
+OPTION = Option(name="allreduce_transport", modes=("allreduce",), options=Options, check=check, fills=("ring",))

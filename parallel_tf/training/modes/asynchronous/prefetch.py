@@ -3,15 +3,10 @@ push is sent, so a step is one run instead of two (modes/asynchronous/__init__.p
 read as a step begins (a straggler's pause, a local update) settle --noprefetch; SSP's gate is part of the
 step before, ahead of its fetch. The trainer counts its session runs (`session_runs`)."""
 
-import dataclasses
-
-from parallel_tf.training.declarations import Option, flag
+from parallel_tf.training.declarations import Flags, Option, flag
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """prefetch's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     prefetch: bool = flag(
         True,
         "async: refresh a worker's copy for its next step at the end of this step's run, once its push is "
@@ -19,9 +14,4 @@ class Options:
     )
 
 
-OPTION = Option(
-    name="prefetch",
-    modes=("async",),
-    options=Options,
-    enabled=lambda values, cluster: values["prefetch"],
-)
+OPTION = Option(name="prefetch", modes=("async",), options=Options, enabled=lambda values, cluster: values["prefetch"])

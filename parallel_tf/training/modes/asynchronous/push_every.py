@@ -2,24 +2,11 @@
 NIPS 2012): a worker sums its gradients and sends the sum every n steps. `updates_by_worker` counts
 the pushes."""
 
-import dataclasses
-
-from parallel_tf.training.declarations import Option, flag
+from parallel_tf.training.declarations import Flags, Option, flag
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """push_every's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
-    push_every: int = flag(
-        1,
-        "async: send a worker's summed gradients every n steps (Downpour n_push).",
-        lower_bound=1,
-    )
+class Options(Flags):
+    push_every: int = flag(1, "async: send a worker's summed gradients every n steps (Downpour n_push).", lower_bound=1)
 
 
-OPTION = Option(
-    name="push_every",
-    modes=("async",),
-    options=Options,
-)
+OPTION = Option(name="push_every", modes=("async",), options=Options)

@@ -2,10 +2,8 @@
 every k group steps (modes/hierarchical/__init__.py). The central ps applies the sum as one step, which is the
 group's k steps only for plain SGD. `central_exchanges_by_group` counts the exchanges."""
 
-import dataclasses
-
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import Option, flag
+from parallel_tf.training.declarations import Flags, Option, flag
 
 
 def check(values, cluster):
@@ -18,20 +16,10 @@ def check(values, cluster):
         )
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """central_every's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     central_every: int = flag(
-        1,
-        "hierarchical: a group sends its update to the central ps every k steps.",
-        lower_bound=1,
+        1, "hierarchical: a group sends its update to the central ps every k steps.", lower_bound=1
     )
 
 
-OPTION = Option(
-    name="central_every",
-    modes=("hierarchical",),
-    options=Options,
-    check=check,
-)
+OPTION = Option(name="central_every", modes=("hierarchical",), options=Options, check=check)

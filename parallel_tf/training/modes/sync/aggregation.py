@@ -4,15 +4,10 @@ TensorFlow's SyncReplicasOptimizer (Chen et al., "Revisiting Distributed Synchro
 TensorFlow built it), which adds them in arrival order: kept to compare against. Its chief counts the
 updates it applies (`accumulator_updates`)."""
 
-import dataclasses
-
-from parallel_tf.training.declarations import Option, flag
+from parallel_tf.training.declarations import Flags, Option, flag
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """aggregation's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     aggregation: str = flag(
         "ordered",
         "sync: sum gradients in a fixed order (bitwise repeats at any worker count), or in arrival order "
@@ -21,8 +16,4 @@ class Options:
     )
 
 
-OPTION = Option(
-    name="aggregation",
-    modes=("sync",),
-    options=Options,
-)
+OPTION = Option(name="aggregation", modes=("sync",), options=Options)

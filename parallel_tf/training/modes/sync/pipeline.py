@@ -7,10 +7,8 @@ updates are the plain step's, so the bits are too, at any p and server count, an
 worker computes on its own copy of the parameters, which its pulls fill. 0 (the default): a step reads every
 parameter, then writes every gradient."""
 
-import dataclasses
-
 from parallel_tf.errors import ConfigError
-from parallel_tf.training.declarations import Option, flag
+from parallel_tf.training.declarations import Flags, Option, flag
 
 BY_PIECE = "the pipeline applies each piece as soon as its gradients are in"
 
@@ -23,10 +21,7 @@ def check(values, cluster):
         )
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-    """pipeline's flags, typed: absl's are defined from these fields (declarations.flag)."""
-
+class Options(Flags):
     pipeline_pieces: int = flag(
         0,
         "sync (ordered): cut each parameter server's share into this many pieces, each applied as soon as every "
@@ -39,7 +34,6 @@ class Options:
 OPTION = Option(
     name="pipeline",
     modes=("sync",),
-    options=Options,
     check=check,
     requires={"aggregation": ("ordered", "SyncReplicasOptimizer applies every variable at once, in arrival order")},
     conflicts={
@@ -50,4 +44,5 @@ OPTION = Option(
         "easgd": "EASGD exchanges parameters with its centre, and pushes no gradients to pipeline",
     },
     timing_only=True,  # the same bits, whatever p
+    options=Options,
 )
