@@ -76,3 +76,20 @@ def test_the_type_checker_sees_a_runs_options_by_their_declarations_types(tmp_pa
     assert 'reads_options.py:5: note: Revealed type is "int"' in checked.stdout, checked.stdout
     typo = 'reads_options.py:6: error: "Options" has no attribute "powersgd_rnak"; maybe "powersgd_rank"?'
     assert typo in checked.stdout, checked.stdout
+
+
+def test_a_mode_s_call_of_a_hook_is_checked_against_its_seam_s_interface(tmp_path):
+    """A mode calls its seams' hooks on the modules settings.hooks holds, typed by the seams' Protocols, and mypy
+    checks the modes' bodies (pyproject.toml's overrides): all-reduce's call of a reduce hook without its variables
+    fails it, naming the interface."""
+    _copy(tmp_path)
+    mode = tmp_path / "parallel_tf" / "training" / "modes" / "allreduce" / "__init__.py"
+    source = mode.read_text()
+    call = "reducers[0].reduce(settings, ring, variables)"
+    assert source.count(call) == 1
+    mode.write_text(source.replace(call, "reducers[0].reduce(settings, ring)"))
+    checked = _mypy(tmp_path)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert 'error: Missing positional argument "variables" in call to "reduce" of "Reduce"' in checked.stdout, (
+        checked.stdout
+    )

@@ -7,8 +7,8 @@ training/hook_types.py binds every declaration's module to the interface of each
 (./run_tests.sh) fails on a hook deleted or written to another signature; tests/test_composition.py checks the
 bindings cover every hook declared, and each hook's parameter names. Each takes the run's Settings first. A step
 calls them on the modules its run's `Hooks` holds (`technique.reduce(settings, ring, variables)`), typed by these
-interfaces, so a reader follows the call here. Which seams take one owner, and which chain, is
-declarations.SEAMS's to say.
+interfaces, so a reader follows the call here and mypy checks it (in the modes: pyproject.toml). Which seams take
+one owner, and which chain, is declarations.SEAMS's to say.
 """
 
 from __future__ import annotations  # the types name TensorFlow's and the package's, never imported here

@@ -76,7 +76,7 @@ class Settings:
     spare_workers: int = 0  # how many workers may die without stopping training (backup workers)
     clock: str = "steps"  # what the global step counts, the clock a schedule runs in: steps, unless the mode says
     updates_in_run: int = 0  # the updates the whole run applies, in that clock
-    schedule: Schedule | None = None  # the learning rate as a function of the update it is applied at
+    schedule: Schedule = Schedule(0.0)  # the learning rate as a function of the update it is applied at
 
     @property
     def is_chief(self):

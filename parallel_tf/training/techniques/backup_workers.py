@@ -24,7 +24,10 @@ It calls the mode's hooks (compression's `transmit` encodes what a worker writes
 each), `gradients_applied` (R a step) and `stale_gradients_dropped` (sent but not applied).
 """
 
+from __future__ import annotations
+
 import dataclasses
+from typing import TYPE_CHECKING
 
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
@@ -34,6 +37,9 @@ from parallel_tf.graph.optimizers import optimizer_at
 from parallel_tf.graph.placement import device_setter, worker_device
 from parallel_tf.training.declarations import Flags, Technique, flag
 from parallel_tf.training.train_graph import StepReport, TrainGraph, once, own_report
+
+if TYPE_CHECKING:
+    from parallel_tf.training.settings import Settings
 
 
 def check(values, cluster):
@@ -95,7 +101,7 @@ class _ChiefAggregator:
     def __call__(self, sess):
         step = int(sess.run(self.global_step))
         while step < self.train_steps:
-            chosen = set()
+            chosen: set[int] = set()
             while len(chosen) < self.replicas:
                 worker, at = sess.run(self.next_arrival)
                 if at == step:  # else stale: computed for a step already applied
@@ -114,10 +120,10 @@ def _queues(num_workers):
     return arrivals, releases
 
 
-def build(settings, recipe, dataset):
+def build(settings: Settings, recipe, dataset):
     """Sync training where each step applies the gradients of the first R of N workers to deliver one."""
     cluster, task_index = settings.cluster, settings.task_index
-    num_workers, replicas = cluster.num_workers, settings.options.replicas_to_aggregate
+    num_workers, replicas = settings.num_workers, settings.options.replicas_to_aggregate
     on_worker = worker_device(task_index, settings.num_gpus)
     with tf.device(device_setter(cluster, task_index, settings.num_gpus)):
         model = build_model(recipe, dataset)
@@ -125,8 +131,8 @@ def build(settings, recipe, dataset):
         step = tf.placeholder(tf.int64, [], name="step")
         slots = SlotAggregator(tf.trainable_variables(), num_workers)  # one row per worker
         (gradients,) = worker_gradients(recipe, model, 1, slots.variables)
-        for technique in settings.hooks.transmit:  # at most one (SEAMS): a technique encodes them on the way
-            gradients = technique.transmit(settings, gradients, slots.variables, on_worker, settings.random_stream)
+        for sender in settings.hooks.transmit:  # at most one (SEAMS): a technique encodes them on the way
+            gradients = sender.transmit(settings, gradients, slots.variables, on_worker, settings.random_stream)
         write = slots.write(task_index, [gradients])
         with tf.device(global_step.device):
             arrivals, releases = _queues(num_workers)

@@ -13,6 +13,10 @@ the sum is the parameter-server sync mode's (a + b is b + a), so the runs equal 
 ring's order is not its tree's (--strict_determinism gives sync strict's bits at every worker count).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.errors import TaskFailure
@@ -25,8 +29,11 @@ from parallel_tf.training.declarations import Mode
 from parallel_tf.training.modes.allreduce import allreduce_buckets, allreduce_transport
 from parallel_tf.training.train_graph import Phase, StepReport, TrainGraph, drive, microbatch_passes
 
+if TYPE_CHECKING:
+    from parallel_tf.training.settings import Settings
 
-def build(recipe, dataset, settings):
+
+def build(recipe, dataset, settings: Settings):
     num_workers, task_index = settings.num_workers, settings.task_index
     on_worker = worker_device(task_index, settings.num_gpus)
     with tf.device(on_worker):

@@ -72,6 +72,8 @@ def build(recipe, dataset, settings):
         first, fetched[0] = not fetched[0], True
         return built.plan(step, first)
 
+    send = pushes.send
+    assert send is not None, "the step pushes"
     return AsyncGraph(
         model=model,
         # Steps whose gradients were pushed are done; a worker's unpushed sum is lost with it.
@@ -83,8 +85,8 @@ def build(recipe, dataset, settings):
             "staleness_histogram": pushes.histogram.nonzero(),
             **added_counters(),
         },
-        initialise_on_join=pushes.send.chief_on_join if task_index == 0 else None,
-        background=pushes.send.chief_background if task_index == 0 else None,
+        initialise_on_join=send.chief_on_join if task_index == 0 else None,
+        background=send.chief_background if task_index == 0 else None,
         refresh_op=built.fetch,
         copies=pushes.copies,
         gradients=tuple(built.gradients),

@@ -1,11 +1,18 @@
 """An async worker's state and its two exchanges with the parameter servers: a push of its gradient sum and
 a fetch of the parameters into its copies (asynchronous.py's steps are made of them)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
 from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import LOCAL, refresh_copies
 from parallel_tf.graph.optimizers import apply_then_step, optimizer_at
 from parallel_tf.graph.pushes import GradientSum, Send, StalenessHistogram, push_counter
+
+if TYPE_CHECKING:
+    from parallel_tf.training.settings import Settings
 
 
 class Pushes:
@@ -16,19 +23,19 @@ class Pushes:
     techniques do once it is sent: SSP's gate of the next step), and the ops its fetches run besides refreshing
     the copies."""
 
-    def __init__(self, settings, pairs, on_worker):
+    def __init__(self, settings: Settings, pairs, on_worker):
         self.settings, self.pairs, self.on_worker = settings, pairs, on_worker
         self.parameters, self.copies = zip_strict(*pairs)
         self.global_step = tf.train.get_or_create_global_step()  # counts updates applied, by all workers
-        self.updates = push_counter("updates_by_worker", settings.cluster.num_workers)
+        self.updates = push_counter("updates_by_worker", settings.num_workers)
         self.histogram = StalenessHistogram()
         with tf.device(on_worker):
             self.read_step = tf.Variable(tf.zeros([], tf.int64), trainable=False, collections=LOCAL, name="read_step")
             self.gradient_sum = GradientSum(self.copies, LOCAL, "gradient_sum")
 
-    send = None
+    send: Send | None = None
     sent = None
-    on_fetch = None
+    on_fetch: Callable | None = None
 
     def push(self, gradients, copy_reflects):
         """A step's accumulation and push of its `gradients` of the copies, which reflect global step
@@ -97,6 +104,7 @@ class Pushes:
 
     def fetch_after(self, after):
         """The copies refreshed, and the global step they reflect noted, read once ops `after` have run."""
+        assert self.on_fetch is not None, "a worker builds its push before the fetches after it"
         with tf.colocate_with(self.global_step), tf.control_dependencies(after):  # made here: the read waits
             step_read = self.global_step.read_value()
         return tf.group(refresh_copies(self.pairs, after), self.read_step.assign(step_read), *self.on_fetch(after))

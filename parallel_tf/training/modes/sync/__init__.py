@@ -10,6 +10,10 @@ worker as soon as it is applied, while later pieces are still pushed (graph/pipe
 kept for comparison, with a step barrier after each step, which its tokens make safe to reuse.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from parallel_tf.compat import tf
 from parallel_tf.graph import worker_state
 from parallel_tf.graph.aggregation import SlotAggregator
@@ -23,6 +27,9 @@ from parallel_tf.graph.sync_replicas import sync_replicas
 from parallel_tf.training.declarations import Mode
 from parallel_tf.training.modes.sync import aggregation, pipeline
 from parallel_tf.training.train_graph import Phase, StepReport, TrainGraph, drive, microbatch_passes, once
+
+if TYPE_CHECKING:
+    from parallel_tf.training.settings import Settings
 
 
 def build(recipe, dataset, settings):
@@ -49,7 +56,7 @@ def _split_over(settings):
     return pieces if pieces > 1 else 0
 
 
-def _optimizer(settings, global_step):
+def _optimizer(settings: Settings, global_step):
     """--optimizer at the schedule's rate, as the techniques on change it (clipping)."""
     optimizer = scheduled(settings.optimizer, settings.schedule, global_step)
     for technique in settings.hooks.optimizer:
@@ -62,7 +69,7 @@ def _per_worker(settings):
     return settings.options.microbatches // settings.num_workers if settings.options.strict_determinism else 1
 
 
-def _in_fixed_order(recipe, model, global_step, settings):
+def _in_fixed_order(recipe, model, global_step, settings: Settings):
     num_workers, task_index = settings.num_workers, settings.task_index
     per_worker = _per_worker(settings)
     aggregator = SlotAggregator(tf.trainable_variables(), per_worker * num_workers)
