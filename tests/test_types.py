@@ -78,18 +78,26 @@ def test_the_type_checker_sees_a_runs_options_by_their_declarations_types(tmp_pa
     assert typo in checked.stdout, checked.stdout
 
 
-def test_a_mode_s_call_of_a_hook_is_checked_against_its_seam_s_interface(tmp_path):
-    """A mode calls its seams' hooks on the modules settings.hooks holds, typed by the seams' Protocols, and mypy
-    checks the modes' bodies (pyproject.toml's overrides): all-reduce's call of a reduce hook without its variables
-    fails it, naming the interface."""
+@pytest.mark.parametrize(
+    "module, call, short_of",
+    [
+        ("training/modes/allreduce/__init__.py", "reducers[0].reduce(settings, ring, variables)", "variables"),
+        ("training/trainer.py", "technique.wrap(settings, graph)", "graph"),
+    ],
+    ids=["all-reduce's reduce", "the trainer's wrap"],
+)
+def test_a_step_s_call_of_a_hook_is_checked_against_its_seam_s_interface(tmp_path, module, call, short_of):
+    """A step calls its seams' hooks on the modules settings.hooks holds, typed by the seams' Protocols, and mypy
+    checks those calls (the modes' bodies by pyproject.toml's overrides, build_graph by its annotation): a call
+    short of its last argument fails it, naming the interface."""
     _copy(tmp_path)
-    mode = tmp_path / "parallel_tf" / "training" / "modes" / "allreduce" / "__init__.py"
-    source = mode.read_text()
-    call = "reducers[0].reduce(settings, ring, variables)"
+    path = tmp_path / "parallel_tf" / module
+    source = path.read_text()
     assert source.count(call) == 1
-    mode.write_text(source.replace(call, "reducers[0].reduce(settings, ring)"))
+    path.write_text(source.replace(call, call.replace(f", {short_of})", ")")))
     checked = _mypy(tmp_path)
     assert checked.returncode == 1, checked.stdout + checked.stderr
-    assert 'error: Missing positional argument "variables" in call to "reduce" of "Reduce"' in checked.stdout, (
-        checked.stdout
-    )
+    seam = call.split("(")[0].rsplit(".", 1)[1]
+    interface = {"reduce": "Reduce", "wrap": "Wrap"}[seam]
+    wanted = f'error: Missing positional argument "{short_of}" in call to "{seam}" of "{interface}"'
+    assert wanted in checked.stdout, checked.stdout

@@ -6,13 +6,16 @@ each step, where to start, what to initialise while joining, what to run in the 
 before evaluating, which counters to log. Give it a server's target, or "" for one plain process.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 from absl import logging
 
-from parallel_tf import cli, compat
+from parallel_tf import compat
 from parallel_tf.compat import tf
 from parallel_tf.data.sharding import GlobalBatchSharder
 from parallel_tf.errors import TaskFailure
@@ -22,11 +25,14 @@ from parallel_tf.graph.model import build_held_out, seed_everything, trainable_s
 from parallel_tf.training import cpu_steal, logdir, modes, outputs, profiling, run_check, run_summary, session, traffic
 from parallel_tf.training.checkpoints import Checkpoints
 from parallel_tf.training.op_check import OpCheck
-from parallel_tf.training.options.link import bits_per_second
+from parallel_tf.training.options import link
 from parallel_tf.training.train_graph import with_join_fields
 
+if TYPE_CHECKING:
+    from parallel_tf.training.settings import Settings
 
-def build_graph(recipe, dataset, settings):
+
+def build_graph(recipe, dataset, settings: Settings):
     """The graph a worker of `settings` trains with: its mode's (or that of the technique that builds the mode's
     graph itself: at most one, rules.py), wrapped by every technique's `wrap` hook in the order of TECHNIQUES,
     innermost first, then given the join fields nothing set."""
@@ -177,7 +183,7 @@ class Trainer:
                 self.session_runs += 1
             done = min(train_graph.next_step(step, result), settings.train_steps)
             if step == first_step and settings.options.link_rate and settings.is_chief:
-                self._say_what_the_link_costs(done - step)
+                link.say_what_it_costs(self.traffic.mean(done - step), settings.options.link_rate, settings.train_steps)
             if not np.isfinite(result["losses"]).all():
                 self._diverged_at(done, result["losses"], len(steps))
             interval_steps += done - step
@@ -197,22 +203,6 @@ class Trainer:
                 self._checkpoint(sess, done)
             step = done
         return time.time() - started
-
-    def _say_what_the_link_costs(self, steps):
-        """A slow --link_rate can stretch a run to hours without a word: once the first run of steps has told
-        what a step sends, the chief says what the link makes of it at least (its bytes over the rate)."""
-        settings = self.settings
-        crossing = self.traffic.mean(steps)
-        bits = 8 * max(crossing["bytes_sent_per_step"], crossing["bytes_received_per_step"])
-        seconds = bits / bits_per_second(settings.options.link_rate)
-        logging.info(
-            "the chief's link carries %d bytes a step each way at most: at %s, at least %s a step, %s for the %d steps",
-            bits // 8,
-            settings.options.link_rate,
-            cli.duration(seconds),
-            cli.duration(seconds * settings.train_steps),
-            settings.train_steps,
-        )
 
     def _checkpoint(self, sess, done):
         """After step `done`: every worker copies the state it keeps for itself (the graph's stash), and the

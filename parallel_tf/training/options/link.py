@@ -13,12 +13,31 @@ what delayed it, run.json the one a run started on (logdir.DESCRIBED: a resume m
 import os
 import re
 
+from absl import logging
+
+from parallel_tf import cli
 from parallel_tf.errors import ConfigError
 from parallel_tf.training.declarations import EVERY_CLUSTER_MODE, Flags, Option, flag
 
 UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 SHAPED_ENV = "PARALLEL_TF_SHAPED_LINK"  # the launcher's word to a task that its link is shaped at this rate
 DELAY_BY_ENV = "PARALLEL_TF_LINK_DELAY_BY"  # and what delays it: netem, or the delay line
+
+
+def say_what_it_costs(crossing, rate, train_steps):
+    """A slow --link_rate can stretch a run to hours without a word: once the chief's first run of steps has told
+    what a step sends (`crossing`: traffic.Meter.mean's bytes a step each way), it says what a link at `rate` makes
+    of it at least (its bytes over the rate), a step and the run's `train_steps`."""
+    bits = 8 * max(crossing["bytes_sent_per_step"], crossing["bytes_received_per_step"])
+    seconds = bits / bits_per_second(rate)
+    logging.info(
+        "the chief's link carries %d bytes a step each way at most: at %s, at least %s a step, %s for the %d steps",
+        bits // 8,
+        rate,
+        cli.duration(seconds),
+        cli.duration(seconds * train_steps),
+        train_steps,
+    )
 
 
 def bits_per_second(rate, flag="link_rate"):
