@@ -11,6 +11,7 @@ import shlex
 import signal
 import socket
 import sys
+from typing import TYPE_CHECKING
 
 if sys.version_info >= (3, 8):
     from typing import Protocol, TypedDict
@@ -19,6 +20,8 @@ else:
 
 if sys.version_info >= (3, 11):
     from typing import dataclass_transform
+elif TYPE_CHECKING:  # a type checker on 3.8-3.10 reads PEP 681 from typing_extensions (mypy's own requirement)
+    from typing_extensions import dataclass_transform
 else:
 
     def dataclass_transform(**_):

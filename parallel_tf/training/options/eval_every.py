@@ -16,6 +16,6 @@ class Options(Flags):
 
 OPTION = Option(
     name="eval_every",
-    modes=EVERY_MODE,
-    options=Options,  # the trainer evaluates, whatever the mode
+    modes=EVERY_MODE,  # the trainer evaluates, whatever the mode
+    options=Options,
 )

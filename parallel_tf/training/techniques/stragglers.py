@@ -28,8 +28,8 @@ class Options(Flags):
 
 TECHNIQUE = Technique(
     name="stragglers",
-    modes=EVERY_CLUSTER_MODE,
-    options=Options,  # it changes only when a worker starts a step
+    modes=EVERY_CLUSTER_MODE,  # it changes only when a worker starts a step
+    options=Options,
     check=check,
     hooks=("wrap",),
     requires={"prefetch": (False, "an async straggler pauses before it reads its copy, as its step begins")},
