@@ -183,7 +183,8 @@ def test_a_chief_pod_restarted_while_the_others_run_rejoins_and_ends_on_the_unin
         os.kill(pods["Worker-0"].proc.pid, signal.SIGKILL)
         assert pods["Worker-0"].wait(30) == -signal.SIGKILL
         restarted = tracker.start(pods["Worker-0"].proc.args, env=pods["Worker-0"].env)
-        for name, pod in {**pods, "Worker-0": restarted}.items():
+        # the workers first: a server waits for them, so a worker that never ends is the one whose output says why
+        for name, pod in sorted({**pods, "Worker-0": restarted}.items(), key=lambda item: not item[0].startswith("W")):
             assert pod.wait(RUN_TIMEOUT) == 0, f"{name}:\n{pod.output}"
     finally:
         tracker.kill_all()
