@@ -285,12 +285,15 @@ def test_every_declaration_has_enabling_flags_and_an_observable():
 
 @pytest.mark.parametrize("technique", techniques.TECHNIQUES, ids=[t.TECHNIQUE.name for t in techniques.TECHNIQUES])
 def test_a_technique_s_declaration_says_what_its_module_defines(technique):
-    """Its hooks are the module's functions of those names; its flags, the ones it defines; what it
-    requires and conflicts with exists; what builds the graph calls only hooks of the mode."""
+    """Its hooks are the module's functions of those names, or the methods of its HOOKS (a seams.OfOneGraph, where
+    they share graph state); its flags, the ones it defines; what it requires and conflicts with exists; what builds
+    the graph calls only hooks of the mode."""
     declared = technique.TECHNIQUE
-    assert {hook for hook in declarations.HOOKS if inspect.isfunction(getattr(technique, hook, None))} == set(
-        declared.hooks
-    )
+    hooks = getattr(technique, "HOOKS", technique)
+    assert hooks is technique or isinstance(hooks, seams.OfOneGraph)
+    defined = {hook for hook in declarations.HOOKS if inspect.isroutine(getattr(hooks, hook, None))}
+    assert defined == set(declared.hooks)
+    assert not {hook for hook in declarations.HOOKS if hooks is not technique and hasattr(technique, hook)}
     _defines_its_flags(technique)
     assert set(declared.calls) <= set(declarations.HOOKS_OF_THE_MODE)
 
@@ -300,7 +303,7 @@ def test_every_hook_takes_its_seam_s_arguments(declared):
     """Each function a declaration fills a seam with takes the arguments of that seam's interface (seams.py), by
     name, in order: a hook written against another signature fails here, not in the run that first calls it."""
     for seam in declared.hooks:
-        function = getattr(run_check.MODULE_OF[declared.name], seam)
+        function = getattr(run_check.HOOKS_OF[declared.name], seam)
         wanted = list(inspect.signature(getattr(seams.INTERFACES[seam], seam)).parameters)[1:]  # without self
         assert list(inspect.signature(function).parameters) == wanted, f"{declared.name}.{function.__name__}"
 
@@ -333,7 +336,7 @@ def test_mypy_sees_every_hook_bound_to_its_seam_s_interface():
     and nothing else, so mypy checks each one (deleting clipping's wrap fails it: 'expression has type Module,
     variable has type "Wrap"')."""
     wanted = {
-        f"{d.name}_{seam}": (seams.INTERFACES[seam], run_check.MODULE_OF[d.name])
+        f"{d.name}_{seam}": (seams.INTERFACES[seam], run_check.HOOKS_OF[d.name])
         for d in DECLARATIONS
         for seam in d.hooks
     }

@@ -5,8 +5,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from inprocess import train
-from models import DIGITS, MLP
+from inprocess import train, worker_settings
+from models import DIGITS, FLAGS, MLP
 
 from parallel_tf.cluster import config as cluster_lib
 from parallel_tf.compat import tf
@@ -16,6 +16,7 @@ from parallel_tf.graph import codecs
 from parallel_tf.training.recipe import Recipe
 from parallel_tf.training.settings import Options, run_settings
 from parallel_tf.training.techniques import compression
+from parallel_tf.training.trainer import build_graph
 
 V = [0.3, -1.0, 0.25]
 
@@ -184,7 +185,7 @@ def test_error_feedback_keeps_what_8bit_lost_and_loses_nothing_over_steps():
     with tf.Graph().as_default():
         gradient = tf.placeholder(tf.float32, [3])
         destination = tf.Variable(tf.zeros([3]))
-        (decoded,) = compression.transmit(
+        (decoded,) = compression.Compression().transmit(
             SimpleNamespace(options=options), [gradient], [destination], "/device:CPU:0", stream=0
         )
         (residual,) = tf.local_variables()
@@ -207,12 +208,30 @@ def test_only_the_payload_is_on_the_worker_and_the_decoding_is_on_the_parameter_
         with tf.device("/job:ps/task:0/device:CPU:0"):
             destination = tf.Variable(tf.zeros([3]))
             gradient = tf.constant(V)
-        (decoded,) = compression.transmit(SimpleNamespace(options=options), [gradient], [destination], worker, stream=1)
-        payloads = tf.get_collection(compression.PAYLOADS)
+        hooks = compression.Compression()
+        (decoded,) = hooks.transmit(SimpleNamespace(options=options), [gradient], [destination], worker, stream=1)
+        payloads = hooks.payloads
         assert [p.dtype for p in payloads] == [tf.int8, tf.float32]
         assert all(p.device == worker for p in payloads)
         assert [v.device for v in tf.local_variables()] == [worker]  # the residual
         assert decoded.op.colocation_groups() == destination.op.colocation_groups()
+
+
+@pytest.mark.parametrize("mode, servers", [("sync", {"ps": ["127.0.0.1:3"]}), ("allreduce", {})])
+def test_each_graph_counts_the_payloads_its_own_build_made(mode, servers):
+    """The digits MLP's four variables (64 x 128, 128, 128 x 10, 10: 9610 floats) cost 8bit n + 4 bytes each,
+    8196 + 132 + 1284 + 14 = 9626 a push, against 4 x 9610 = 38440 as float32, in the first graph built and in a
+    second from the same Settings: each build counts the payloads its own hooks made (compression.Compression,
+    fresh for every graph), and the Settings' own stays empty."""
+    cluster = cluster_lib.parse({"cluster": {**servers, "worker": ["127.0.0.1:1", "127.0.0.1:2"]}}, "test")
+    fields = {**FLAGS, "collective_group": 1, "gradient_compression": "8bit"}
+    settings = worker_settings(mode, cluster, 0, None, fields)
+    for _ in range(2):
+        with tf.Graph().as_default():
+            counters = build_graph(MLP, DIGITS, settings).counters
+            counted = [tf.get_static_value(counters[name]) for name in ("bytes_per_push", "float_bytes_per_push")]
+        assert counted == [9626, 38440]
+    assert settings.hooks.wrap == (compression.HOOKS,) and compression.HOOKS.payloads == []
 
 
 @pytest.mark.parametrize("name", ["16bit", "topk:0", "topk:x", "qsgd:0", "qsgd:128", "qsgd:4:0", "qsgd:4:x"])

@@ -27,7 +27,8 @@ HOOKS_OF_THE_MODE = {
     "send_push": "change how a push reaches the parameters",
     "after_push": "act on a worker's push once it is sent",
 }
-# A declaration's hooks: functions of its module named after the seam each fills. A technique may have any; an
+# A declaration's hooks: functions of its module named after the seam each fills (or methods of its module's HOOKS,
+# a seams.OfOneGraph, where they share graph state). A technique may have any; an
 # option, only all-reduce's "reduce" (the mode hooks, `build` and `wrap` are applied from the techniques alone).
 HOOKS = (*HOOKS_OF_THE_MODE, "build", "wrap", "reduce")
 OPTION_HOOKS = ("reduce",)
@@ -165,9 +166,10 @@ class Declaration:
     # (values, cluster, [shape of each trainable variable]) -> ConfigError for what only the model's shapes tell
     # (PowerSGD's rank against its matrices): checked before any task starts, from the recipe's model
     check_shapes: Callable[[Values, ClusterConfig, list], None] | None = None
-    # Of HOOKS, each a function of its module with that name and its seam's signature (seams.py): the seams it
-    # fills with code. A technique's `build` replaces the mode's builder; a `reduce` (seams.Reduce) gives
-    # all-reduce's ways of reducing, each from the step it starts at; without one, the plain ring's.
+    # Of HOOKS, each a function of its module (or a method of its HOOKS) with that name and its seam's signature
+    # (seams.py): the seams it fills with code. A technique's `build` replaces the mode's builder; a `reduce`
+    # (seams.Reduce) gives all-reduce's ways of reducing, each from the step it starts at; without one, the plain
+    # ring's.
     hooks: tuple = ()
     fills: tuple = ()  # the SEAMS it fills besides its hooks, with no code of its own (a ring option: "ring")
     closes: dict = dataclasses.field(default_factory=dict)  # {seam: why no other declaration may fill it}

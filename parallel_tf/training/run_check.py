@@ -34,16 +34,21 @@ DECLARED_SCOPES = {**MODE_OPTION_SCOPES, **RUN_OPTION_SCOPES}
 FLAG_SCOPES = {"job_name": modes.NAMES, "task_index": modes.NAMES, "mode": modes.NAMES, **DECLARED_SCOPES}
 DECLARATIONS = (*(t.TECHNIQUE for t in techniques.TECHNIQUES), *(o.OPTION for o in OPTIONS))
 DECLARED_BY = {name: declaration for declaration in DECLARATIONS for name in declaration.flags}
-MODULE_OF = {**techniques.BY_NAME, **{o.OPTION.name: o for o in OPTIONS}}  # {declaration's name: its module}
+# {declaration's name: what fills its seams}: its module's HOOKS where its hooks share graph state (seams.OfOneGraph),
+# else the module, whose functions are its hooks
+HOOKS_OF = {
+    name: getattr(module, "HOOKS", module)
+    for name, module in {**techniques.BY_NAME, **{o.OPTION.name: o for o in OPTIONS}}.items()
+}
 
 
 def hooks_of(declarations, mode):
     """seams.Hooks of a run of `mode` with `declarations` on: for each seam its step has (EVERY_MODE_SEAMS and those
-    the mode offers), the modules of those that declare its hook, in their order; none for any other seam, whose
+    the mode offers), the hooks (seams.Hooks) of those that declare it, in their order; none for any other seam, whose
     hook the step would never call (compression's reduce in a sync run)."""
     has = (*EVERY_MODE_SEAMS, *modes.BY_NAME[mode].offers)
     return Hooks(
-        **{seam: tuple(MODULE_OF[d.name] for d in declarations if seam in d.hooks) for seam in HOOKS if seam in has}
+        **{seam: tuple(HOOKS_OF[d.name] for d in declarations if seam in d.hooks) for seam in HOOKS if seam in has}
     )
 
 

@@ -1,7 +1,8 @@
 """The seams of a step that a technique or option fills (declarations.SEAMS), as typed interfaces, and `Hooks`,
 what fills each in one run.
 
-A declaration's hook is the function of its module named after the seam, with that seam's signature here (an
+A declaration's hook is the function of its module named after the seam, or where its hooks share graph state the
+method of its module's `HOOKS` (an OfOneGraph, fresh for each graph), with that seam's signature here (an
 option has only all-reduce's reduce): each interface is a Protocol a module meets by having that function, and
 training/hook_types.py binds every declaration's module to the interface of each seam it fills, so mypy
 (./run_tests.sh) fails on a hook deleted or written to another signature; tests/test_composition.py checks the
@@ -83,6 +84,20 @@ class Reduce(Protocol):
     made once before any step, with any state they keep."""
 
     def reduce(self, settings: Settings, ring: Ring, variables: list) -> list[Reducing]: ...
+
+
+class OfOneGraph:
+    """The base of a technique's hooks whose graph state they share: SSP's clocks, made by the first of its hooks
+    a build calls and used by the other, the payloads compression's `wrap` counts. Its module's `HOOKS` is a pristine
+    one; every graph is built with a fresh one (trainer.build_graph), so no state crosses graphs and none needs a
+    TensorFlow collection to be found again. Equal to any other of its class, as a module is to itself, so Settings
+    made from the same flags stay equal."""
+
+    def __eq__(self, other):
+        return type(other) is type(self)
+
+    def __hash__(self):
+        return hash(type(self))
 
 
 @dataclasses.dataclass(frozen=True)

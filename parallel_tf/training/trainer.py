@@ -26,6 +26,7 @@ from parallel_tf.training import cpu_steal, logdir, modes, outputs, profiling, r
 from parallel_tf.training.checkpoints import Checkpoints
 from parallel_tf.training.op_check import OpCheck
 from parallel_tf.training.options import link
+from parallel_tf.training.seams import OfOneGraph
 from parallel_tf.training.train_graph import with_join_fields
 
 if TYPE_CHECKING:
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
 def build_graph(recipe, dataset, settings: Settings):
     """The graph a worker of `settings` trains with: its mode's (or that of the technique that builds the mode's
     graph itself: at most one, rules.py), wrapped by every technique's `wrap` hook in the order of TECHNIQUES,
-    innermost first, then given the join fields nothing set."""
+    innermost first, then given the join fields nothing set. Its hooks are this graph's own (_for_one_graph)."""
+    settings = dataclasses.replace(settings, hooks=_for_one_graph(settings.hooks))
     with products.gpu_kernels(settings.num_gpus > 0):
         built_by = settings.hooks.build  # at most one (rules.py)
         graph = (
@@ -46,6 +48,14 @@ def build_graph(recipe, dataset, settings: Settings):
         for technique in settings.hooks.wrap:
             graph = technique.wrap(settings, graph)
     return with_join_fields(graph)
+
+
+def _for_one_graph(hooks):
+    """`hooks` (seams.Hooks) as one graph's build calls them: each seams.OfOneGraph replaced by a fresh one of its
+    class, the same in every seam it fills, so no graph state crosses graphs."""
+    seams = vars(hooks)  # {seam: its hooks}, read without asking for any seam's (tests/test_modes.py counts those)
+    fresh = {type(hook): type(hook)() for each in seams.values() for hook in each if isinstance(hook, OfOneGraph)}
+    return dataclasses.replace(hooks, **{s: tuple(fresh.get(type(h), h) for h in each) for s, each in seams.items()})
 
 
 class Trainer:

@@ -19,14 +19,16 @@ promise is about reads, that a worker at clock c sees every update of clocks bef
 update a worker holds back or a copy it does not refresh would break it silently.
 """
 
+from __future__ import annotations
+
 import dataclasses
 
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.placement import worker_device
 from parallel_tf.training.declarations import Flags, Technique, flag
+from parallel_tf.training.seams import OfOneGraph
 
-STATE = "parallel_tf_ssp"  # the graph collection holding the one _Clocks of a graph
 EVERY_STEP = "SSP's clocks count steps, and its read bound holds only if every step's update is pushed and read"
 
 
@@ -50,33 +52,6 @@ TECHNIQUE = Technique(
     },
     options=Options,
 )
-
-
-def _shared(settings):
-    """SSP's state, made once a graph, outside any loop of steps, and found again (after_push and wrap are called
-    apart): on the parameter servers a token queue for each ordered pair of workers, each worker's clock, and each
-    worker's largest gap (a slot a worker, written by it alone: two workers' read, max and assign of one shared
-    scalar could keep the smaller); on the worker its own clock."""
-    made = tf.get_collection_ref(STATE)
-    if made:
-        return made[0]
-    num_workers = settings.num_workers
-    with tf.init_scope(), tf.variable_scope(tf.VariableScope(reuse=False), auxiliary_name_scope=False):
-        with tf.device(tf.train.get_global_step().device):
-            queues = {
-                (j, i): tf.FIFOQueue(-1, [tf.int32], [[]], shared_name=f"parallel_tf_ssp_tokens_{j}_to_{i}")
-                for j in range(num_workers)
-                for i in range(num_workers)
-                if i != j
-            }
-            clocks, gaps = [
-                tf.get_variable(name, [num_workers], tf.int64, tf.zeros_initializer(), trainable=False)
-                for name in ("ssp_clocks", "ssp_largest_clock_gaps")
-            ]
-        with tf.device(worker_device(settings.task_index, settings.num_gpus)):
-            finished = tf.Variable(tf.zeros([], tf.int64), trainable=False, collections=LOCAL, name="ssp_clock")
-    made.append(_Clocks(settings.task_index, queues, clocks, gaps, finished))
-    return made[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,33 +85,67 @@ class _Clocks:
         return [queue for (_, i), queue in sorted(self.queues.items()) if i == self.me]
 
 
-def after_push(settings, read_step):
-    """Once a step's push is sent: its clock told, then the gate of the next step (after the last, a step that
-    never comes: every worker tells a token each step, so the ones it waits for come as the others finish)."""
-    s, ssp = settings.options.max_staleness, _shared(settings)
-    finished = ssp.finished.assign_add(1)  # the next step's index
-    with tf.control_dependencies([ssp.tell(finished, 1)]):
-        return [ssp.gate(tf.cast(finished > s, tf.int32))]
+class BoundedStaleness(OfOneGraph):
+    """SSP's hooks on one graph, sharing its clocks: `after_push` and `wrap` are called apart, and whichever comes
+    first makes them."""
+
+    def __init__(self) -> None:
+        self._clocks: _Clocks | None = None
+
+    def after_push(self, settings, read_step):
+        """Once a step's push is sent: its clock told, then the gate of the next step (after the last, a step that
+        never comes: every worker tells a token each step, so the ones it waits for come as the others finish)."""
+        s, ssp = settings.options.max_staleness, self._shared(settings)
+        finished = ssp.finished.assign_add(1)  # the next step's index
+        with tf.control_dependencies([ssp.tell(finished, 1)]):
+            return [ssp.gate(tf.cast(finished > s, tf.int32))]
+
+    def wrap(self, settings, graph):
+        """The gate of a process's first step, a run before its first read: its clock and tokens where it starts."""
+        s, ssp = settings.options.max_staleness, self._shared(settings)
+        start = tf.cast(graph.position, tf.int64)  # 0, or where a resumed run starts
+        with tf.control_dependencies([ssp.finished.assign(start)]):
+            told = ssp.tell(start, tf.cast(start, tf.int32))
+        with tf.control_dependencies([told]):
+            first_gate = ssp.gate(tf.cast(tf.maximum(start - s, 0), tf.int32))
+        started = [False]  # whether this process has run a step yet
+
+        def plan(step):
+            first, started[0] = not started[0], True
+            return [first_gate] * first + graph.runs(step)
+
+        # Its variables are joined as every other's (train_graph.with_join_fields): the chief initialises and
+        # checkpoints them, and every worker waits for them.
+        return dataclasses.replace(
+            graph,
+            plan=plan,
+            counters={**graph.counters, "largest_clock_gap": tf.reduce_max(ssp.gaps)},
+        )
+
+    def _shared(self, settings):
+        """SSP's state, made once a graph, outside any loop of steps: on the parameter servers a token queue for each
+        ordered pair of workers, each worker's clock, and each worker's largest gap (a slot a worker, written by it
+        alone: two workers' read, max and assign of one shared scalar could keep the smaller); on the worker its own
+        clock."""
+        if self._clocks is not None:
+            return self._clocks
+        num_workers = settings.num_workers
+        with tf.init_scope(), tf.variable_scope(tf.VariableScope(reuse=False), auxiliary_name_scope=False):
+            with tf.device(tf.train.get_global_step().device):
+                queues = {
+                    (j, i): tf.FIFOQueue(-1, [tf.int32], [[]], shared_name=f"parallel_tf_ssp_tokens_{j}_to_{i}")
+                    for j in range(num_workers)
+                    for i in range(num_workers)
+                    if i != j
+                }
+                clocks, gaps = [
+                    tf.get_variable(name, [num_workers], tf.int64, tf.zeros_initializer(), trainable=False)
+                    for name in ("ssp_clocks", "ssp_largest_clock_gaps")
+                ]
+            with tf.device(worker_device(settings.task_index, settings.num_gpus)):
+                finished = tf.Variable(tf.zeros([], tf.int64), trainable=False, collections=LOCAL, name="ssp_clock")
+        self._clocks = _Clocks(settings.task_index, queues, clocks, gaps, finished)
+        return self._clocks
 
 
-def wrap(settings, graph):
-    """The gate of a process's first step, a run before its first read: its clock and tokens where it starts."""
-    s, ssp = settings.options.max_staleness, _shared(settings)
-    start = tf.cast(graph.position, tf.int64)  # 0, or where a resumed run starts
-    with tf.control_dependencies([ssp.finished.assign(start)]):
-        told = ssp.tell(start, tf.cast(start, tf.int32))
-    with tf.control_dependencies([told]):
-        first_gate = ssp.gate(tf.cast(tf.maximum(start - s, 0), tf.int32))
-    started = [False]  # whether this process has run a step yet
-
-    def plan(step):
-        first, started[0] = not started[0], True
-        return [first_gate] * first + graph.runs(step)
-
-    # Its variables are joined as every other's (train_graph.with_join_fields): the chief initialises and
-    # checkpoints them, and every worker waits for them.
-    return dataclasses.replace(
-        graph,
-        plan=plan,
-        counters={**graph.counters, "largest_clock_gap": tf.reduce_max(ssp.gaps)},
-    )
+HOOKS = BoundedStaleness()

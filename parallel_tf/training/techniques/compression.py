@@ -28,6 +28,7 @@ from parallel_tf.errors import ConfigError
 from parallel_tf.graph import codecs, gathered_codes
 from parallel_tf.graph.collectives import Reducing, Reduction
 from parallel_tf.training.declarations import Flags, Technique, flag
+from parallel_tf.training.seams import OfOneGraph
 
 
 def as_the_paper_does(values):
@@ -61,24 +62,6 @@ def record(settings):
         "algorithm": f"EF-{codec.name}" if feedback and not codec.error_feedback_by_default else codec.name,
         **({"bucket": codec.bucket} if hasattr(codec, "bucket") else {}),
     }
-
-
-def reduce(settings, ring, variables):
-    """All-reduce's reduce hook: every worker's codes gathered and decoded by all, the losses summed in
-    float32. A random codec draws for variable i at step t from (t, stream·2¹⁶ + i), as on the servers."""
-    codec, feedback = codecs.parse(settings.options.gradient_compression), settings.options.error_feedback
-
-    def gathered(step):
-        seeds = codecs.seeds(tf.train.get_global_step().read_value(), settings.random_stream, len(step.whole))
-        means, sent = gathered_codes.mean_of_codes(step.whole, ring.collectives, codec, feedback, seeds)
-        for part in sent:
-            tf.add_to_collection(PAYLOADS, part)  # what `wrap` counts
-        return Reduction(means, ring.collectives.sum(ring.loss_slots(step.loss)))
-
-    return [Reducing(0, gathered)]
-
-
-PAYLOADS = "gradient_payloads"  # graph collection: the tensors that cross to the parameter servers
 
 
 class Options(Flags):
@@ -120,33 +103,51 @@ TECHNIQUE = Technique(
 )
 
 
-def transmit(settings, tensors, destinations, device, stream):
-    """`tensors` as the parameter servers decode them, each next to its variable in `destinations`,
-    encoded on `device` (this worker's), where each keeps its residual; the payloads are added to the
-    PAYLOADS collection. A random codec draws for tensor i at global step t from seed (t, stream·2¹⁶ + i)."""
-    codec, feedback = codecs.parse(settings.options.gradient_compression), settings.options.error_feedback
-    with tf.device(device):
-        step = tf.train.get_or_create_global_step().read_value()
-    seeds = codecs.seeds(step, stream, len(tensors))
-    return [_transmit_one(codec, feedback, *sent, device) for sent in zip_strict(tensors, destinations, seeds)]
+class Compression(OfOneGraph):
+    """The codec's hooks on one graph, with the payloads its `transmit` or `reduce` made, which `wrap` counts."""
+
+    def __init__(self) -> None:
+        self.payloads: list = []  # the tensors that cross: to the parameter servers, or gathered by the other workers
+
+    def transmit(self, settings, tensors, destinations, device, stream):
+        """`tensors` as the parameter servers decode them, each next to its variable in `destinations`,
+        encoded on `device` (this worker's), where each keeps its residual. A random codec draws for tensor i at
+        global step t from seed (t, stream·2¹⁶ + i)."""
+        codec, feedback = codecs.parse(settings.options.gradient_compression), settings.options.error_feedback
+        with tf.device(device):
+            step = tf.train.get_or_create_global_step().read_value()
+        seeds = codecs.seeds(step, stream, len(tensors))
+        return [self._transmit_one(codec, feedback, *sent, device) for sent in zip_strict(tensors, destinations, seeds)]
+
+    def _transmit_one(self, codec, feedback, tensor, destination, seed, device):
+        size = tensor.shape.num_elements()
+        with tf.device(device):
+            payload, kept = codecs.encoded(codec, tensor, seed, feedback)
+        self.payloads.extend(payload)
+        with tf.colocate_with(destination), tf.control_dependencies(kept):  # on its parameter server
+            return tf.reshape(codec.decode(payload, size), tensor.shape)
+
+    def reduce(self, settings, ring, variables):
+        """All-reduce's reduce hook: every worker's codes gathered and decoded by all, the losses summed in
+        float32. A random codec draws for variable i at step t from (t, stream·2¹⁶ + i), as on the servers."""
+        codec, feedback = codecs.parse(settings.options.gradient_compression), settings.options.error_feedback
+
+        def gathered(step):
+            seeds = codecs.seeds(tf.train.get_global_step().read_value(), settings.random_stream, len(step.whole))
+            means, sent = gathered_codes.mean_of_codes(step.whole, ring.collectives, codec, feedback, seeds)
+            self.payloads.extend(sent)
+            return Reduction(means, ring.collectives.sum(ring.loss_slots(step.loss)))
+
+        return [Reducing(0, gathered)]
+
+    def wrap(self, settings, graph):
+        """Counts what a push sends, from the payload tensors' shapes, beside what float32 would. (Its
+        residuals, local variables, are initialised as every local variable is: train_graph.with_join_fields.)"""
+        sent = sum(t.shape.num_elements() * t.dtype.size for t in self.payloads)
+        floats = sum(v.shape.num_elements() * 4 for v in tf.trainable_variables())
+        counters = dict(graph.counters, bytes_per_push=tf.constant(sent, tf.int64))
+        counters["float_bytes_per_push"] = tf.constant(floats, tf.int64)
+        return dataclasses.replace(graph, counters=counters)
 
 
-def _transmit_one(codec, feedback, tensor, destination, seed, device):
-    size = tensor.shape.num_elements()
-    with tf.device(device):
-        payload, kept = codecs.encoded(codec, tensor, seed, feedback)
-    for part in payload:
-        tf.add_to_collection(PAYLOADS, part)
-    with tf.colocate_with(destination), tf.control_dependencies(kept):  # on its parameter server
-        return tf.reshape(codec.decode(payload, size), tensor.shape)
-
-
-def wrap(settings, graph):
-    """Counts what a push sends, from the payload tensors' shapes, beside what float32 would. (Its
-    residuals, local variables, are initialised as every local variable is: train_graph.with_join_fields.)"""
-    payloads = tf.get_collection(PAYLOADS)
-    sent = sum(t.shape.num_elements() * t.dtype.size for t in payloads)
-    floats = sum(v.shape.num_elements() * 4 for v in tf.trainable_variables())
-    counters = dict(graph.counters, bytes_per_push=tf.constant(sent, tf.int64))
-    counters["float_bytes_per_push"] = tf.constant(floats, tf.int64)
-    return dataclasses.replace(graph, counters=counters)
+HOOKS = Compression()
