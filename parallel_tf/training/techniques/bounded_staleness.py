@@ -22,6 +22,7 @@ update a worker holds back or a copy it does not refresh would break it silently
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import LOCAL
@@ -60,9 +61,9 @@ class _Clocks:
 
     me: int
     queues: dict
-    clocks: object
-    gaps: object
-    finished: object  # the steps this worker has finished
+    clocks: Any  # TensorFlow's variables (it ships no types)
+    gaps: Any
+    finished: Any  # the steps this worker has finished
 
     def tell(self, steps_finished, tokens):
         """Sets this worker's clock, then hands the others `tokens` more tokens each."""

@@ -31,10 +31,17 @@ from parallel_tf.training.declarations import Flags, Technique, flag
 from parallel_tf.training.seams import OfOneGraph
 
 
+def _codec(name: str) -> codecs.Codec:
+    """The codec --gradient_compression=`name` names, in a run that compresses (at "none" the technique is off)."""
+    codec = codecs.parse(name)
+    assert codec is not None, name
+    return codec
+
+
 def as_the_paper_does(values):
     """Whether a run that does not say keeps a residual: as its codec's paper does (settled by `automatic`, so
     --error_feedback's value is the run's from then on)."""
-    return codecs.parse(values["gradient_compression"]).error_feedback_by_default
+    return _codec(values["gradient_compression"]).error_feedback_by_default
 
 
 def check_shapes(values, cluster, shapes):
@@ -43,7 +50,7 @@ def check_shapes(values, cluster, shapes):
     if values["mode"] != "allreduce":
         return
     name = values["gradient_compression"]
-    worth_it, gathered, ring = gathered_codes.pays(codecs.parse(name), shapes, cluster.num_workers)
+    worth_it, gathered, ring = gathered_codes.pays(_codec(name), shapes, cluster.num_workers)
     if not worth_it:
         raise ConfigError(
             f"--gradient_compression={name} over all-reduce gathers {gathered} bytes a step from the other "
@@ -55,12 +62,12 @@ def check_shapes(values, cluster, shapes):
 def record(settings):
     """What summary.json says ran: the codec, whether error feedback was on, the algorithm's name, and its
     buckets where it has them (QSGD)."""
-    codec, feedback = codecs.parse(settings.options.gradient_compression), settings.options.error_feedback
+    codec, feedback = _codec(settings.options.gradient_compression), settings.options.error_feedback
     return {
         "gradient_compression": settings.options.gradient_compression,
         "error_feedback": feedback,
         "algorithm": f"EF-{codec.name}" if feedback and not codec.error_feedback_by_default else codec.name,
-        **({"bucket": codec.bucket} if hasattr(codec, "bucket") else {}),
+        **({"bucket": codec.bucket} if isinstance(codec, codecs.QSGD) else {}),
     }
 
 
@@ -113,11 +120,14 @@ class Compression(OfOneGraph):
         """`tensors` as the parameter servers decode them, each next to its variable in `destinations`,
         encoded on `device` (this worker's), where each keeps its residual. A random codec draws for tensor i at
         global step t from seed (t, stream·2¹⁶ + i)."""
-        codec, feedback = codecs.parse(settings.options.gradient_compression), settings.options.error_feedback
+        codec, feedback = _codec(settings.options.gradient_compression), settings.options.error_feedback
         with tf.device(device):
             step = tf.train.get_or_create_global_step().read_value()
         seeds = codecs.seeds(step, stream, len(tensors))
-        return [self._transmit_one(codec, feedback, *sent, device) for sent in zip_strict(tensors, destinations, seeds)]
+        return [
+            self._transmit_one(codec, feedback, tensor, destination, seed, device)
+            for tensor, destination, seed in zip_strict(tensors, destinations, seeds)
+        ]
 
     def _transmit_one(self, codec, feedback, tensor, destination, seed, device):
         size = tensor.shape.num_elements()
@@ -130,7 +140,7 @@ class Compression(OfOneGraph):
     def reduce(self, settings, ring, variables):
         """All-reduce's reduce hook: every worker's codes gathered and decoded by all, the losses summed in
         float32. A random codec draws for variable i at step t from (t, stream·2¹⁶ + i), as on the servers."""
-        codec, feedback = codecs.parse(settings.options.gradient_compression), settings.options.error_feedback
+        codec, feedback = _codec(settings.options.gradient_compression), settings.options.error_feedback
 
         def gathered(step):
             seeds = codecs.seeds(tf.train.get_global_step().read_value(), settings.random_stream, len(step.whole))

@@ -126,7 +126,7 @@ def compressible(shape, rank, min_compression):
 
 def orthonormal_columns(p):
     """`p` [n, r] with its columns made orthonormal in order, by Gram-Schmidt (a zero column stays zero)."""
-    columns = []
+    columns: list = []
     for index in range(p.shape.as_list()[1]):
         column = p[:, index]
         for done in columns:
