@@ -750,7 +750,7 @@ def test_the_settled_fields_are_worked_out_once_from_the_others():
     """Settings.SETTLED is every field after one_step_a_run (a plain field added at the end is not taken for a settled
     one), and run_settings works each out. Async on 2 workers, each pushing every 2nd of its 9 steps: 2·⌈9/2⌉ = 10
     pushes, the global step's clock; a cosine schedule left to the run decays over those 10 less its 2 warm-up
-    pushes, 8; clipping is on, so the optimizer seam holds its module, and a clipping norm sums each variable whole
+    pushes, 8; clipping is on, so the optimizer seam holds its hooks, and a clipping norm sums each variable whole
     (async prefetches by default: --prefetch is on too)."""
     names = [field.name for field in dataclasses.fields(settings_lib.Settings)]
     assert tuple(names[names.index("one_step_a_run") + 1 :]) == settings_lib.SETTLED
@@ -764,7 +764,7 @@ def test_the_settled_fields_are_worked_out_once_from_the_others():
     )
     assert (settings.schedule.decay_steps, settings.schedule.warmup_steps) == (8, 2)
     assert [d.name for d in settings.declarations_on] == ["clipping", "warmup", "lr_decay", "push_every", "prefetch"]
-    assert settings.hooks.optimizer == (clipping,) and settings.hooks.reduce == ()
+    assert settings.hooks.optimizer == (clipping.HOOKS,) and settings.hooks.reduce == ()
     assert (settings.whole_variables, settings.keeps_worker_state, settings.spare_workers) == (True, False, 0)
 
 

@@ -121,14 +121,14 @@ def _hooks_asked_for(monkeypatch):
 
 def test_a_runs_hooks_of_a_seam_are_its_declarations_modules_in_wrapping_order():
     """What a step calls for a seam (settings.hooks, seams.Hooks): the module of each declaration on that fills it
-    (compression's HOOKS, whose hooks share its payloads), in the order of TECHNIQUES (8-bit codes wrap a sync graph
-    before clipping does); none for a seam nothing on fills, where the mode goes its own way."""
+    (compression's and clipping's HOOKS, whose hooks share graph state), in the order of TECHNIQUES (8-bit codes
+    wrap a sync graph before clipping does); none for a seam nothing on fills, where the mode goes its own way."""
     flags = {"gradient_compression": "8bit", "clip_norm": 1.0}
     settings = settings_lib.run_settings(
         set(flags), mode="sync", task_index=0, cluster=cluster.parse(SPECS["sync"], "sync"), **{**FIELDS, **flags}
     )
-    codes = compression.HOOKS
-    assert settings.hooks == seams.Hooks(wrap=(codes, clipping), transmit=(codes,), optimizer=(clipping,))
+    codes, clips = compression.HOOKS, clipping.HOOKS
+    assert settings.hooks == seams.Hooks(wrap=(codes, clips), transmit=(codes,), optimizer=(clips,))
 
 
 @pytest.mark.parametrize("declared", run_check.DECLARATIONS, ids=[d.name for d in run_check.DECLARATIONS])

@@ -1,8 +1,8 @@
 """The type checker of ./run_tests.sh (mypy, pyproject.toml's [tool.mypy]) holds a codec to graph/codecs.py's Codec
 Protocol and a technique's module to the Protocols of the seams it fills (training/seams.py, bound in
-training/hook_types.py): a copy of the package whose top-k codec lacks payload_bytes, or whose clipping lacks its
-wrap, fails it, naming what is short, where the package as it is passes; and it reads a run's options by their
-declared types."""
+training/hook_types.py): a copy of the package whose top-k codec lacks payload_bytes, whose stragglers' module lacks
+its wrap, or whose clipping's hooks object (a seams.OfOneGraph) lacks its, fails it, naming what is short, where the
+package as it is passes; and it reads a run's options by their declared types."""
 
 import shutil
 import subprocess
@@ -47,16 +47,24 @@ def test_a_codec_short_of_a_protocol_method_fails_the_type_checker(tmp_path):
     assert '"tuple[type[TopK], tuple[Argument]]"; expected "str": "tuple[type[Codec]' in checked.stdout
 
 
-def test_a_technique_short_of_a_hook_it_declares_fails_the_type_checker(tmp_path):
+@pytest.mark.parametrize(
+    "technique, hook, short",
+    [
+        ("stragglers", "\ndef wrap(settings, graph):", "Module"),
+        ("clipping", "\n    def wrap(self, settings, graph):", '"Clipping"'),
+    ],
+)
+def test_a_technique_short_of_a_hook_it_declares_fails_the_type_checker(tmp_path, technique, hook, short):
     _copy(tmp_path)
-    clipping = tmp_path / "parallel_tf" / "training" / "techniques" / "clipping.py"
-    source = clipping.read_text()
-    assert source.count("\ndef wrap(settings, graph):") == 1
-    clipping.write_text(source.replace("\ndef wrap(settings, graph):", "\ndef wrapped(settings, graph):"))
+    module = tmp_path / "parallel_tf" / "training" / "techniques" / f"{technique}.py"
+    source = module.read_text()
+    assert source.count(hook) == 1
+    module.write_text(source.replace(hook, hook.replace("wrap", "wrapped")))
     checked = _mypy(tmp_path)
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert (
-        "hook_types.py" in checked.stdout and '(expression has type Module, variable has type "Wrap")' in checked.stdout
+        "hook_types.py" in checked.stdout
+        and f'(expression has type {short}, variable has type "Wrap")' in checked.stdout
     )
 
 

@@ -12,8 +12,8 @@ A technique module has
 and the hooks it declares: functions of the module named after the seam each fills, with that seam's signature
 (training/seams.py: build, wrap, transmit, optimizer, push_learning_rate, push_gradients, send_push, after_push,
 and all-reduce's reduce), which a step calls on what settings.hooks holds, and a line in TECHNIQUES. Hooks that
-share graph state (SSP's clocks, compression's payloads) are instead methods of a seams.OfOneGraph, the module's
-`HOOKS`, which holds that state: every graph is built with a fresh one. A declared
+share graph state (SSP's clocks, compression's payloads, clipping's counter) are instead methods of a
+seams.OfOneGraph, the module's `HOOKS`, which holds that state: every graph is built with a fresh one. A declared
 flag's value is a field of the run's Settings.options. That, a line for each hook in training/hook_types.py
 (mypy checks the hook against its seam) and one for its Options in training/run_options.py, is all a new technique
 touches in the library; it also gets a row in

@@ -17,14 +17,17 @@ norm was above c. The techniques that build the mode's graph their own way (back
 SGD, EASGD) do not call the hook, so the rules refuse them with it.
 """
 
+from __future__ import annotations
+
 import dataclasses
+from typing import Any
 
 from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.graph import exact_math, exact_ops
 from parallel_tf.graph.optimizers import DelegatingOptimizer
-from parallel_tf.graph.pushes import add_counter, added_counters
 from parallel_tf.training.declarations import Flags, Technique, flag
+from parallel_tf.training.seams import OfOneGraph
 
 COUNTER = "clipped_updates"
 
@@ -48,25 +51,35 @@ TECHNIQUE = Technique(
 )
 
 
-def optimizer(settings, optimizer):
-    """`optimizer`, clipping what it applies to --clip_norm and counting the updates it shrank."""
-    return ClippedOptimizer(optimizer, settings.options.clip_norm, _count_clipped(settings.options.clip_norm))
+class Clipping(OfOneGraph):
+    """Clipping's hooks on one graph, sharing the counter of the updates it shrank: made by the first update the
+    optimizer builds, logged by `wrap` (in sync the chief's graph alone applies updates, and has it)."""
+
+    def __init__(self) -> None:
+        self._clipped: Any = None  # the counter, a TensorFlow variable once an update is built
+
+    def optimizer(self, settings, optimizer):
+        """`optimizer`, clipping what it applies to --clip_norm and counting the updates it shrank."""
+        threshold = settings.options.clip_norm
+
+        def count(norm):  # async: every worker's pushes count into one counter, under its lock
+            return self._counter().assign_add(tf.cast(norm > threshold, tf.int64), use_locking=True)
+
+        return ClippedOptimizer(optimizer, threshold, count)
+
+    def wrap(self, settings, graph):
+        """Logs `clipped_updates`, from the graphs that apply updates."""
+        counted = {COUNTER: self._clipped} if self._clipped is not None else {}
+        return dataclasses.replace(graph, counters={**graph.counters, **counted})
+
+    def _counter(self):
+        if self._clipped is None:
+            with tf.init_scope(), tf.variable_scope("clipping"):  # made outside a loop of steps
+                self._clipped = tf.get_variable(COUNTER, [], tf.int64, tf.zeros_initializer(), trainable=False)
+        return self._clipped
 
 
-def _count_clipped(threshold):
-    def count(norm):
-        with tf.init_scope(), tf.variable_scope("clipping", reuse=tf.AUTO_REUSE):  # made outside a loop of steps
-            clipped = tf.get_variable(COUNTER, [], tf.int64, tf.zeros_initializer(), trainable=False)
-        add_counter(COUNTER, clipped)
-        return clipped.assign_add(tf.cast(norm > threshold, tf.int64), use_locking=True)  # async: every worker's
-
-    return count
-
-
-def wrap(settings, graph):
-    """Logs `clipped_updates`, from the graphs that apply updates (in sync, the chief's alone)."""
-    counted = {name: tensor for name, tensor in added_counters().items() if name == COUNTER}
-    return dataclasses.replace(graph, counters={**graph.counters, **counted})
+HOOKS = Clipping()
 
 
 def clip_by_global_norm(gradients, threshold, on_norm=None):
