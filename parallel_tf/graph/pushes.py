@@ -10,8 +10,6 @@ from collections.abc import Callable
 from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 
-COUNTERS = "parallel_tf_push_counters"  # graph collection of (name, tensor) that push hooks add for the chief to log
-
 
 def push_counter(name, size):
     """An int64 vector on the parameter servers: pushes by each worker (or group), logged by the chief."""
@@ -22,15 +20,6 @@ def count_one(counter, index):
     """counter[index] + 1, under the counter's lock: every worker counts into the same vector on the parameter
     servers, and their pushes overlap (an unlocked add reads, then writes, and loses one of two)."""
     return tf.scatter_add(counter, [index], tf.constant([1], tf.int64), use_locking=True)
-
-
-def add_counter(name, tensor):
-    """Has the chief log `tensor` as `name`: for the hooks of a push, which return no graph of their own."""
-    tf.add_to_collection(COUNTERS, (name, tensor))
-
-
-def added_counters():
-    return dict(tf.get_collection(COUNTERS))
 
 
 class GradientSum:

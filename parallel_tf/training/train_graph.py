@@ -179,6 +179,10 @@ class TrainGraph:
     def before_evaluation(self, sess):
         """Run by the chief before it evaluates, so the model reads the final parameters."""
 
+    def counting(self, counters):
+        """This graph, logging `counters` ({name: tensor}) besides its own: a technique's `wrap`."""
+        return dataclasses.replace(self, counters={**self.counters, **counters})
+
 
 @dataclasses.dataclass(frozen=True)
 class CopiesGraph(TrainGraph):

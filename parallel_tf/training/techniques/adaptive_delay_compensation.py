@@ -31,7 +31,7 @@ class Options(Flags):
 TECHNIQUE = Technique(
     name="adaptive_delay_compensation",
     modes=("async",),
-    hooks=("push_gradients",),
+    hooks=("push_gradients", "wrap"),
     requires=delay_compensation.TECHNIQUE.requires,
     conflicts={
         **delay_compensation.TECHNIQUE.conflicts,
@@ -42,23 +42,29 @@ TECHNIQUE = Technique(
 )
 
 
-def push_gradients(settings, parameters, sums):
-    """DC-ASGD's compensation (delay_compensation.compensate) with λ = λ0/√(MeanSquare + ε)."""
-    initial_scale = settings.options.adaptive_delay_compensation
+class AdaptiveCompensation(delay_compensation.Compensation):
+    """DC-ASGD-a's hooks on one graph: DC-ASGD's, with its λ adapted."""
 
-    def adapted_scale(parameter, gradient):
-        with tf.init_scope():  # made outside a loop of steps (train_graph.drive), read in each step
-            mean_square = tf.get_variable(
-                f"{parameter.op.name}/mean_square_gradient",
-                parameter.shape,
-                parameter.dtype.base_dtype,
-                tf.zeros_initializer(),
-                trainable=False,
-            )
-        averaged = MEAN_SQUARE_DECAY * mean_square.read_value() + (1 - MEAN_SQUARE_DECAY) * gradient * gradient
-        # written whole under the lock; two pushes that overlap both read the old value, and the later drops the
-        # other's g⊙g (docs/modes-and-techniques.md: an exact average needs a critical section around the read)
-        taken = mean_square.assign(averaged, use_locking=True)
-        return exact_ops.quotient(initial_scale, exact_math.sqrt(taken + EPSILON))
+    def push_gradients(self, settings, parameters, sums):
+        """DC-ASGD's compensation (delay_compensation.compensate) with λ = λ0/√(MeanSquare + ε)."""
+        initial_scale = settings.options.adaptive_delay_compensation
 
-    return delay_compensation.compensate(adapted_scale, settings, parameters, sums)
+        def adapted_scale(parameter, gradient):
+            with tf.init_scope():  # made outside a loop of steps (train_graph.drive), read in each step
+                mean_square = tf.get_variable(
+                    f"{parameter.op.name}/mean_square_gradient",
+                    parameter.shape,
+                    parameter.dtype.base_dtype,
+                    tf.zeros_initializer(),
+                    trainable=False,
+                )
+            averaged = MEAN_SQUARE_DECAY * mean_square.read_value() + (1 - MEAN_SQUARE_DECAY) * gradient * gradient
+            # written whole under the lock; two pushes that overlap both read the old value, and the later drops the
+            # other's g⊙g (docs/modes-and-techniques.md: an exact average needs a critical section around the read)
+            taken = mean_square.assign(averaged, use_locking=True)
+            return exact_ops.quotient(initial_scale, exact_math.sqrt(taken + EPSILON))
+
+        return self.compensate(adapted_scale, settings, parameters, sums)
+
+
+HOOKS = AdaptiveCompensation()

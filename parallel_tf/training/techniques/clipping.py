@@ -19,7 +19,6 @@ SGD, EASGD) do not call the hook, so the rules refuse them with it.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from parallel_tf.backports import zip_strict
@@ -69,8 +68,7 @@ class Clipping(OfOneGraph):
 
     def wrap(self, settings, graph):
         """Logs `clipped_updates`, from the graphs that apply updates."""
-        counted = {COUNTER: self._clipped} if self._clipped is not None else {}
-        return dataclasses.replace(graph, counters={**graph.counters, **counted})
+        return graph.counting({COUNTER: self._clipped} if self._clipped is not None else {})
 
     def _counter(self):
         if self._clipped is None:

@@ -19,8 +19,6 @@ determinism across worker counts does not hold (each worker's residual depends o
 
 from __future__ import annotations
 
-import dataclasses
-
 from parallel_tf.backports import zip_strict
 from parallel_tf.cli import counted
 from parallel_tf.compat import tf
@@ -155,9 +153,9 @@ class Compression(OfOneGraph):
         residuals, local variables, are initialised as every local variable is: train_graph.with_join_fields.)"""
         sent = sum(t.shape.num_elements() * t.dtype.size for t in self.payloads)
         floats = sum(v.shape.num_elements() * 4 for v in tf.trainable_variables())
-        counters = dict(graph.counters, bytes_per_push=tf.constant(sent, tf.int64))
-        counters["float_bytes_per_push"] = tf.constant(floats, tf.int64)
-        return dataclasses.replace(graph, counters=counters)
+        return graph.counting(
+            {"bytes_per_push": tf.constant(sent, tf.int64), "float_bytes_per_push": tf.constant(floats, tf.int64)}
+        )
 
 
 HOOKS = Compression()

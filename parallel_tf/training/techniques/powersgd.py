@@ -33,8 +33,6 @@ defaults to 1000: DDP's default suits a long training whose first 1000 steps cha
 train 1000 steps in all. --powersgd_start_step=1000 gives DDP's.
 """
 
-import dataclasses
-
 from parallel_tf.backports import prod, zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
@@ -82,7 +80,7 @@ def wrap(settings, graph):
     rank, least = settings.options.powersgd_rank, settings.options.powersgd_min_compression
     shapes = [v.shape.as_list() for v in tf.trainable_variables()]
     counted = tf.constant(sum(compressible(shape, rank, least) for shape in shapes), tf.int64)
-    return dataclasses.replace(graph, counters={**graph.counters, "powersgd_matrices": counted})
+    return graph.counting({"powersgd_matrices": counted})
 
 
 class Options(Flags):

@@ -19,15 +19,19 @@ what is left (fewer than c when c does not divide the pushes). A push waiting in
 cluster is killed is lost. `softsync_pushes` counts the pushes queued.
 """
 
+from __future__ import annotations
+
 import functools
 import math
+from typing import Any
 
 from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph.optimizers import apply_then_step
-from parallel_tf.graph.pushes import Send, add_counter
+from parallel_tf.graph.pushes import Send
 from parallel_tf.training.declarations import Flags, Technique, flag
+from parallel_tf.training.seams import OfOneGraph
 
 
 def check(values, cluster):
@@ -45,36 +49,53 @@ class Options(Flags):
     )
 
 
-TECHNIQUE = Technique(name="softsync", modes=("async",), options=Options, check=check, hooks=("send_push",))
+TECHNIQUE = Technique(name="softsync", modes=("async",), options=Options, check=check, hooks=("send_push", "wrap"))
 
 
-def send_push(settings, optimizer, sums, parameters, global_step, after, optimizer_at):
-    n, num_workers = settings.options.softsync, settings.num_workers
-    pushes_in_a_run = num_workers * math.ceil(settings.train_steps / settings.options.push_every)
-    per_update = num_workers // n
-    with tf.device(global_step.device):
-        with tf.init_scope():  # the queue and the chief's part outside a loop of steps (train_graph.drive)
-            queue = tf.FIFOQueue(
-                per_update, [s.dtype for s in sums], [s.shape for s in sums], shared_name="parallel_tf_softsync_pushes"
-            )
-            made = tf.get_variable(
-                "softsync_pushes", [], tf.int64, tf.zeros_initializer(), trainable=False, use_resource=True
-            )
-            count_push = _push_counter(made)
-            close_if_all_made = tf.cond(made >= pushes_in_a_run, queue.close, tf.no_op)  # a resume after the last
-            means = [tf.reduce_mean(pushes, axis=0) for pushes in _as_list(queue.dequeue_up_to(per_update))]
-            with tf.control_dependencies(means):  # the rate (and a technique's count of it) once there are pushes
-                optimizer = optimizer_at(tf.constant(n, tf.int64))
-            apply = apply_then_step(optimizer, zip_strict(means, parameters), global_step)
-        add_counter("softsync_pushes", made)
-        with tf.control_dependencies([after]):
-            enqueue = queue.enqueue(sums)
-        with tf.control_dependencies([enqueue]):  # every worker's: one lost, and the queue never closes
-            count = count_push()
-        push = tf.cond(tf.equal(count, pushes_in_a_run), queue.close, tf.no_op)  # the run's last push: exactly one
-    return Send(
-        push, chief_on_join=lambda sess: sess.run(close_if_all_made), chief_background=functools.partial(_apply, apply)
-    )
+class Softsync(OfOneGraph):
+    """Softsync's hooks on one graph, sharing the count of the pushes made."""
+
+    def __init__(self) -> None:
+        self._made: Any = None  # the count, a TensorFlow variable once the push is built
+
+    def send_push(self, settings, optimizer, sums, parameters, global_step, after, optimizer_at):
+        n, num_workers = settings.options.softsync, settings.num_workers
+        pushes_in_a_run = num_workers * math.ceil(settings.train_steps / settings.options.push_every)
+        per_update = num_workers // n
+        with tf.device(global_step.device):
+            with tf.init_scope():  # the queue and the chief's part outside a loop of steps (train_graph.drive)
+                queue = tf.FIFOQueue(
+                    per_update,
+                    [s.dtype for s in sums],
+                    [s.shape for s in sums],
+                    shared_name="parallel_tf_softsync_pushes",
+                )
+                made = self._made = tf.get_variable(
+                    "softsync_pushes", [], tf.int64, tf.zeros_initializer(), trainable=False, use_resource=True
+                )
+                count_push = _push_counter(made)
+                close_if_all_made = tf.cond(made >= pushes_in_a_run, queue.close, tf.no_op)  # a resume after the last
+                means = [tf.reduce_mean(pushes, axis=0) for pushes in _as_list(queue.dequeue_up_to(per_update))]
+                with tf.control_dependencies(means):  # the rate (and a technique's count of it) once there are pushes
+                    optimizer = optimizer_at(tf.constant(n, tf.int64))
+                apply = apply_then_step(optimizer, zip_strict(means, parameters), global_step)
+            with tf.control_dependencies([after]):
+                enqueue = queue.enqueue(sums)
+            with tf.control_dependencies([enqueue]):  # every worker's: one lost, and the queue never closes
+                count = count_push()
+            push = tf.cond(tf.equal(count, pushes_in_a_run), queue.close, tf.no_op)  # the run's last push: exactly one
+        return Send(
+            push,
+            chief_on_join=lambda sess: sess.run(close_if_all_made),
+            chief_background=functools.partial(_apply, apply),
+        )
+
+    def wrap(self, settings, graph):
+        """Logs `softsync_pushes`."""
+        return graph.counting({"softsync_pushes": self._made} if self._made is not None else {})
+
+
+HOOKS = Softsync()
 
 
 def _push_counter(made):

@@ -6,9 +6,13 @@ the worker's copy is missing (async mode's docstring says how). `staleness_aware
 updates applied at such a rate (with softsync, its averaged updates, at σ = n).
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 from parallel_tf.compat import tf
-from parallel_tf.graph.pushes import add_counter
 from parallel_tf.training.declarations import Flags, Technique, flag
+from parallel_tf.training.seams import OfOneGraph
 
 
 class Options(Flags):
@@ -23,16 +27,28 @@ TECHNIQUE = Technique(
     name="staleness_aware",
     effect="staleness_aware_pushes",
     modes=("async",),
-    hooks=("push_learning_rate",),
+    hooks=("push_learning_rate", "wrap"),
     options=Options,
 )
 
 
-def push_learning_rate(settings, learning_rate, staleness):
-    """The rate a push of `staleness` (an int64 tensor) is applied with, counted each time it is used."""
-    # one count, however many rates use it, made outside a loop of steps (train_graph.drive)
-    with tf.init_scope(), tf.variable_scope("staleness_aware", reuse=tf.AUTO_REUSE):
-        scaled = tf.get_variable("pushes", [], tf.int64, tf.zeros_initializer(), trainable=False)
-    add_counter("staleness_aware_pushes", scaled)
-    with tf.control_dependencies([scaled.assign_add(1, use_locking=True)]):  # every worker's pushes count here
-        return learning_rate / tf.cast(tf.maximum(staleness, 1), tf.float32)
+class StalenessAware(OfOneGraph):
+    """The rate's hooks on one graph, sharing the count of the pushes applied at it."""
+
+    def __init__(self) -> None:
+        self._scaled: Any = None  # the count, a TensorFlow variable once a rate is built
+
+    def push_learning_rate(self, settings, learning_rate, staleness):
+        """The rate a push of `staleness` (an int64 tensor) is applied with, counted each time it is used."""
+        if self._scaled is None:  # one count, however many rates use it, made outside a loop of steps (drive)
+            with tf.init_scope(), tf.variable_scope("staleness_aware"):
+                self._scaled = tf.get_variable("pushes", [], tf.int64, tf.zeros_initializer(), trainable=False)
+        with tf.control_dependencies([self._scaled.assign_add(1, use_locking=True)]):  # every worker's pushes count
+            return learning_rate / tf.cast(tf.maximum(staleness, 1), tf.float32)
+
+    def wrap(self, settings, graph):
+        """Logs `staleness_aware_pushes`, where the graph applies pushes."""
+        return graph.counting({"staleness_aware_pushes": self._scaled} if self._scaled is not None else {})
+
+
+HOOKS = StalenessAware()

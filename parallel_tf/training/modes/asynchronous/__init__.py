@@ -38,7 +38,6 @@ import math
 from parallel_tf.compat import tf
 from parallel_tf.graph.model import LOCAL, StepReads, build_model_on_copies
 from parallel_tf.graph.placement import device_setter, worker_device
-from parallel_tf.graph.pushes import added_counters
 from parallel_tf.training.declarations import Mode
 from parallel_tf.training.modes.asynchronous import fetch_every, intervals, prefetch, push_every
 from parallel_tf.training.modes.asynchronous.pushes import Pushes
@@ -83,7 +82,6 @@ def build(recipe, dataset, settings):
         counters={
             "updates_by_worker": pushes.updates,
             "staleness_histogram": pushes.histogram.nonzero(),
-            **added_counters(),
         },
         initialise_on_join=send.chief_on_join if task_index == 0 else None,
         background=send.chief_background if task_index == 0 else None,
