@@ -333,8 +333,8 @@ def test_a_runs_options_are_every_declarations_typed_fields():
 
 def test_mypy_sees_every_hook_bound_to_its_seam_s_interface():
     """training/hook_types.py binds <declaration>_<seam> to the seam's Protocol for every hook a declaration names,
-    and nothing else, so mypy checks each one (deleting clipping's wrap fails it: 'expression has type Module,
-    variable has type "Wrap"')."""
+    and nothing else, so mypy checks each one (deleting stragglers' wrap fails it: 'expression has type Module,
+    variable has type "Wrap"'; clipping's, 'expression has type "Clipping"': tests/test_types.py)."""
     wanted = {
         f"{d.name}_{seam}": (seams.INTERFACES[seam], run_check.HOOKS_OF[d.name])
         for d in DECLARATIONS

@@ -211,7 +211,7 @@ class Declaration:
 
 @dataclasses.dataclass(frozen=True)
 class Technique(Declaration):
-    """A variant of a mode, written as one module whose functions are its `hooks`."""
+    """A variant of a mode, written as one module whose functions (or its HOOKS' methods) are its `hooks`."""
 
     KIND: ClassVar[str] = "technique"
 

@@ -1,5 +1,5 @@
-"""Every declaration's module bound to the interface of each seam it fills (seams.py): mypy, which ./run_tests.sh
-runs, checks that the module has the hook and that its signature is the seam's, so a hook deleted or written to
+"""Every declaration's module (or its HOOKS) bound to the interface of each seam it fills (seams.py): mypy, which
+./run_tests.sh runs, checks that it has the hook and that its signature is the seam's, so a hook deleted or written to
 another signature fails there rather than in the run that first calls it. tests/test_composition.py holds these
 bindings to the hooks the declarations name: one for each, named <declaration>_<seam>, and no other."""
 

@@ -3,11 +3,11 @@ what fills each in one run.
 
 A declaration's hook is the function of its module named after the seam, or where its hooks share graph state the
 method of its module's `HOOKS` (an OfOneGraph, fresh for each graph), with that seam's signature here (an
-option has only all-reduce's reduce): each interface is a Protocol a module meets by having that function, and
-training/hook_types.py binds every declaration's module to the interface of each seam it fills, so mypy
+option has only all-reduce's reduce): each interface is a Protocol a module (or HOOKS) meets by having that
+function, and training/hook_types.py binds every declaration's hooks to the interface of each seam it fills, so mypy
 (./run_tests.sh) fails on a hook deleted or written to another signature; tests/test_composition.py checks the
 bindings cover every hook declared, and each hook's parameter names. Each takes the run's Settings first. A step
-calls them on the modules its run's `Hooks` holds (`technique.reduce(settings, ring, variables)`), typed by these
+calls them on what its run's `Hooks` holds (`technique.reduce(settings, ring, variables)`), typed by these
 interfaces, so a reader follows the call here and mypy checks it (in the modes: pyproject.toml). Which seams take
 one owner, and which chain, is declarations.SEAMS's to say.
 """
@@ -94,7 +94,7 @@ class OfOneGraph:
     made from the same flags stay equal."""
 
     def __eq__(self, other):
-        return type(other) is type(self)
+        return type(other) is type(self) if isinstance(other, OfOneGraph) else NotImplemented
 
     def __hash__(self):
         return hash(type(self))
@@ -102,9 +102,10 @@ class OfOneGraph:
 
 @dataclasses.dataclass(frozen=True)
 class Hooks:
-    """The modules filling each seam in one run: those of the techniques and options on that declare its hook, in
-    wrapping order, at most one where declarations.SEAMS takes one owner; empty: the mode's own way. Settled once
-    with the run's Settings (settings.run_settings), so a step's build looks nothing up."""
+    """What fills each seam in one run: the module (or its HOOKS, an OfOneGraph) of each technique and option on
+    that declares its hook, in wrapping order, at most one where declarations.SEAMS takes one owner; empty: the
+    mode's own way. Settled once with the run's Settings (settings.run_settings), so a step's build looks nothing
+    up; trainer.build_graph builds each graph with fresh OfOneGraphs."""
 
     build: tuple[Build, ...] = ()
     wrap: tuple[Wrap, ...] = ()
@@ -117,7 +118,7 @@ class Hooks:
     reduce: tuple[Reduce, ...] = ()
 
 
-# {seam: its interface}, for the seams a module's function fills
+# {seam: its interface}, for the seams a hook fills
 INTERFACES = {
     "build": Build,
     "wrap": Wrap,

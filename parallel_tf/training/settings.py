@@ -68,7 +68,7 @@ class Settings:
     num_workers: int = 1
     lockstep: bool = False  # the data position is the global step, so the run resumes on any worker count
     declarations_on: tuple = ()  # (declarations.Declaration) of every technique and option on, in their order
-    hooks: Hooks = Hooks()  # the modules filling each seam (seams.py), as a step calls them
+    hooks: Hooks = Hooks()  # what fills each seam (seams.py), as a step calls it
     # A technique on computes on each variable whole (a codec's scale, a norm's sum), so a mode must not split its
     # variables in pieces over the servers
     whole_variables: bool = False

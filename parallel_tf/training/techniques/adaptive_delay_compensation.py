@@ -46,7 +46,7 @@ class AdaptiveCompensation(delay_compensation.Compensation):
     """DC-ASGD-a's hooks on one graph: DC-ASGD's, with its λ adapted."""
 
     def push_gradients(self, settings, parameters, sums):
-        """DC-ASGD's compensation (delay_compensation.compensate) with λ = λ0/√(MeanSquare + ε)."""
+        """DC-ASGD's compensation (Compensation.compensate) with λ = λ0/√(MeanSquare + ε)."""
         initial_scale = settings.options.adaptive_delay_compensation
 
         def adapted_scale(parameter, gradient):
