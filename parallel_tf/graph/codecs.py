@@ -149,6 +149,11 @@ class _Stochastic:
     def encode(self, v, seed):
         return self.encode_with(v, tf.random.stateless_uniform(tf.shape(v), seed))
 
+    def encode_with(self, v, uniform):
+        """The payload of `v`, with `uniform` (one draw an element, in [0, 1)) deciding each rounding: each
+        codec's own."""
+        raise NotImplementedError
+
 
 @dataclasses.dataclass(frozen=True)
 class QSGD(_Stochastic):

@@ -130,7 +130,7 @@ def nodes_of(graph_defs):
 
 def off_the_list(graph_defs):
     """{op type: the first node of it} of every op of `graph_defs` a portable run may not execute."""
-    found = {}
+    found: dict = {}
     for node, name in nodes_of(graph_defs):
         allowed = node.op in ALLOWED and (node.op not in IN_FLOAT64_ONLY or node.attr["T"].type == DT_DOUBLE)
         if not allowed:

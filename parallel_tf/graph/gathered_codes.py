@@ -49,7 +49,7 @@ def mean_of_codes(gradients, collectives, codec, feedback, seeds):
 def _gathered(parts, collectives):
     """Every worker's `parts`, each as [N, *its shape], by one gather per kind of part: bytes (int8, uint8,
     four to an int32 word: CollectiveGather takes no bytes) and each other type, flat and concatenated."""
-    kinds = {}
+    kinds: dict = {}
     for index, part in enumerate(parts):
         kind = BYTES if part.dtype.base_dtype in (tf.int8, tf.uint8) else part.dtype.base_dtype
         kinds.setdefault(kind, []).append(index)

@@ -17,7 +17,7 @@ def seeded(initializer, name):
     """`initializer` (TensorFlow's default, glorot uniform, where None) with its seed drawn from `name`; one
     without a seed (zeros, a constant) as it is."""
     initializer = tf.glorot_uniform_initializer() if initializer is None else initializer
-    config = getattr(initializer, "get_config", dict)()
+    config: dict = getattr(initializer, "get_config", dict)()
     if "seed" not in config:
         return initializer
     return type(initializer).from_config({**config, "seed": _seed_of(name)})

@@ -145,10 +145,11 @@ class Schedule:
     def _scheduled(self, step):
         s = tf.cast(step, tf.float32)
         rate = tf.constant(self.base, tf.float32)
-        if self.warmup_steps and self.warmup_from is None:
-            rate *= tf.minimum(1.0, (s + 1.0) / self.warmup_steps)
-        elif self.warmup_steps:
-            rate = self.warmup_from + (self.base - self.warmup_from) * tf.minimum(1.0, s / self.warmup_steps)
+        if self.warmup_steps:
+            if self.warmup_from is None:
+                rate *= tf.minimum(1.0, (s + 1.0) / self.warmup_steps)
+            else:
+                rate = self.warmup_from + (self.base - self.warmup_from) * tf.minimum(1.0, s / self.warmup_steps)
         if self.kind == "step":
             rate *= tf.pow(self.decay_rate, self._decays(s))
         elif self.kind == "cosine":

@@ -30,11 +30,11 @@ def rounds(variables, pieces_per_server):
     equal bytes: [round [piece [index into variables]]], round r holding the r-th run of every server that has
     one (a variable larger than a run makes the runs after it empty)."""
     index = {variable.op.name: v for v, variable in enumerate(variables)}
-    by_round = [[] for _ in range(pieces_per_server)]
+    by_round: list[list] = [[] for _ in range(pieces_per_server)]
     for group in by_server(variables):
         sizes = [variable.shape.num_elements() for variable in group]
         total, filled = sum(sizes), 0
-        runs = [[] for _ in range(pieces_per_server)]
+        runs: list[list] = [[] for _ in range(pieces_per_server)]
         for variable, size in zip_strict(group, sizes):  # a variable goes to the run its middle byte falls in
             middle = filled + size / 2
             runs[min(pieces_per_server - 1, int(middle * pieces_per_server / total))].append(index[variable.op.name])
@@ -85,6 +85,7 @@ class Pipeline:
                 return tf.constant([self.task_index]), tf.reshape(loss, [1])
         with tf.colocate_with(global_step), tf.control_dependencies(done):
             counted = global_step.assign_add(1)
+        assert reported is not None, "a step has at least one piece"
         with tf.control_dependencies([counted]):
             return tuple(tf.identity(tensor) for tensor in reported)
 

@@ -98,7 +98,7 @@ def whole_name(variable):
 
 def by_whole_variable(variables):
     """{whole name: its pieces in order along the first axis (or the one variable)}, in first-seen order."""
-    groups = {}
+    groups: dict = {}
     for variable in variables:
         groups.setdefault(whole_name(variable), []).append(variable)
     for pieces in groups.values():

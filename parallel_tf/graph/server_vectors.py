@@ -68,7 +68,7 @@ def sent_packed(gradients_by_microbatch, variables, riding=()):
 
 def by_server(variables):
     """`variables` grouped by the device they live on, each group and the groups in their first order."""
-    groups = {}
+    groups: dict = {}
     for variable in variables:
         groups.setdefault(variable.device, []).append(variable)
     return list(groups.values())
