@@ -73,7 +73,8 @@ def _import_tensorflow():
         pin_before_loading()  # what no run flag pinned (the tools, a test process): the defaults
     skip_keras = _KERAS_EAGER_LOAD not in sys.modules
     if skip_keras:
-        sys.modules[_KERAS_EAGER_LOAD] = None  # makes that import raise ImportError, which TF passes over
+        # makes that import raise ImportError, which TF passes over
+        sys.modules[_KERAS_EAGER_LOAD] = None  # type: ignore[assignment]
     try:
         import tensorflow
     finally:
@@ -118,7 +119,7 @@ def threads_set_by_user():
 def _kernels(requested):
     if _at_its_defaults[0]:
         return "fast"
-    pinned = _SET_HERE.get(CONTRACTION_KERNEL)
+    pinned = _SET_HERE.get(CONTRACTION_KERNEL, "")
     chosen = requested or {"false": "portable", "true": "fast"}.get(pinned, "portable")
     for variable in KERNEL_VARIABLES:
         text = _users(variable)

@@ -95,9 +95,9 @@ def test_the_type_checker_sees_a_runs_options_by_their_declarations_types(tmp_pa
     ids=["all-reduce's reduce", "the trainer's wrap"],
 )
 def test_a_step_s_call_of_a_hook_is_checked_against_its_seam_s_interface(tmp_path, module, call, short_of):
-    """A step calls its seams' hooks on the modules settings.hooks holds, typed by the seams' Protocols, and mypy
-    checks those calls (the modes' bodies by pyproject.toml's overrides, build_graph by its annotation): a call
-    short of its last argument fails it, naming the interface."""
+    """A step calls its seams' hooks on what settings.hooks holds, typed by the seams' Protocols, and mypy checks
+    those calls (every body, by pyproject.toml's check_untyped_defs): a call short of its last argument fails it,
+    naming the interface."""
     _copy(tmp_path)
     path = tmp_path / "parallel_tf" / module
     source = path.read_text()

@@ -108,7 +108,7 @@ def assign_jobs(addresses, num_ps, num_groups, source):
         raise ConfigError(f"--num_groups={num_groups} is more than the {num_workers} worker(s) of {source}")
     addresses = iter(addresses)
     sizes = {"ps": num_ps, "local_ps": num_groups, "worker": num_workers}
-    spec = {"cluster": {job: [next(addresses) for _ in range(size)] for job, size in sizes.items() if size}}
+    spec: dict = {"cluster": {job: [next(addresses) for _ in range(size)] for job, size in sizes.items() if size}}
     if num_groups:
         spec["groups"] = [list(range(g, num_workers, num_groups)) for g in range(num_groups)]
     return parse(spec, source)
@@ -119,7 +119,7 @@ def assign_jobs_by_host(addresses, hosts, num_ps, source):
     each: the first `num_ps` are the central ps; on every host the first task left is the group's
     local ps and the rest are its workers (numbered in start order across hosts)."""
     central, rest = list(range(num_ps)), range(num_ps, len(addresses))
-    by_host = {}
+    by_host: dict = {}
     for task in rest:
         by_host.setdefault(hosts[task], []).append(task)
     if not by_host or any(len(tasks) < 2 for tasks in by_host.values()):
@@ -145,7 +145,7 @@ def parse(data, source):
         if job not in KNOWN_JOBS:
             raise ConfigError(f"{source}: cluster.{job}: unknown job (known jobs: {', '.join(KNOWN_JOBS)})")
     jobs = {}
-    seen = {}
+    seen: dict = {}
     for job in (j for j in KNOWN_JOBS if j == "worker" or j in cluster):
         hosts = cluster.get(job)
         if not hosts:
@@ -181,7 +181,7 @@ def _parse_groups(groups, jobs, source):
             f"{source}: groups: {len(groups)} group(s) but {num_local_ps} local_ps task(s); give one each"
         )
     num_workers = len(jobs["worker"])
-    owner = {}
+    owner: dict = {}
     for g, group in enumerate(groups):
         for worker in group:
             if not isinstance(worker, int) or isinstance(worker, bool) or not 0 <= worker < num_workers:

@@ -32,7 +32,7 @@ class Placement:
 
 def expand_hostlist(hostlist):
     """Slurm's compressed host list, e.g. 'n[08-11],gpu[1,3]', as names in Slurm's own order."""
-    hosts = []
+    hosts: list = []
     for item in _top_level_items(hostlist):
         parts = re.split(r"(\[[^\]]*\])", item)
         choices = [_expand_ranges(part[1:-1], hostlist) if part.startswith("[") else [part] for part in parts]
@@ -59,7 +59,7 @@ def _top_level_items(hostlist):
 
 def _expand_ranges(ranges, hostlist):
     """'01-03,05' -> ['01', '02', '03', '05']: zero padding kept, as Slurm writes it."""
-    names = []
+    names: list = []
     for piece in ranges.split(","):
         match = re.fullmatch(r"(\d+)(?:-(\d+))?", piece)
         if not match or (match[2] and int(match[2]) < int(match[1])):

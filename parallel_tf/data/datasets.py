@@ -57,7 +57,9 @@ def _digits_table():
     spec = importlib.util.find_spec("sklearn")  # finds the package without running it
     if spec is None:
         raise ConfigError("--dataset=digits needs scikit-learn, whose bundled copy it reads: pip install scikit-learn")
-    path = os.path.join(spec.submodule_search_locations[0], "datasets", "data", "digits.csv.gz")
+    package = spec.submodule_search_locations  # a package's directories: scikit-learn's one
+    assert package, spec
+    path = os.path.join(package[0], "datasets", "data", "digits.csv.gz")
     with gzip.open(path, "rt") as f:
         return np.loadtxt(f, delimiter=",")
 
@@ -232,7 +234,9 @@ def _read_archive_members(archive, members):
         with tarfile.open(archive, "r:gz") as tar:
             for info in tar:
                 if info.name in members and info.isfile():
-                    found[members[info.name]] = (f"{archive}:{info.name}", tar.extractfile(info).read())
+                    member = tar.extractfile(info)
+                    assert member, info.name  # a regular file's
+                    found[members[info.name]] = (f"{archive}:{info.name}", member.read())
     except (OSError, EOFError, tarfile.TarError) as e:
         raise ConfigError(f"{archive}: corrupt or truncated archive: {e}") from None
     missing = [member for member, name in members.items() if name not in found]

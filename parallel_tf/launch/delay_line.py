@@ -112,7 +112,7 @@ def hold(sockets, delay_seconds, clock=time.monotonic):
     """Forever: each packet queued on any of `sockets` accepted `delay_seconds` after it reached this process.
     A release comes late by the time the process takes to wake and answer (tens of microseconds, a tenth of a
     millisecond's delay): each is made that much early, by a running mean of the releases' lateness."""
-    held = {sock: collections.deque() for sock in sockets}  # (when due, id), in arrival order
+    held: dict = {sock: collections.deque() for sock in sockets}  # (when due, id), in arrival order
     early = 0.0  # how much before its due time a release is made: the releases' mean lateness, so far
     while True:
         now = clock()

@@ -120,7 +120,7 @@ def layout(mode, num_ps, num_workers, num_groups, num_hosts=None):
             f"{num_hosts - sum(counts)} host(s) would hold none"
         )
     used = [0] * (num_hosts or sum(counts))
-    addresses = []
+    addresses: list = []
     for count in counts:
         for index in range(count):
             host = index % num_hosts if num_hosts else len(addresses)
@@ -186,10 +186,12 @@ class SimulatedHosts:
             stderr=subprocess.PIPE,
             text=True,
         )
-        ready, _, _ = select.select([self.delay_line.stdout], [], [], DELAY_LINE_START_SECS)
-        if not ready or self.delay_line.stdout.readline().strip() != "ready":
+        answers, errors = self.delay_line.stdout, self.delay_line.stderr
+        assert answers and errors  # both PIPE
+        ready, _, _ = select.select([answers], [], [], DELAY_LINE_START_SECS)
+        if not ready or answers.readline().strip() != "ready":
             self.delay_line.kill()
-            said = self.delay_line.stderr.read().strip().splitlines()
+            said = errors.read().strip().splitlines()
             raise ConfigError(f"--link_delay: the delay line did not start: {said[-1] if said else 'no answer'}")
         self._add_rules(["INPUT", "-i", "eth0", "-j", "NFQUEUE", "--queue-num", "0"])
 

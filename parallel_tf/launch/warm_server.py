@@ -21,6 +21,7 @@ closes (the launcher died, even by SIGKILL), and its tasks with it (fence.die_wi
 """
 
 import contextlib
+import io
 import json
 import os
 import signal
@@ -29,6 +30,7 @@ import stat
 import sys
 import threading
 import traceback
+import typing
 
 from absl import flags
 
@@ -79,7 +81,8 @@ def serve_forever(listener, pins):
             listener.close()
             for signum, handler in {signal.SIGCHLD: signal.SIG_DFL, **STOPPING}.items():
                 signal.signal(signum, handler)
-            return _in_the_launchers_place(connection, *served, loading_set)
+            request, fds = served
+            return _in_the_launchers_place(connection, request, fds, loading_set)
         connection.close()
         for fd in served[1] if served else ():
             os.close(fd)
@@ -181,7 +184,7 @@ def _become_launch_server(connection, request, fds, loading_set):
     os.close(stdout)
     os.close(stderr)
     for stream in (sys.stdout, sys.stderr):  # as `python -u`: a task's lines reach the launcher as printed
-        stream.reconfigure(write_through=True)
+        typing.cast(io.TextIOWrapper, stream).reconfigure(write_through=True)
     served = request["fork_server"]
     served["report_fd"] = report
     for task, output in zip_strict(served["tasks"], outputs):
@@ -251,7 +254,11 @@ def main(argv):
 
 
 # The signals that stop the server, and the handler each had before it: what a launch's child takes back.
-STOPPING = {signal.SIGTERM: signal.SIG_DFL, signal.SIGHUP: signal.SIG_DFL, signal.SIGINT: signal.default_int_handler}
+STOPPING: dict = {
+    signal.SIGTERM: signal.SIG_DFL,
+    signal.SIGHUP: signal.SIG_DFL,
+    signal.SIGINT: signal.default_int_handler,
+}
 
 
 def _remove_when_stopped(path):

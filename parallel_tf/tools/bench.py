@@ -93,7 +93,7 @@ def main(argv):
         os.path.join(out, BENCH.finished), json.dumps({"command": sys.argv, "plan": plan, "repeats": repeats()}) + "\n"
     )
     print(f"[bench] {runs_planned} runs planned, into {out}", flush=True)
-    results = {}
+    results: dict = {}
     try:
         run_plan(plan, out, results, FLAGS.links)
     except KeyboardInterrupt:  # the run under way gets the same Ctrl-C and stops its own tasks
@@ -118,7 +118,7 @@ def main(argv):
 def make_plan():
     """[(model, system, workers)], in the order of one repeat; ConfigError for unknown names."""
     for flag_name, known in (("models", MODELS), ("systems", SYSTEMS)):
-        unknown = [name for name in FLAGS[flag_name].value if name not in known]
+        unknown = [name for name in FLAGS[flag_name].value or () if name not in known]
         if unknown:
             raise ConfigError(f"--{flag_name}: unknown {', '.join(unknown)} (known: {', '.join(known)})")
     if steps_of(FLAGS.models[0]) < MIN_STEPS:

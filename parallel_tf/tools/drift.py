@@ -38,10 +38,10 @@ def plot(rows, path):
     equal): the drift from the one-process reference, and from the variant's own run at its smallest
     worker count, where strict determinism's promise (the same bits for every N) shows."""
     pyplot = figures.pyplot()
-    firsts = {}
+    firsts: dict = {}
     for row in rows:
         firsts.setdefault((row["variant"], row["workers"]), row)
-    smallest = {}
+    smallest: dict = {}
     for variant, n in firsts:
         smallest[variant] = min(n, smallest.get(variant, n))
     figure, (from_reference, within) = pyplot.subplots(1, 2, figsize=(15, 6), sharey=True)

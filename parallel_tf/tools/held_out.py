@@ -17,7 +17,7 @@ def evaluations(metrics, started):
 
 def groups(rows):
     """{(variant, N): [row, ...]}: a variant's repeats at one worker count, in the order first run."""
-    grouped = {}
+    grouped: dict = {}
     for row in rows:
         grouped.setdefault((row["variant"], row["workers"]), []).append(row)
     return grouped
@@ -90,7 +90,7 @@ def _summarise(baseline, variant, paired):
 
 def _described(values):
     known = [v for v in values if v is not None]
-    described = {"known": len(known), "of": len(values)}
+    described: dict[str, float] = {"known": len(known), "of": len(values)}
     if known:
         described.update(mean=float(np.mean(known)), min=float(min(known)), max=float(max(known)))
     return described

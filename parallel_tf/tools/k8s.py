@@ -71,7 +71,8 @@ def operator_cluster(name, namespace, replicas, mode, num_ps, num_groups):
         for kind, count in replicas.items()
         for i in range(count)
     ]
-    return cluster_lib.assign_jobs(addresses, *modes.server_counts(mode, num_ps, num_groups), "the TFJob")
+    central, local = modes.server_counts(mode, num_ps, num_groups)
+    return cluster_lib.assign_jobs(addresses, central, local, "the TFJob")
 
 
 def manifest(

@@ -65,7 +65,7 @@ class Study:
         verdicts = {}
         for variant in dict.fromkeys(row["variant"] for row in self.rows):
             rows = [row for row in self.rows if row["variant"] == variant]
-            by_n = {}
+            by_n: dict = {}
             for row in rows:
                 by_n.setdefault(row["workers"], []).append(row)
             first_repeats = [group[0] for group in by_n.values()]
@@ -179,7 +179,7 @@ def _as_list(counter):
 def _what_ran(rows):
     """What each variant's runs had on, as summary.json's `declared` says (the schedule in its clock, the
     compression algorithm, ...): a report says exactly what it compared."""
-    seen = {}
+    seen: dict = {}
     for row in rows:
         seen.setdefault((row["variant"], json.dumps(row["declared"], sort_keys=True)), row["declared"])
     lines = ["## What ran", ""]

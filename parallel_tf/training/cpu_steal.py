@@ -10,7 +10,7 @@ PROC_STAT = "/proc/stat"
 
 def per_cpu(path=PROC_STAT):
     """{cpu: (steal, all) clock ticks since boot}; empty where there is no such file (not Linux)."""
-    ticks = {}
+    ticks: dict = {}
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()

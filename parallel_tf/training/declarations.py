@@ -86,7 +86,7 @@ class Flag:
 
     def define(self, module, flag_values=absl_flags.FLAGS):
         kind, owned = self.kind or type(self.default), {"flag_values": flag_values, "module_name": module}
-        bounds = {"lower_bound": self.lower_bound, "upper_bound": self.upper_bound}
+        bounds: dict[str, Any] = {"lower_bound": self.lower_bound, "upper_bound": self.upper_bound}
         if self.choices:
             absl_flags.DEFINE_enum(self.name, self.default, list(self.choices), self.help, **owned)
         elif kind is bool:

@@ -12,7 +12,7 @@ class OpCheck:
     checked, where `enabled` (portable kernels on the CPU)."""
 
     def __init__(self, enabled):
-        self._checked = set() if enabled else None
+        self._checked: set | None = set() if enabled else None
 
     def run(self, sess, fetches, feed):
         kind = _kind(fetches)

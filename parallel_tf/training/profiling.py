@@ -78,7 +78,7 @@ def piece_times(step_stats):
     """{piece: {moment: ms from the step's first op}} of a pipelined step (see above); {} for another."""
     nodes = [(device.device, node) for device in step_stats.dev_stats for node in device.node_stats]
     first = min((node.all_start_micros for _, node in nodes), default=0)
-    pieces = collections.defaultdict(dict)
+    pieces: dict = collections.defaultdict(dict)
     for device, node in nodes:
         piece, moment = PIECE.search(node.node_name), _moment(_op_type(node), "/job:worker/" in device)
         if not (piece and moment):
@@ -176,6 +176,7 @@ def _read_as_data(name, uses):
 
 def _task(device):
     match = TASK.search(device)
+    assert match, device  # a step's devices are its tasks'
     return f"{match[1]}:{match[2]}"
 
 

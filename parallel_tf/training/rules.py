@@ -82,7 +82,7 @@ def compose(declarations, mode, cluster, values, given, defaults, offered=()):
 
 def _settle(of_mode, values, cluster, given, defaults):
     """(the declarations on, the values they settle), repeated until a settled value switches none on or off."""
-    settled = {}
+    settled: dict = {}
     for _ in range(len(of_mode) + 1):
         current = {**values, **settled}
         on = [d for d in of_mode if d.is_on(current, cluster, defaults)]
@@ -94,7 +94,8 @@ def _settle(of_mode, values, cluster, given, defaults):
 
 
 def _settle_requirements(on, current, values, given):
-    settled, by = {}, {}
+    settled: dict = {}
+    by: dict = {}
     for declaration in on:
         for flag, (value, why) in declaration.requires.items():
             if flag not in values:  # not a flag of this run

@@ -50,7 +50,7 @@ def step_bytes_by_peer(fetches, here):
     pending = [fetch.op if isinstance(fetch, tf.Tensor) else fetch for fetch in tf.nest.flatten(fetches)]
     seen_ops, crossed = set(), set()
     sent = received = 0
-    by_peer = {}
+    by_peer: dict = {}
     while pending:
         op = pending.pop()
         if op.name in seen_ops:

@@ -115,7 +115,7 @@ class Trainer:
                 train_graph.after_last_step(sess, _named_params(sess))
             self._checkpoint(sess, settings.train_steps)
             summary = None
-            if settings.is_chief:
+            if writer:  # the chief's
                 wall_seconds = time.time() - started
                 summary = {
                     **run_summary.summarize(self, sess, train_seconds, wall_seconds, stolen.share),
@@ -146,7 +146,7 @@ class Trainer:
         logdir.record_run(settings.logdir, logdir.run_identity(self.recipe.name, settings))
         if self._rejoined:
             logging.info("rejoined the running cluster at step %d/%d", first_step, settings.train_steps)
-        elif self.checkpoints.latest:
+        elif self.checkpoints and self.checkpoints.latest:
             logging.info("resuming from %s at step %d/%d", self.checkpoints.latest, first_step, settings.train_steps)
         return outputs.RunWriter(settings.logdir, self.graph, first_step)
 
@@ -225,9 +225,9 @@ class Trainer:
     def _evaluate(self, sess):
         """The held-out loss and accuracy of the parameters as they are now (--eval_every)."""
         model, dataset = self.held_out, self.dataset
-        loss, accuracy = sess.run(
-            [model.loss, model.accuracy], {model.features: dataset.eval_x, model.labels: dataset.eval_y}
-        )
+        assert model is not None, "built where there are evaluations"
+        feed = {model.features: dataset.eval_x, model.labels: dataset.eval_y}
+        loss, accuracy = sess.run([model.loss, model.accuracy], feed)
         return {"eval_loss": float(loss), "eval_accuracy": float(accuracy)}
 
     def _log(self, writer, sess, step, loss, rate, bytes_per_step, held_out):
