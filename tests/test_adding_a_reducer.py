@@ -23,12 +23,17 @@ from parallel_tf.graph.collectives import Reducing, Reduction
 from parallel_tf.training.declarations import Flags, Technique, flag
 
 
-def reduce(settings, ring, variables):
-    def halved(gradients):
-        means, losses = ring.means(gradients.whole, riding=ring.loss_slots(gradients.loss))
+class Halved(Reducing):
+    def __init__(self, ring, variables):
+        self.ring, self.buckets = ring, ring.count_buckets(variables)
+
+    def reduce(self, gradients) -> Reduction:
+        means, losses = self.ring.means(gradients.whole, riding=self.ring.loss_slots(gradients.loss))
         return Reduction([mean / 2.0 for mean in means], losses)
 
-    return [Reducing(0, halved, ring.count_buckets(variables))]
+
+def reduce(settings, ring, variables):
+    return [Halved(ring, variables)]
 
 
 class Options(Flags):

@@ -12,8 +12,8 @@ gather puts the pieces in worker order, which a fixed-order sum needs.
 
 from __future__ import annotations  # the tf.Tensor annotations below must not import TensorFlow
 
+import abc
 import dataclasses
-from typing import Callable
 
 from parallel_tf.backports import prod, zip_strict
 from parallel_tf.compat import tf
@@ -126,16 +126,18 @@ class StepGradients:
         return gradients
 
 
-@dataclasses.dataclass(frozen=True)
-class Reducing:
-    """A way of reducing a step's gradients (all-reduce's reduce hook), from step `first` on: `reduce(gradients)`
-    builds one step's Reduction of the StepGradients the mode hands it, `passes` of them a worker. A step is built
-    once a phase (and once in a loop of steps): its state is made before."""
+class Reducing(abc.ABC):
+    """A way of reducing a step's gradients (all-reduce's reduce hook), from step `first` on: its `reduce` builds
+    one step's Reduction of the StepGradients the mode hands it, `passes` of them a worker, in `buckets` collectives.
+    A step is built once a phase (and once in a loop of steps): the state it keeps is made before, by __init__."""
 
-    first: int
-    reduce: Callable[[StepGradients], Reduction]
-    buckets: int = 0  # the collectives a step sums its floats in (--allreduce_bucket_mb's counter)
-    passes: int = 1  # the forward and backward passes a worker makes of its shard a step
+    first = 0  # the first step it reduces: a phase of the driver starts there
+    buckets = 0  # the collectives a step sums its floats in (--allreduce_bucket_mb's counter)
+    passes = 1  # the forward and backward passes a worker makes of its shard a step
+
+    @abc.abstractmethod
+    def reduce(self, gradients: StepGradients) -> Reduction:
+        """Each variable's mean over the workers and every worker's loss, built from this worker's gradients."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,15 +158,6 @@ class Ring:
 
     def __init__(self, collectives, transport="float32", bucket_mb=0.0):
         self.collectives, self.transport, self.bucket_mb = collectives, tf.as_dtype(transport), bucket_mb
-
-    def reducing(self, variables):
-        """The plain ring's way of reducing, from step 0: every gradient's mean, the losses riding in the last
-        bucket."""
-        return Reducing(0, self.reduce, self.count_buckets(variables))
-
-    def reduce(self, gradients):
-        means, losses = self.means(gradients.whole, riding=self.loss_slots(gradients.loss))
-        return Reduction(means, losses)
 
     def count_buckets(self, tensors):
         """The collectives means() sums `tensors` in."""
@@ -200,3 +193,14 @@ class Ring:
         Put in place, not multiplied by a one-hot: 0 · inf would make the other slots NaN."""
         collectives = self.collectives
         return tf.scatter_nd([[collectives.task_index]], tf.reshape(loss, [1]), [collectives.num_workers])
+
+
+class RingMeans(Reducing):
+    """The plain ring's way of reducing, from step 0: every gradient's mean, the losses riding in the last bucket."""
+
+    def __init__(self, ring: Ring, variables: list):
+        self.ring, self.buckets = ring, ring.count_buckets(variables)
+
+    def reduce(self, gradients) -> Reduction:
+        means, losses = self.ring.means(gradients.whole, riding=self.ring.loss_slots(gradients.loss))
+        return Reduction(means, losses)

@@ -28,14 +28,20 @@ def check(values, cluster):
         )
 
 
+class FixedOrderGather(Reducing):
+    """Every microbatch's gradient gathered whole by every worker, summed in microbatch order by sync's tree."""
+
+    def __init__(self, settings, ring):
+        self.collectives, self.microbatches = ring.collectives, settings.options.microbatches
+        self.passes = self.microbatches // ring.collectives.num_workers
+
+    def reduce(self, gradients) -> Reduction:
+        return Reduction(*gathered_in_fixed_order(gradients, self.collectives, self.microbatches))
+
+
 def reduce(settings, ring, variables):
-    """All-reduce's reduce hook: every microbatch's gradient gathered whole, summed in microbatch order."""
-    microbatches = settings.options.microbatches
-
-    def gathered(gradients):
-        return Reduction(*gathered_in_fixed_order(gradients, ring.collectives, microbatches))
-
-    return [Reducing(0, gathered, passes=microbatches // ring.collectives.num_workers)]
+    """All-reduce's reduce hook: the fixed-order gather, from step 0."""
+    return [FixedOrderGather(settings, ring)]
 
 
 class Options(Flags):

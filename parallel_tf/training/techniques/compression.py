@@ -136,17 +136,8 @@ class Compression(OfOneGraph):
             return tf.reshape(codec.decode(payload, size), tensor.shape)
 
     def reduce(self, settings, ring, variables):
-        """All-reduce's reduce hook: every worker's codes gathered and decoded by all, the losses summed in
-        float32. A random codec draws for variable i at step t from (t, stream·2¹⁶ + i), as on the servers."""
-        codec, feedback = _codec(settings.options.gradient_compression), settings.options.error_feedback
-
-        def gathered(step):
-            seeds = codecs.seeds(tf.train.get_global_step().read_value(), settings.random_stream, len(step.whole))
-            means, sent = gathered_codes.mean_of_codes(step.whole, ring.collectives, codec, feedback, seeds)
-            self.payloads.extend(sent)
-            return Reduction(means, ring.collectives.sum(ring.loss_slots(step.loss)))
-
-        return [Reducing(0, gathered)]
+        """All-reduce's reduce hook: the codes gathered, from step 0."""
+        return [GatheredCodes(settings, ring, self.payloads)]
 
     def wrap(self, settings, graph):
         """Counts what a push sends, from the payload tensors' shapes, beside what float32 would. (Its
@@ -159,3 +150,20 @@ class Compression(OfOneGraph):
 
 
 HOOKS = Compression()
+
+
+class GatheredCodes(Reducing):
+    """Every worker's codes gathered and decoded by all, the losses summed in float32; what crosses is added to
+    `payloads`, which Compression's `wrap` counts. A random codec draws for variable i at step t from
+    (t, stream·2¹⁶ + i), as on the servers."""
+
+    def __init__(self, settings, ring, payloads):
+        self.codec, self.feedback = _codec(settings.options.gradient_compression), settings.options.error_feedback
+        self.stream, self.ring, self.payloads = settings.random_stream, ring, payloads
+
+    def reduce(self, gradients) -> Reduction:
+        seeds = codecs.seeds(tf.train.get_global_step().read_value(), self.stream, len(gradients.whole))
+        collectives = self.ring.collectives
+        means, sent = gathered_codes.mean_of_codes(gradients.whole, collectives, self.codec, self.feedback, seeds)
+        self.payloads.extend(sent)
+        return Reduction(means, collectives.sum(self.ring.loss_slots(gradients.loss)))

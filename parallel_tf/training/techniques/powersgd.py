@@ -37,7 +37,7 @@ from parallel_tf.backports import prod, zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.errors import ConfigError
 from parallel_tf.graph import exact_math
-from parallel_tf.graph.collectives import Reducing, Reduction
+from parallel_tf.graph.collectives import Reducing, Reduction, RingMeans
 from parallel_tf.graph.model import LOCAL
 from parallel_tf.graph.products import contract
 from parallel_tf.graph.worker_state import keep
@@ -54,25 +54,31 @@ def check_shapes(values, cluster, shapes):
         )
 
 
+class Factored(Reducing):
+    """PowerSGD's steps, from --powersgd_start_step on: the mean of each matrix it compresses by its factors
+    (LowRank's state, made here), the other gradients and the losses by the ring whole."""
+
+    def __init__(self, settings, ring, variables):
+        options = settings.options
+        self.low_rank = LowRank(variables, options.powersgd_rank, options.powersgd_min_compression, settings.seed)
+        self.whole = [i for i in range(len(variables)) if i not in self.low_rank.indices]
+        self.ring, self.first = ring, options.powersgd_start_step
+        ps, qs = self.low_rank.factor_specs()
+        self.buckets = sum(ring.count_buckets(tensors) for tensors in (ps, qs, [variables[i] for i in self.whole]))
+
+    def reduce(self, gradients) -> Reduction:
+        ring, factored, step = self.ring, self.low_rank.indices, gradients.whole
+        means = dict(zip_strict(factored, self.low_rank.means([step[i] for i in factored], ring)))
+        whole_means, losses = ring.means([step[i] for i in self.whole], riding=ring.loss_slots(gradients.loss))
+        means.update(zip_strict(self.whole, whole_means))
+        return Reduction([means[i] for i in range(len(step))], losses)
+
+
 def reduce(settings, ring, variables):
     """All-reduce's reduce hook: two phases, the plain ring's steps up to --powersgd_start_step, PowerSGD's from
     there (each kind of step a graph of its own, so what a step sends is counted by its kind)."""
-    low_rank = LowRank(
-        variables, settings.options.powersgd_rank, settings.options.powersgd_min_compression, settings.seed
-    )
-    whole = [i for i in range(len(variables)) if i not in low_rank.indices]
-
-    def factored(step):
-        gradients = step.whole
-        means = dict(zip_strict(low_rank.indices, low_rank.means([gradients[i] for i in low_rank.indices], ring)))
-        whole_means, losses = ring.means([gradients[i] for i in whole], riding=ring.loss_slots(step.loss))
-        means.update(zip_strict(whole, whole_means))
-        return Reduction([means[i] for i in range(len(gradients))], losses)
-
-    ps, qs = low_rank.factor_specs()
-    buckets = ring.count_buckets(ps) + ring.count_buckets(qs) + ring.count_buckets([variables[i] for i in whole])
-    compressed = Reducing(settings.options.powersgd_start_step, factored, buckets)
-    return [ring.reducing(variables), compressed] if settings.options.powersgd_start_step else [compressed]
+    factored = Factored(settings, ring, variables)
+    return [RingMeans(ring, variables), factored] if factored.first else [factored]
 
 
 def wrap(settings, graph):

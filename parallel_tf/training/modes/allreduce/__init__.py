@@ -21,7 +21,7 @@ from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.errors import TaskFailure
 from parallel_tf.graph import worker_state
-from parallel_tf.graph.collectives import Collectives, Ring, StepGradients
+from parallel_tf.graph.collectives import Collectives, Ring, RingMeans, StepGradients
 from parallel_tf.graph.model import StepReads, build_model, worker_gradients
 from parallel_tf.graph.optimizers import scheduled
 from parallel_tf.graph.placement import worker_device
@@ -43,7 +43,7 @@ def build(recipe, dataset, settings: Settings):
         ring = Ring(collectives, settings.options.allreduce_transport, settings.options.allreduce_bucket_mb)
         variables = tf.trainable_variables()
         reducers = settings.hooks.reduce  # at most one (rules.py): its ways of reducing, or the plain ring's
-        reducings = reducers[0].reduce(settings, ring, variables) if reducers else [ring.reducing(variables)]
+        reducings = reducers[0].reduce(settings, ring, variables) if reducers else [RingMeans(ring, variables)]
         # one for every phase: the run's slots
         optimizer = scheduled(settings.optimizer, settings.schedule, global_step)
         for technique in settings.hooks.optimizer:  # clipping
