@@ -94,7 +94,7 @@ def drive(settings, recipe, model, phases, reads):
     """The Steps of `phases` (Phase, in order of their first step), as many steps a run as `settings` say
     (--steps_per_run, settled by then): each step built on `model` again (ModelGraph.on), on the fed batch or its
     slice of the stacked batches, reading through `reads()`."""
-    steps_per_run = settings.options.steps_per_run
+    steps_per_run = settings.options.steps_per_run or 1  # None: a mode --steps_per_run is not for
     if steps_per_run == 1:
         on_fed = model.on(recipe, model.features, model.labels, reads())
         reports = tuple(phase.step(on_fed) for phase in phases)
