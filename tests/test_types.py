@@ -1,8 +1,9 @@
 """The type checker of ./run_tests.sh (mypy, pyproject.toml's [tool.mypy]) holds a codec to graph/codecs.py's Codec
 Protocol and a technique's module to the Protocols of the seams it fills (training/seams.py, bound in
 training/hook_types.py): a copy of the package whose top-k codec lacks payload_bytes, whose stragglers' module lacks
-its wrap, or whose clipping's hooks object (a seams.OfOneGraph) lacks its, fails it, naming what is short, where the
-package as it is passes; and it reads a run's options by their declared types."""
+its wrap, whose clipping's hooks object (a seams.OfOneGraph) lacks its, or whose PowerSGD's way of reducing (a
+collectives.Reducing) lacks its reduce, fails it, naming what is short, where the package as it is passes; and it
+reads a run's options by their declared types."""
 
 import shutil
 import subprocess
@@ -87,25 +88,53 @@ def test_the_type_checker_sees_a_runs_options_by_their_declarations_types(tmp_pa
 
 
 @pytest.mark.parametrize(
-    "module, call, short_of",
+    "module, call, shorter, wanted",
     [
-        ("training/modes/allreduce/__init__.py", "reducers[0].reduce(settings, ring, variables)", "variables"),
-        ("training/trainer.py", "technique.wrap(settings, graph)", "graph"),
+        (
+            "training/modes/allreduce/__init__.py",
+            "reducers[0].reduce(settings, ring, variables)",
+            "reducers[0].reduce(settings, ring)",
+            '"variables" in call to "reduce" of "Reduce"',
+        ),
+        (
+            "training/trainer.py",
+            "technique.wrap(settings, graph)",
+            "technique.wrap(settings)",
+            '"graph" in call to "wrap" of "Wrap"',
+        ),
+        (
+            "training/modes/allreduce/__init__.py",
+            "reducing.reduce(StepGradients(passes, model.loss))",
+            "reducing.reduce()",
+            '"gradients" in call to "reduce" of "Reducing"',
+        ),
     ],
-    ids=["all-reduce's reduce", "the trainer's wrap"],
+    ids=["all-reduce's reduce hook", "the trainer's wrap", "all-reduce's way of reducing"],
 )
-def test_a_step_s_call_of_a_hook_is_checked_against_its_seam_s_interface(tmp_path, module, call, short_of):
-    """A step calls its seams' hooks on what settings.hooks holds, typed by the seams' Protocols, and mypy checks
-    those calls (every body, by pyproject.toml's check_untyped_defs): a call short of its last argument fails it,
-    naming the interface."""
+def test_a_step_s_call_of_a_hook_is_checked_against_its_seam_s_interface(tmp_path, module, call, shorter, wanted):
+    """A step calls its seams' hooks on what settings.hooks holds, typed by the seams' Protocols, and all-reduce's
+    ways of reducing as collectives.Reducing; mypy checks those calls (every body, by pyproject.toml's
+    check_untyped_defs): a call short of its last argument fails it, naming the interface."""
     _copy(tmp_path)
     path = tmp_path / "parallel_tf" / module
     source = path.read_text()
     assert source.count(call) == 1
-    path.write_text(source.replace(call, call.replace(f", {short_of})", ")")))
+    path.write_text(source.replace(call, shorter))
     checked = _mypy(tmp_path)
     assert checked.returncode == 1, checked.stdout + checked.stderr
-    seam = call.split("(")[0].rsplit(".", 1)[1]
-    interface = {"reduce": "Reduce", "wrap": "Wrap"}[seam]
-    wanted = f'error: Missing positional argument "{short_of}" in call to "{seam}" of "{interface}"'
+    assert f"error: Missing positional argument {wanted}" in checked.stdout, checked.stdout
+
+
+def test_a_way_of_reducing_short_of_its_reduce_fails_the_type_checker(tmp_path):
+    """All-reduce's step calls reducing.reduce(...) on a collectives.Reducing, whose reduce is abstract: a subclass
+    without one cannot be made, and mypy says so where the hook makes it."""
+    _copy(tmp_path)
+    module = tmp_path / "parallel_tf" / "training" / "techniques" / "powersgd.py"
+    source = module.read_text()
+    method = "\n    def reduce(self, gradients) -> Reduction:"
+    assert source.count(method) == 1
+    module.write_text(source.replace(method, method.replace("reduce", "reduced")))
+    checked = _mypy(tmp_path)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    wanted = 'error: Cannot instantiate abstract class "Factored" with abstract attribute "reduce"'
     assert wanted in checked.stdout, checked.stdout

@@ -21,7 +21,7 @@ from parallel_tf.backports import zip_strict
 from parallel_tf.compat import tf
 from parallel_tf.errors import TaskFailure
 from parallel_tf.graph import worker_state
-from parallel_tf.graph.collectives import Collectives, Ring, RingMeans, StepGradients
+from parallel_tf.graph.collectives import Collectives, Reducing, Ring, RingMeans, StepGradients
 from parallel_tf.graph.model import StepReads, build_model, worker_gradients
 from parallel_tf.graph.optimizers import scheduled
 from parallel_tf.graph.placement import worker_device
@@ -49,7 +49,7 @@ def build(recipe, dataset, settings: Settings):
         for technique in settings.hooks.optimizer:  # clipping
             optimizer = technique.optimizer(settings, optimizer)
 
-        def applying(reducing):
+        def applying(reducing: Reducing):
             def step(model):
                 """Every worker's loss, once the mean of its step's gradients is applied. No update starts before
                 every mean is in, so none changes a variable backprop still reads (a bucket's collective may
