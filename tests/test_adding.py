@@ -7,7 +7,8 @@ are, so each made-up piece is one whose effect a reader works out by hand:
 - the reducer halves the ring's mean: -3 x 0.5 x 1/2 = -0.75;
 - the technique fills the optimizer seam and halves every update's gradients: -0.75 again, by another seam;
 - the mode has each of 2 workers train its own copy with nothing crossing (no ps, no collective): the chief's
-  copy takes its 3 steps alone, -1.5, and summary.json names the mode.
+  copy takes its 3 steps alone, -1.5, summary.json names the mode, and its step sends 0 bytes (sync's sends the
+  gradient and pulls w).
 """
 
 import json
@@ -147,7 +148,7 @@ class Addition:
     source: str
     follow: object  # the section's other steps, done to a copy of the package
     train: str  # inprocess.train's arguments
-    w: float  # w after the 3 steps, by hand (the module's docstring)
+    expected: dict  # w after the 3 steps, by hand (the module's docstring), and what summary.json says
 
 
 ADDITIONS = {
@@ -157,7 +158,7 @@ ADDITIONS = {
         HALVED_REDUCER,
         _as_technique("halved", "reduce", "Reduce"),
         'mode="allreduce", halved=True',
-        -0.75,
+        {"w": -0.75, "mode": "allreduce"},
     ),
     "technique": Addition(
         "Adding a technique",
@@ -165,9 +166,16 @@ ADDITIONS = {
         HALVED_UPDATES,
         _as_technique("halved_updates", "optimizer", "Optimizer"),
         'mode="allreduce", halved_updates=True',
-        -0.75,
+        {"w": -0.75, "mode": "allreduce"},
     ),
-    "mode": Addition("Adding a mode", "alone", ALONE, _as_mode, 'mode="alone", num_ps=0', -1.5),
+    "mode": Addition(
+        "Adding a mode",
+        "alone",
+        ALONE,
+        _as_mode,
+        'mode="alone", num_ps=0',
+        {"w": -1.5, "mode": "alone", "bytes_sent_per_step": 0},
+    ),
 }
 
 TRAIN = """\
@@ -177,7 +185,7 @@ from pathlib import Path
 from inprocess import scalar_dataset, scalar_recipe, slope, train
 out = train(scalar_recipe(slope, 0.0), scalar_dataset(1.0, 2.0), Path({logdir!r}), train_steps=3, learning_rate=0.5,
             {arguments})
-print(json.dumps({{"mode": out["summary"]["mode"], "w": float(out["params"]["model/w:0"][0])}}))
+print(json.dumps({{**out["summary"], "w": float(out["params"]["model/w:0"][0])}}))
 """
 
 
@@ -232,5 +240,5 @@ def test_a_sections_steps_alone_add_a_piece_that_type_checks_and_trains(kind, tm
         [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=TIMEOUT, cwd=copy
     )
     assert trained.returncode == 0, trained.stderr[-3000:]
-    mode = addition.train.split('"')[1]
-    assert json.loads(trained.stdout.splitlines()[-1]) == {"mode": mode, "w": addition.w}, trained.stdout
+    outcome = json.loads(trained.stdout.splitlines()[-1])
+    assert {name: outcome[name] for name in addition.expected} == addition.expected, trained.stdout

@@ -104,12 +104,18 @@ def test_the_type_checker_sees_a_runs_options_by_their_declarations_types(tmp_pa
         ),
         (
             "training/modes/allreduce/__init__.py",
+            "technique.optimizer(settings, optimizer)",
+            "technique.optimizer(settings)",
+            '"optimizer" in call to "optimizer" of "Optimizer"',
+        ),
+        (
+            "training/modes/allreduce/__init__.py",
             "reducing.reduce(StepGradients(passes, model.loss))",
             "reducing.reduce()",
             '"gradients" in call to "reduce" of "Reducing"',
         ),
     ],
-    ids=["all-reduce's reduce hook", "the trainer's wrap", "all-reduce's way of reducing"],
+    ids=["all-reduce's reduce hook", "the trainer's wrap", "all-reduce's optimizer hook", "the way of reducing"],
 )
 def test_a_step_s_call_of_a_hook_is_checked_against_its_seam_s_interface(tmp_path, module, call, shorter, wanted):
     """A step calls its seams' hooks on what settings.hooks holds, typed by the seams' Protocols, and all-reduce's

@@ -128,11 +128,11 @@ class StepGradients:
 
 class Reducing(abc.ABC):
     """A way of reducing a step's gradients (all-reduce's reduce hook), from step `first` on: its `reduce` builds
-    one step's Reduction of the StepGradients the mode hands it, `passes` of them a worker, in `buckets` collectives.
-    A step is built once a phase (and once in a loop of steps): the state it keeps is made before, by __init__."""
+    one step's Reduction of the StepGradients the mode hands it, `passes` of them a worker. A step is built once a
+    phase (and once in a loop of steps): the state it keeps is made before, by __init__."""
 
     first = 0  # the first step it reduces: a phase of the driver starts there
-    buckets = 0  # the collectives a step sums its floats in (--allreduce_bucket_mb's counter)
+    buckets = 0  # the ring's collectives a step sums its floats in (--allreduce_bucket_mb's counter); 0: no ring
     passes = 1  # the forward and backward passes a worker makes of its shard a step
 
     @abc.abstractmethod
