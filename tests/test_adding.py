@@ -34,8 +34,8 @@ from parallel_tf.training.declarations import Flags, Technique, flag
 
 
 class Halved(Reducing):
-    def __init__(self, ring, variables):
-        self.ring, self.buckets = ring, ring.count_buckets(variables)
+    def __init__(self, ring):
+        self.ring = ring
 
     def reduce(self, gradients) -> Reduction:
         means, losses = self.ring.means(gradients.whole, riding=self.ring.loss_slots(gradients.loss))
@@ -43,7 +43,7 @@ class Halved(Reducing):
 
 
 def reduce(settings, ring, variables):
-    return [Halved(ring, variables)]
+    return [Halved(ring)]
 
 
 class Options(Flags):

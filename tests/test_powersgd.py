@@ -63,14 +63,6 @@ def _approximated(matrices, q, ring):
             return sess.run(approximations), sess.run(low_rank.errors)
 
 
-def _factor_buckets(ring):
-    """The collectives `ring` sums two 2x2 matrices' rank-1 factors in: the Ps' buckets, then the Qs'."""
-    with tf.Graph().as_default():
-        variables = [tf.get_variable(f"w{i}", [2, 2]) for i in range(2)]
-        low_rank = powersgd.LowRank(variables, rank=1, min_compression=0.5, seed=0)
-        return sum(ring.count_buckets(specs) for specs in low_rank.factor_specs())
-
-
 def test_a_float16_transport_rounds_each_worker_s_share_of_p_and_of_q():
     """M = [[4098, 0], [0, 1]], Q = [1, 0]ᵀ, two workers alike. P = M Q = [4098, 0]ᵀ: each worker's share,
     4098 / 2 = 2049, lies between float16's 2048 and 2050 (its spacing there is 2) and rounds to even, 2048;
@@ -96,7 +88,7 @@ def test_buckets_send_each_factor_in_a_collective_of_its_own_and_change_no_bit()
     bucketed, one = Ring(TwoAlike(), bucket_mb=1e-9), Ring(TwoAlike())
     in_buckets, _ = _approximated([m1, 2 * m1], q, bucketed)
     in_one, _ = _approximated([m1, 2 * m1], q, one)
-    assert (_factor_buckets(bucketed), _factor_buckets(one)) == (4, 2)
+    assert (bucketed.summed_buckets, one.summed_buckets) == (4, 2)  # the Ps' buckets, then the Qs'
     np.testing.assert_array_equal(in_buckets, in_one)
     np.testing.assert_allclose(in_buckets, [[[2.7, 0.3], [0.9, 0.1]], [[5.4, 0.6], [1.8, 0.2]]], rtol=1e-6)
 

@@ -132,7 +132,6 @@ class Reducing(abc.ABC):
     phase (and once in a loop of steps): the state it keeps is made before, by __init__."""
 
     first = 0  # the first step it reduces: a phase of the driver starts there
-    buckets = 0  # the ring's collectives a step sums its floats in (--allreduce_bucket_mb's counter); 0: no ring
     passes = 1  # the forward and backward passes a worker makes of its shard a step
 
     @abc.abstractmethod
@@ -154,14 +153,12 @@ class Ring:
     last tensor first, as backprop makes them, one collective each; 0: one for all), each worker's share, 1/N
     of its tensors, sent in `transport` (float32, or half precision: divided before it is rounded, so N shares
     near float16's largest value do not overflow where their mean would not), the means back in float32.
-    With one worker nothing crosses, so nothing is rounded to the transport."""
+    With one worker nothing crosses, so nothing is rounded to the transport. `summed_buckets` counts the buckets
+    means() has built, so a step's count (all-reduce's --allreduce_bucket_mb counter) is what its build made."""
 
     def __init__(self, collectives, transport="float32", bucket_mb=0.0):
         self.collectives, self.transport, self.bucket_mb = collectives, tf.as_dtype(transport), bucket_mb
-
-    def count_buckets(self, tensors):
-        """The collectives means() sums `tensors` in."""
-        return len(buckets(tensors, self.bucket_mb)) if tensors else 0
+        self.summed_buckets = 0
 
     def means(self, tensors, riding=None):
         """(each of `tensors`' mean over the workers, the sum of `riding`, float32 slots that go in the last
@@ -170,6 +167,7 @@ class Ring:
             return [], None if riding is None else self.collectives.sum(riding)
         means = {}
         *early, last = buckets(tensors, self.bucket_mb)
+        self.summed_buckets += len(early) + 1
         for bucket in early:
             means.update(zip_strict(bucket, self._mean([tensors[i] for i in bucket])[0]))
         rides = riding is not None and (self.transport == tf.float32 or self.collectives.num_workers == 1)
@@ -198,8 +196,8 @@ class Ring:
 class RingMeans(Reducing):
     """The plain ring's way of reducing, from step 0: every gradient's mean, the losses riding in the last bucket."""
 
-    def __init__(self, ring: Ring, variables: list):
-        self.ring, self.buckets = ring, ring.count_buckets(variables)
+    def __init__(self, ring: Ring):
+        self.ring = ring
 
     def reduce(self, gradients) -> Reduction:
         means, losses = self.ring.means(gradients.whole, riding=self.ring.loss_slots(gradients.loss))

@@ -63,8 +63,6 @@ class Factored(Reducing):
         self.low_rank = LowRank(variables, options.powersgd_rank, options.powersgd_min_compression, settings.seed)
         self.whole = [i for i in range(len(variables)) if i not in self.low_rank.indices]
         self.ring, self.first = ring, options.powersgd_start_step
-        ps, qs = self.low_rank.factor_specs()
-        self.buckets = sum(ring.count_buckets(tensors) for tensors in (ps, qs, [variables[i] for i in self.whole]))
 
     def reduce(self, gradients) -> Reduction:
         ring, factored, step = self.ring, self.low_rank.indices, gradients.whole
@@ -78,7 +76,7 @@ def reduce(settings, ring, variables):
     """All-reduce's reduce hook: two phases, the plain ring's steps up to --powersgd_start_step, PowerSGD's from
     there (each kind of step a graph of its own, so what a step sends is counted by its kind)."""
     factored = Factored(settings, ring, variables)
-    return [RingMeans(ring, variables), factored] if factored.first else [factored]
+    return [RingMeans(ring), factored] if factored.first else [factored]
 
 
 def wrap(settings, graph):
@@ -147,7 +145,6 @@ class LowRank:
         shapes = [v.shape.as_list() for v in variables]
         self.indices = [i for i, shape in enumerate(shapes) if compressible(shape, rank, min_compression)]
         self.shapes = [shapes[i] for i in self.indices]
-        self.rank = rank
         self.qs, self.errors = [], []
         for i, shape in zip_strict(self.indices, self.shapes):
             n, m = as_matrix(shape)
@@ -157,11 +154,6 @@ class LowRank:
             error = tf.Variable(tf.zeros([n, m]), trainable=False, collections=LOCAL, name=f"powersgd/e_{name}")
             keep(error)  # each worker's own, in the checkpoint
             self.errors.append(error)
-
-    def factor_specs(self):
-        """(every P's shape, every Q's), as the ring sums them."""
-        ps = [tf.TensorSpec([as_matrix(shape)[0], self.rank], tf.float32) for shape in self.shapes]
-        return ps, [tf.TensorSpec(q.shape, tf.float32) for q in self.qs]
 
     def means(self, gradients, ring):
         """The rank-r approximations of the mean of every worker's `gradients` (those of `indices`), by two

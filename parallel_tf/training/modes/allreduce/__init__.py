@@ -43,11 +43,12 @@ def build(recipe, dataset, settings: Settings):
         ring = Ring(collectives, settings.options.allreduce_transport, settings.options.allreduce_bucket_mb)
         variables = tf.trainable_variables()
         reducers = settings.hooks.reduce  # at most one (rules.py): its ways of reducing, or the plain ring's
-        reducings = reducers[0].reduce(settings, ring, variables) if reducers else [RingMeans(ring, variables)]
+        reducings = reducers[0].reduce(settings, ring, variables) if reducers else [RingMeans(ring)]
         # one for every phase: the run's slots
         optimizer = scheduled(settings.optimizer, settings.schedule, global_step)
         for technique in settings.hooks.optimizer:  # clipping
             optimizer = technique.optimizer(settings, optimizer)
+        summed = []  # the ring's buckets of each phase's step, as drive builds them, in order
 
         def applying(reducing: Reducing):
             def step(model):
@@ -56,7 +57,9 @@ def build(recipe, dataset, settings: Settings):
                 overlap backprop; with one worker it is no wait at all)."""
                 read = model.reads.of(variables)
                 passes = worker_gradients(recipe, model, reducing.passes, read)
+                before = ring.summed_buckets
                 reduction = reducing.reduce(StepGradients(passes, model.loss))
+                summed.append(ring.summed_buckets - before)
                 with tf.control_dependencies(reduction.means):
                     train_op = optimizer.apply_gradients(zip_strict(reduction.means, variables), global_step)
                 with tf.control_dependencies([train_op]):
@@ -70,11 +73,7 @@ def build(recipe, dataset, settings: Settings):
         broadcast = collectives.broadcast(tf.global_variables())  # the optimizer's slots too: made by apply
         fingerprint = tf.placeholder(tf.int32, [1, FINGERPRINT_INTS], name="params_fingerprint")
         fingerprints = collectives.gather(fingerprint)
-    buckets = (
-        {"allreduce_buckets": tf.constant(reducings[-1].buckets, tf.int64)}
-        if settings.options.allreduce_bucket_mb
-        else {}
-    )
+    buckets = {"allreduce_buckets": tf.constant(summed[-1], tf.int64)} if settings.options.allreduce_bucket_mb else {}
     return TrainGraph(
         model=model,
         position=global_step,
